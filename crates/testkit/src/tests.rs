@@ -1,0 +1,419 @@
+//! The harness proves itself: correct allocators pass, and each kind of broken
+//! allocator is caught with the failure that names its bug.
+
+use super::*;
+use alloc::boxed::Box;
+use alloc::collections::BTreeMap;
+use alloc::string::String;
+use alloc::vec::Vec;
+use bento_align::Alignment;
+use core::alloc::Layout;
+use core::ptr::NonNull;
+
+#[test]
+fn global_passes_on_both_api_versions() {
+    let caps = Caps::default()
+        .with_ops(Ops::HUGE)
+        .with_sizes(SizeGen::new(8192).with_boundaries(&[64, 256, 4096]))
+        .with_max_align(Alignment::new(8192).unwrap());
+    let n = cases(64, 2);
+    let r02 = seeded(n, |u| {
+        run(&mut Api02::new(&allocator_api2::alloc::Global), &caps, u)
+    });
+    let r04 = seeded(n, |u| {
+        run(&mut Api04::new(&allocator_api2_04::alloc::Global), &caps, u)
+    });
+    for r in [r02, r04] {
+        // Not vacuous: the programs allocated, resized and freed.
+        assert!(r.allocs > 10 * n, "{r:?}");
+        assert!(r.resizes > n, "{r:?}");
+        assert_eq!(r.allocs_failed, 0, "{r:?}");
+        assert!(r.frees > 10 * n, "{r:?}");
+        assert!(r.validations > n, "{r:?}");
+    }
+}
+
+#[test]
+fn size_generator_hits_every_edge() {
+    let sizes = SizeGen::new(100_000).with_boundaries(&[256, 65536]);
+    let seen: alloc::collections::BTreeSet<usize> =
+        (0..100_000).map(|raw| sizes.pick(raw, 16)).collect();
+    for edge in [
+        0, 1, 15, 16, 17, 4095, 4096, 4097, 255, 256, 257, 65535, 65536, 65537,
+    ] {
+        assert!(seen.contains(&edge), "edge {edge} never generated");
+    }
+    assert!(seen.iter().all(|&s| s <= 100_000));
+    assert!(
+        seen.len() > 1000,
+        "log-uniform part too narrow: {}",
+        seen.len()
+    );
+}
+
+#[test]
+fn align_generator_covers_its_range() {
+    let aligns = AlignGen::new(Alignment::new(8192).unwrap());
+    let seen: alloc::collections::BTreeSet<usize> =
+        (0..=255u8).map(|r| aligns.pick(r).get()).collect();
+    assert_eq!(seen.len(), 14, "{seen:?}"); // 1, 2, 4, ..., 8192
+}
+
+#[test]
+fn draw_respects_caps() {
+    let caps = Caps::default().without_resize();
+    let bytes = seeded_bytes(1, 1 << 16);
+    let mut u = Unstructured::new(&bytes);
+    let mut drawn = 0;
+    while let Some(op) = caps.draw(&mut u) {
+        assert!(caps.allows(&op), "{op:?} drawn but not allowed");
+        assert!(!matches!(
+            op,
+            Op::Grow { .. } | Op::Shrink { .. } | Op::Reset | Op::Marker { .. }
+        ));
+        drawn += 1;
+    }
+    assert!(drawn > 1000);
+}
+
+/// A bump allocator with markers and resets, correct unless told to misbehave.
+struct ToyBump {
+    buf: Box<Buf>,
+    top: usize,
+    live: BTreeMap<usize, usize>,
+    markers: Vec<(usize, usize)>,
+    next_marker: usize,
+    last: Option<NonNull<u8>>,
+    bug: Option<Bug>,
+}
+
+#[repr(C, align(4096))]
+struct Buf([u8; 1 << 18]);
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Bug {
+    Overlap,
+    Misalign,
+    ShortBlock,
+    ScribbleOnFree,
+    GrowLosesPrefix,
+    DirtyZeroed,
+    MiscountFigures,
+    KeepsStaleMarkers,
+    HugeSucceeds,
+}
+
+impl ToyBump {
+    fn new(bug: Option<Bug>) -> Self {
+        Self {
+            buf: Box::new(Buf([0xAA; 1 << 18])),
+            top: 0,
+            live: BTreeMap::new(),
+            markers: Vec::new(),
+            next_marker: 0,
+            last: None,
+            bug,
+        }
+    }
+
+    fn base(&mut self) -> *mut u8 {
+        self.buf.0.as_mut_ptr()
+    }
+
+    fn bump(&mut self, layout: Layout) -> Option<NonNull<[u8]>> {
+        let align = Alignment::from_layout(&layout);
+        if layout.size() == 0 {
+            let dangling = NonNull::new(core::ptr::without_provenance_mut::<u8>(align.get()))?;
+            return Some(NonNull::slice_from_raw_parts(dangling, 0));
+        }
+        let mut start = bento_align::align_up(self.top, align)?;
+        if self.bug == Some(Bug::Overlap)
+            && let Some((&prev, _)) = self.live.iter().next_back()
+        {
+            start = prev;
+        }
+        if self.bug == Some(Bug::Misalign) && align.get() > 1 {
+            start += 1;
+        }
+        let end = start.checked_add(layout.size())?;
+        if end > self.buf.0.len() {
+            return None;
+        }
+        self.top = self.top.max(end);
+        self.live.insert(start, layout.size());
+        let ptr = NonNull::new(self.base().wrapping_add(start))?;
+        self.last = Some(ptr);
+        let len = if self.bug == Some(Bug::ShortBlock) {
+            layout.size() - 1
+        } else {
+            layout.size()
+        };
+        Some(NonNull::slice_from_raw_parts(ptr, len))
+    }
+
+    fn offset(&mut self, ptr: NonNull<u8>) -> usize {
+        ptr.addr().get() - self.base().addr()
+    }
+}
+
+impl Target for ToyBump {
+    fn allocate(&mut self, _: End, layout: Layout, zeroed: bool) -> Option<NonNull<[u8]>> {
+        if layout.size() > isize::MAX as usize / 2 && self.bug == Some(Bug::HugeSucceeds) {
+            return self.bump(Layout::from_size_align(16, 1).unwrap());
+        }
+        let block = self.bump(layout)?;
+        if zeroed && self.bug != Some(Bug::DirtyZeroed) {
+            // SAFETY: `block` is inside the buffer and owned by the caller now.
+            unsafe { block.cast::<u8>().write_bytes(0, block.len()) };
+        }
+        Some(block)
+    }
+
+    unsafe fn deallocate(&mut self, _: End, ptr: NonNull<u8>, layout: Layout) {
+        if layout.size() == 0 {
+            return;
+        }
+        if self.bug == Some(Bug::ScribbleOnFree)
+            && let Some(last) = self.last.filter(|&l| l != ptr)
+        {
+            let off = self.offset(last);
+            if self.live.contains_key(&off) {
+                // SAFETY: `last` is a live block of the buffer (the bug is writing it).
+                unsafe { last.write(!last.read()) };
+            }
+        }
+        let off = self.offset(ptr);
+        assert!(
+            self.live.remove(&off).is_some(),
+            "toy: free of a dead block"
+        );
+    }
+
+    unsafe fn grow(
+        &mut self,
+        end: End,
+        ptr: NonNull<u8>,
+        old: Layout,
+        new: Layout,
+        zeroed: bool,
+    ) -> Option<NonNull<[u8]>> {
+        let block = self.allocate(end, new, zeroed)?;
+        if self.bug != Some(Bug::GrowLosesPrefix) {
+            // SAFETY: both blocks are live and distinct (a bump never reuses memory).
+            unsafe {
+                core::ptr::copy_nonoverlapping(
+                    ptr.as_ptr(),
+                    block.cast::<u8>().as_ptr(),
+                    old.size(),
+                )
+            };
+        }
+        // SAFETY: `ptr` is live with `old`, as the caller promised.
+        unsafe { self.deallocate(end, ptr, old) };
+        Some(block)
+    }
+
+    unsafe fn shrink(
+        &mut self,
+        end: End,
+        ptr: NonNull<u8>,
+        old: Layout,
+        new: Layout,
+    ) -> Option<NonNull<[u8]>> {
+        if new.size() == 0 {
+            // SAFETY: `ptr` is live with `old`.
+            unsafe { self.deallocate(end, ptr, old) };
+            return self.allocate(end, new, false);
+        }
+        let off = self.offset(ptr);
+        self.live.insert(off, new.size());
+        Some(NonNull::slice_from_raw_parts(ptr, new.size()))
+    }
+
+    fn reset(&mut self) {
+        self.top = 0;
+        self.live.clear();
+        self.markers.clear();
+        self.last = None;
+    }
+
+    fn marker(&mut self, _: End) -> usize {
+        self.next_marker += 1;
+        self.markers.push((self.next_marker, self.top));
+        self.next_marker
+    }
+
+    fn rollback(&mut self, _: End, marker: usize) -> Result<(), String> {
+        let Some(i) = self.markers.iter().position(|&(id, _)| id == marker) else {
+            if self.bug == Some(Bug::KeepsStaleMarkers) {
+                return Ok(());
+            }
+            return Err(String::from("stale marker"));
+        };
+        let top = self.markers[i].1;
+        self.markers.truncate(i + 1);
+        self.top = top;
+        self.live.retain(|&off, _| off < top);
+        self.last = None;
+        Ok(())
+    }
+
+    fn validate(&mut self) -> Result<Figures, String> {
+        let extra = usize::from(self.bug == Some(Bug::MiscountFigures));
+        Ok(Figures {
+            live_blocks: Some(self.live.len() + extra),
+            live_bytes: Some(self.live.values().sum()),
+        })
+    }
+}
+
+fn toy_caps() -> Caps {
+    Caps::default()
+        .with_ops(Ops::RESET | Ops::MARKERS | Ops::HUGE)
+        .with_sizes(SizeGen::new(4096).with_boundaries(&[64]))
+        .with_max_align(Alignment::new(256).unwrap())
+        .with_validate_every(8)
+}
+
+#[test]
+fn a_correct_toy_passes_with_markers_and_resets() {
+    let caps = toy_caps();
+    let r = seeded(cases(64, 2), |u| run(&mut ToyBump::new(None), &caps, u));
+    assert!(r.rollbacks > 0 && r.resets > 0 && r.allocs > 0, "{r:?}");
+    assert!(
+        r.stale_rollbacks_refused > 0,
+        "stale markers never exercised: {r:?}"
+    );
+}
+
+/// Runs the toy with `bug` over seeded programs and returns the first failure.
+fn catch(bug: Bug) -> Failure {
+    let caps = toy_caps();
+    for case in 0..cases(64, 8) {
+        let bytes = seeded_bytes(case, 16 << 10);
+        if let Err(f) = run(
+            &mut ToyBump::new(Some(bug)),
+            &caps,
+            &mut Unstructured::new(&bytes),
+        ) {
+            return f;
+        }
+    }
+    panic!("the oracle did not catch {bug:?}");
+}
+
+#[test]
+fn catches_overlap() {
+    let f = catch(Bug::Overlap);
+    assert!(matches!(f.kind, FailureKind::Overlap { .. }), "{f}");
+}
+
+#[test]
+fn catches_misalignment() {
+    let f = catch(Bug::Misalign);
+    assert!(matches!(f.kind, FailureKind::Misaligned { .. }), "{f}");
+}
+
+#[test]
+fn catches_short_blocks() {
+    let f = catch(Bug::ShortBlock);
+    assert!(matches!(f.kind, FailureKind::TooShort { .. }), "{f}");
+}
+
+#[test]
+fn catches_a_write_into_a_live_block() {
+    let f = catch(Bug::ScribbleOnFree);
+    assert!(
+        matches!(f.kind, FailureKind::Corrupted { offset: 0, .. }),
+        "{f}"
+    );
+}
+
+#[test]
+fn catches_a_grow_that_loses_contents() {
+    let f = catch(Bug::GrowLosesPrefix);
+    assert!(matches!(f.kind, FailureKind::Corrupted { .. }), "{f}");
+    assert!(matches!(f.op, Some(Op::Grow { .. })), "{f}");
+}
+
+#[test]
+fn catches_memory_not_zeroed() {
+    let f = catch(Bug::DirtyZeroed);
+    assert!(matches!(f.kind, FailureKind::NotZeroed { .. }), "{f}");
+}
+
+#[test]
+fn catches_wrong_figures() {
+    let f = catch(Bug::MiscountFigures);
+    assert!(
+        matches!(
+            f.kind,
+            FailureKind::Figures {
+                what: "live blocks",
+                ..
+            }
+        ),
+        "{f}"
+    );
+}
+
+#[test]
+fn catches_a_stale_marker_accepted() {
+    let f = catch(Bug::KeepsStaleMarkers);
+    assert_eq!(f.kind, FailureKind::StaleMarkerAccepted, "{f}");
+}
+
+#[test]
+fn catches_a_huge_request_that_succeeds() {
+    let f = catch(Bug::HugeSucceeds);
+    assert!(matches!(f.kind, FailureKind::HugeSucceeded { .. }), "{f}");
+}
+
+#[test]
+fn catches_a_failing_validate() {
+    struct Corrupt;
+    impl Target for Corrupt {
+        fn allocate(&mut self, _: End, _: Layout, _: bool) -> Option<NonNull<[u8]>> {
+            None
+        }
+        unsafe fn deallocate(&mut self, _: End, _: NonNull<u8>, _: Layout) {}
+        unsafe fn grow(
+            &mut self,
+            _: End,
+            _: NonNull<u8>,
+            _: Layout,
+            _: Layout,
+            _: bool,
+        ) -> Option<NonNull<[u8]>> {
+            None
+        }
+        unsafe fn shrink(
+            &mut self,
+            _: End,
+            _: NonNull<u8>,
+            _: Layout,
+            _: Layout,
+        ) -> Option<NonNull<[u8]>> {
+            None
+        }
+        fn validate(&mut self) -> Result<Figures, String> {
+            Err(String::from("free list loops at chunk 3"))
+        }
+    }
+    let err = run_ops(&mut Corrupt, &Caps::default(), &[Op::Validate]).unwrap_err();
+    assert_eq!(
+        err.kind,
+        FailureKind::Invalid(String::from("free list loops at chunk 3"))
+    );
+    assert_eq!(err.step, 0);
+    assert!(err.to_string().contains("free list loops"), "{err}");
+}
+
+#[test]
+#[should_panic(expected = "rerun alone with BENTO_CASE=")]
+fn seeded_names_the_failing_case() {
+    let caps = toy_caps();
+    seeded(cases(16, 2), |u| {
+        run(&mut ToyBump::new(Some(Bug::Overlap)), &caps, u)
+    });
+}

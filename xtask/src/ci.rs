@@ -1,0 +1,15 @@
+//! `cargo xtask ci`: every check, cheapest first.
+
+use crate::step::Step;
+use crate::{doc, fmt, lint, loom, miri, nostd, test, windows};
+
+pub(crate) const STEPS: &[Step] = &[
+    fmt::STEP,
+    lint::STEP,
+    test::STEP,
+    doc::STEP,
+    nostd::STEP,
+    windows::STEP,
+    miri::STEP,
+    loom::STEP,
+];

@@ -1,0 +1,57 @@
+//! bento's task runner. `cargo xtask ci` runs every check CI runs, in order, and stops
+//! at the first failure; the other sub-commands run one step each.
+
+mod ci;
+mod doc;
+mod fmt;
+mod lint;
+mod loom;
+mod miri;
+mod nostd;
+mod step;
+mod test;
+mod windows;
+
+use std::process::ExitCode;
+
+const USAGE: &str = "\
+usage: cargo xtask <command>
+
+commands:
+  ci       every check CI runs, stopping at the first failure
+  fmt      cargo fmt --check
+  lint     cargo clippy on every target, warnings denied
+  test     cargo test --workspace
+  doc      cargo doc --workspace --no-deps, warnings denied
+  miri     the Miri crates under cargo +nightly miri test
+  loom     the loom crates' models under --cfg bento_loom
+  nostd    cargo check of the no_std crates for thumbv7em-none-eabihf
+  windows  cargo check of the crates with Windows code for x86_64-pc-windows-gnu";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let Some(command) = args.first() else {
+        eprintln!("{USAGE}");
+        return ExitCode::FAILURE;
+    };
+    let steps: &[step::Step] = match command.as_str() {
+        "ci" => ci::STEPS,
+        "fmt" => &[fmt::STEP],
+        "lint" => &[lint::STEP],
+        "test" => &[test::STEP],
+        "doc" => &[doc::STEP],
+        "miri" => &[miri::STEP],
+        "loom" => &[loom::STEP],
+        "nostd" => &[nostd::STEP],
+        "windows" => &[windows::STEP],
+        "help" | "--help" | "-h" => {
+            println!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        other => {
+            eprintln!("xtask: unknown command `{other}`\n\n{USAGE}");
+            return ExitCode::FAILURE;
+        }
+    };
+    step::run_all(command, steps)
+}

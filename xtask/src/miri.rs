@@ -1,0 +1,72 @@
+//! `cargo xtask miri`: tier 1. The Miri crates' tests under `cargo +nightly miri test`
+//! with strict provenance and symbolic alignment, then a subset under Tree Borrows.
+
+use std::process::Command;
+
+use crate::step::{Outcome, Step, cargo_nightly, status, succeeds};
+
+/// The crates whose whole test suites run under Miri.
+const MIRI_CRATES: &[&str] = &["bento-align", "bento-testkit"];
+
+/// The crates run a second time under Tree Borrows.
+const TREE_BORROWS_CRATES: &[&str] = &["bento-align"];
+
+const FLAGS: &str = "-Zmiri-strict-provenance -Zmiri-symbolic-alignment-check";
+
+pub(crate) const STEP: Step = Step { name: "miri", run };
+
+fn run() -> Outcome {
+    if let Err(why) = ensure_miri() {
+        return Outcome::Skipped(format!("MIRI SKIPPED: {why}"));
+    }
+    for (crates, extra) in [
+        (MIRI_CRATES, ""),
+        (TREE_BORROWS_CRATES, " -Zmiri-tree-borrows"),
+    ] {
+        let mut cmd = cargo_nightly();
+        cmd.args(["miri", "test"])
+            .env("MIRIFLAGS", format!("{FLAGS}{extra}"));
+        for krate in crates {
+            cmd.args(["-p", krate]);
+        }
+        if let failed @ Outcome::Failed(_) = status(cmd) {
+            return failed;
+        }
+    }
+    Outcome::Passed
+}
+
+/// Installs the nightly toolchain's `miri` and `rust-src` components when missing, and
+/// prepares Miri's sysroot.
+fn ensure_miri() -> Result<(), String> {
+    let mut probe = cargo_nightly();
+    probe.args(["miri", "--version"]);
+    if !succeeds(probe) {
+        println!("xtask: installing nightly miri and rust-src with rustup");
+        let mut add = Command::new("rustup");
+        add.args([
+            "toolchain",
+            "install",
+            "nightly",
+            "--profile",
+            "minimal",
+            "--component",
+            "miri",
+            "--component",
+            "rust-src",
+        ]);
+        if !succeeds(add) {
+            return Err(
+                "`rustup toolchain install nightly --component miri --component rust-src` failed"
+                    .into(),
+            );
+        }
+    }
+    let mut setup = cargo_nightly();
+    setup.args(["miri", "setup"]);
+    if succeeds(setup) {
+        Ok(())
+    } else {
+        Err("`cargo +nightly miri setup` failed".into())
+    }
+}

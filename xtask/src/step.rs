@@ -1,0 +1,155 @@
+//! Running steps, timing them, and the summary line CI reads.
+
+use std::process::{Command, ExitCode};
+use std::time::Instant;
+
+/// How a step ended.
+pub(crate) enum Outcome {
+    Passed,
+    /// The step has nothing to check yet (no crate needs it); not counted.
+    Empty(&'static str),
+    /// The step could not run here (a tool could not be installed); not a pass.
+    Skipped(String),
+    Failed(String),
+}
+
+/// One named check.
+pub(crate) struct Step {
+    pub(crate) name: &'static str,
+    pub(crate) run: fn() -> Outcome,
+}
+
+/// Runs `steps` in order, stops at the first failure, and prints the summary last:
+/// `xtask <command>: N passed, F failed[, K skipped]`.
+pub(crate) fn run_all(command: &str, steps: &[Step]) -> ExitCode {
+    let start = Instant::now();
+    let (mut passed, mut failed, mut skipped) = (0, 0, 0);
+    for step in steps {
+        println!("\n==> xtask {}: {}", command, step.name);
+        let t = Instant::now();
+        let outcome = (step.run)();
+        let secs = t.elapsed().as_secs_f64();
+        match outcome {
+            Outcome::Passed => {
+                passed += 1;
+                println!("==> {}: passed in {secs:.1} s", step.name);
+            }
+            Outcome::Empty(why) => {
+                println!("==> {}: nothing to check ({why}); not counted", step.name);
+            }
+            Outcome::Skipped(why) => {
+                skipped += 1;
+                println!("==> {}: SKIPPED in {secs:.1} s: {why}", step.name);
+            }
+            Outcome::Failed(why) => {
+                failed += 1;
+                println!("==> {}: FAILED in {secs:.1} s: {why}", step.name);
+                break;
+            }
+        }
+    }
+    println!(
+        "\nxtask {command}: total {:.1} s",
+        start.elapsed().as_secs_f64()
+    );
+    let mut summary = format!("xtask {command}: {passed} passed, {failed} failed");
+    if skipped > 0 {
+        summary.push_str(&format!(", {skipped} skipped"));
+    }
+    println!("{summary}");
+    if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+/// `cargo` (rustup's proxy, so that `+toolchain` works) with the workspace root as its
+/// directory.
+pub(crate) fn cargo() -> Command {
+    let mut cmd = Command::new("cargo");
+    cmd.current_dir(root());
+    cmd
+}
+
+/// `cargo +nightly`, without the variables the stable `cargo run` that started xtask
+/// set for it (they would pin the stable toolchain).
+pub(crate) fn cargo_nightly() -> Command {
+    let mut cmd = cargo();
+    cmd.arg("+nightly");
+    for var in ["RUSTUP_TOOLCHAIN", "CARGO", "RUSTC", "RUSTDOC"] {
+        cmd.env_remove(var);
+    }
+    cmd
+}
+
+/// The workspace root (the parent of this crate's directory).
+pub(crate) fn root() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask lives in the workspace root")
+        .to_path_buf()
+}
+
+/// Runs `cmd` with its output shown and turns its exit status into an outcome.
+pub(crate) fn status(mut cmd: Command) -> Outcome {
+    println!("$ {}", describe(&cmd));
+    match cmd.status() {
+        Ok(s) if s.success() => Outcome::Passed,
+        Ok(s) => Outcome::Failed(format!("`{}` exited with {s}", describe(&cmd))),
+        Err(e) => Outcome::Failed(format!("could not start `{}`: {e}", describe(&cmd))),
+    }
+}
+
+/// Runs `cmd` quietly and says whether it succeeded.
+pub(crate) fn succeeds(mut cmd: Command) -> bool {
+    cmd.stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Makes sure rustup has `target` for `toolchain`, adding it when missing.
+pub(crate) fn ensure_target(toolchain: &str, target: &str) -> Result<(), String> {
+    let mut list = Command::new("rustup");
+    list.args(["target", "list", "--installed", "--toolchain", toolchain]);
+    let installed = list
+        .output()
+        .map(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .any(|l| l.trim() == target)
+        })
+        .unwrap_or(false);
+    if installed {
+        return Ok(());
+    }
+    println!("xtask: adding target {target} to {toolchain} with rustup");
+    let mut add = Command::new("rustup");
+    add.args(["target", "add", "--toolchain", toolchain, target]);
+    if succeeds(add) {
+        Ok(())
+    } else {
+        Err(format!(
+            "`rustup target add --toolchain {toolchain} {target}` failed"
+        ))
+    }
+}
+
+/// The toolchain that `cargo` in the workspace uses (rust-toolchain.toml's channel).
+pub(crate) const STABLE: &str = "stable";
+
+fn describe(cmd: &Command) -> String {
+    let mut s = String::new();
+    for (k, v) in cmd.get_envs() {
+        if let Some(v) = v {
+            s.push_str(&format!("{}={} ", k.to_string_lossy(), v.to_string_lossy()));
+        }
+    }
+    s.push_str(&cmd.get_program().to_string_lossy());
+    for a in cmd.get_args() {
+        s.push(' ');
+        s.push_str(&a.to_string_lossy());
+    }
+    s
+}
