@@ -65,3 +65,8 @@ pub fn run_ops<T: Target + ?Sized>(
 
 #[cfg(test)]
 mod tests;
+
+/// The workspace README's examples run as doctests here, so they stay true.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+struct WorkspaceReadme;
