@@ -1,0 +1,362 @@
+//! A direct-mapped cache of committed pages between a consumer and its source, so that
+//! eager decommit does not turn into a system call on every free.
+
+use core::ptr::{self, NonNull};
+
+use bento_align::Alignment;
+
+use crate::lock::Locked;
+use crate::{PageError, PageSource, check_range};
+
+/// The cache's figures.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CacheStats {
+    /// Pages committed from the cache, with no call to the source.
+    pub hits: usize,
+    /// Pages the source had to commit.
+    pub misses: usize,
+    /// Pages parked by a decommit, with no call to the source.
+    pub parks: usize,
+    /// Parked pages pushed out of their slot by another page and truly decommitted.
+    pub evictions: usize,
+    /// Bytes parked now (committed in the source, decommitted for the consumer).
+    pub parked: usize,
+    /// Bytes the cache can park.
+    pub capacity: usize,
+}
+
+#[derive(Debug)]
+struct State {
+    stats: CacheStats,
+}
+
+/// A direct-mapped cache of committed pages.
+///
+/// A `decommit` does not reach the source: each page is **parked**, still committed,
+/// in the slot its address maps to (a page already in that slot is truly decommitted
+/// first: an eviction). A `commit` of a parked page takes it out of its slot and costs
+/// no call to the source; the other pages of the range are committed by the source in
+/// as few calls as there are runs of them. [`trim`](Self::trim) truly decommits every
+/// parked page, for memory pressure. Ranges longer than the cache are decommitted
+/// directly except for their last `capacity` bytes.
+///
+/// A parked page keeps its contents, so memory committed through the cache does not
+/// read as zero ([`decommitted_reads_zero`](PageSource::decommitted_reads_zero) is
+/// false). The slot table (a pointer per slot) is reserved and committed from the
+/// source itself: the cache never calls the global allocator.
+///
+/// ```
+/// use bento_align::Alignment;
+/// use bento_pages::{CommitCache, HeapPages, Metered, PageSource};
+///
+/// let pages = CommitCache::with_capacity(Metered::new(HeapPages::new()), 64 * 4096).unwrap();
+/// let base = pages.reserve(16 * 4096, Alignment::MIN).unwrap();
+/// // SAFETY: ranges of a live reservation; everything is decommitted before release.
+/// unsafe {
+///     pages.commit(base, 4 * 4096).unwrap();
+///     let before = pages.inner().stats().commits;
+///     pages.decommit(base, 4 * 4096); // parked, no call to the source
+///     pages.commit(base, 4 * 4096).unwrap(); // four hits, no call to the source
+///     assert_eq!(pages.inner().stats().commits, before);
+///     assert_eq!(pages.stats().hits, 4);
+///     pages.decommit(base, 4 * 4096);
+///     assert_eq!(pages.trim(), 4 * 4096);
+///     pages.release(base, 16 * 4096);
+/// }
+/// ```
+#[derive(Debug)]
+pub struct CommitCache<P: PageSource> {
+    inner: P,
+    page: Alignment,
+    // Invariant: `slots` pointers, each null (empty) or a parked page: page-aligned,
+    // committed in `inner`, inside a live reservation, decommitted for the consumer.
+    // A page is parked in slot `(addr / page) % slots` only. Reached under `state`.
+    table: NonNull<*mut u8>,
+    slots: usize,
+    // The table's own reservation, released on drop (0 bytes when `slots == 0`).
+    table_bytes: usize,
+    state: Locked<State>,
+}
+
+// SAFETY: the table holds pointers into reservations of `inner`, which moves with the
+// cache; it is only read or written under `state`'s lock.
+unsafe impl<P: PageSource + Send> Send for CommitCache<P> {}
+// SAFETY: as above; every access to the table holds the lock, and `inner` is `Sync`.
+unsafe impl<P: PageSource + Sync> Sync for CommitCache<P> {}
+
+impl<P: PageSource> CommitCache<P> {
+    /// The capacity of [`CommitCache::new`]: 32 MiB.
+    pub const DEFAULT_CAPACITY: usize = 32 << 20;
+
+    /// A cache of [`DEFAULT_CAPACITY`](Self::DEFAULT_CAPACITY) bytes over `inner`.
+    ///
+    /// # Errors
+    ///
+    /// When `inner` cannot reserve or commit the slot table.
+    pub fn new(inner: P) -> Result<Self, PageError> {
+        Self::with_capacity(inner, Self::DEFAULT_CAPACITY)
+    }
+
+    /// A cache that parks up to `bytes` (rounded down to pages) over `inner`; 0 makes
+    /// it a plain pass-through.
+    ///
+    /// # Errors
+    ///
+    /// When `inner` cannot reserve or commit the slot table.
+    pub fn with_capacity(inner: P, bytes: usize) -> Result<Self, PageError> {
+        let page = inner.page_alignment();
+        let slots = bytes >> page.log2();
+        let (table, table_bytes) = if slots == 0 {
+            (NonNull::dangling(), 0)
+        } else {
+            let want = slots * size_of::<*mut u8>();
+            let table_bytes = bento_align::align_up(want, page).ok_or(PageError::OutOfAddressSpace { size: want })?;
+            let base = inner.reserve(table_bytes, Alignment::of::<*mut u8>())?;
+            // SAFETY: the whole of a reservation just made.
+            if let Err(e) = unsafe { inner.commit(base, table_bytes) } {
+                // SAFETY: the reservation just made; its commit failed, so nothing of it
+                // is committed.
+                unsafe { inner.release(base, table_bytes) };
+                return Err(e);
+            }
+            let table = base.cast::<*mut u8>();
+            for i in 0..slots {
+                // SAFETY: `i < slots` and the table holds `slots` pointers; the memory
+                // is committed and aligned for pointers.
+                unsafe { table.add(i).write(ptr::null_mut()) };
+            }
+            (table, table_bytes)
+        };
+        Ok(Self {
+            inner,
+            page,
+            table,
+            slots,
+            table_bytes,
+            state: Locked::new(State {
+                stats: CacheStats {
+                    capacity: slots << page.log2(),
+                    ..CacheStats::default()
+                },
+            }),
+        })
+    }
+
+    /// The source behind the cache.
+    pub fn inner(&self) -> &P {
+        &self.inner
+    }
+
+    /// The cache's figures now.
+    pub fn stats(&self) -> CacheStats {
+        self.state.with(|s| s.stats)
+    }
+
+    /// Truly decommits every parked page and returns the bytes given back: the manual
+    /// prompt for memory pressure.
+    pub fn trim(&self) -> usize {
+        self.state.with(|s| {
+            let mut freed = 0;
+            for i in 0..self.slots {
+                // SAFETY: the lock is held and `i < slots`.
+                let p = unsafe { self.take_slot(i) };
+                if let Some(p) = NonNull::new(p) {
+                    // SAFETY: a parked page is committed in `inner`, inside a live
+                    // reservation, and unused by the consumer.
+                    unsafe { self.inner.decommit(p, self.page.get()) };
+                    freed += self.page.get();
+                }
+            }
+            s.stats.parked -= freed;
+            freed
+        })
+    }
+
+    fn slot_of(&self, addr: usize) -> usize {
+        (addr >> self.page.log2()) % self.slots
+    }
+
+    /// Empties slot `i` and returns what it held (null when empty).
+    ///
+    /// # Safety
+    ///
+    /// The caller must hold the lock and pass `i < slots`.
+    unsafe fn take_slot(&self, i: usize) -> *mut u8 {
+        // SAFETY: the caller's contract; the table is committed memory of `slots`
+        // pointers.
+        unsafe { self.table.add(i).replace(ptr::null_mut()) }
+    }
+
+    /// # Safety
+    ///
+    /// The caller must hold the lock and pass `i < slots`.
+    unsafe fn slot(&self, i: usize) -> *mut u8 {
+        // SAFETY: the caller's contract.
+        unsafe { self.table.add(i).read() }
+    }
+
+    /// Parks the `pages` pages from `ptr`, evicting what their slots held.
+    ///
+    /// # Safety
+    ///
+    /// The caller must hold the lock (`state` is its guarded value), and the pages must
+    /// be committed in `inner`, inside a live reservation, and no longer used.
+    unsafe fn park(&self, state: &mut State, ptr: NonNull<u8>, pages: usize) {
+        let page = self.page.get();
+        for k in 0..pages {
+            // SAFETY: `k < pages`, inside the caller's range.
+            let p = unsafe { ptr.add(k * page) };
+            let i = self.slot_of(p.addr().get());
+            // SAFETY: the lock is held and `i < slots`.
+            let old = unsafe { self.slot(i) };
+            debug_assert!(old != p.as_ptr(), "CommitCache: page {p:p} decommitted twice");
+            if let Some(old) = NonNull::new(old) {
+                // SAFETY: a parked page is committed, in a live reservation, unused.
+                unsafe { self.inner.decommit(old, page) };
+                state.stats.evictions += 1;
+                state.stats.parked -= page;
+            }
+            // SAFETY: the lock is held and `i < slots`.
+            unsafe { self.table.add(i).write(p.as_ptr()) };
+            state.stats.parks += 1;
+            state.stats.parked += page;
+        }
+    }
+}
+
+impl<P: PageSource> Drop for CommitCache<P> {
+    fn drop(&mut self) {
+        self.trim();
+        if self.table_bytes > 0 {
+            let base = self.table.cast::<u8>();
+            // SAFETY: the table's own reservation, committed in `with_capacity`, no
+            // longer used.
+            unsafe {
+                self.inner.decommit(base, self.table_bytes);
+                self.inner.release(base, self.table_bytes);
+            }
+        }
+    }
+}
+
+// SAFETY: reservations, releases and page contents are `inner`'s; the cache only delays
+// decommits, so a committed range is always committed in `inner`. A parked page keeps
+// its contents, hence `decommitted_reads_zero` is false. Nothing allocates.
+unsafe impl<P: PageSource> PageSource for CommitCache<P> {
+    fn page_size(&self) -> usize {
+        self.page.get()
+    }
+
+    fn reserve(&self, size: usize, align: Alignment) -> Result<NonNull<u8>, PageError> {
+        self.inner.reserve(size, align)
+    }
+
+    unsafe fn release(&self, base: NonNull<u8>, size: usize) {
+        if self.slots > 0 {
+            let start = base.addr().get();
+            let in_range = |p: *mut u8| !p.is_null() && p.addr().wrapping_sub(start) < size;
+            self.state.with(|s| {
+                let pages = size >> self.page.log2();
+                // Visit the slots the range maps to, or all of them if fewer.
+                let visit = |i: usize, s: &mut State| {
+                    // SAFETY: the lock is held and `i < slots`.
+                    let p = unsafe { self.slot(i) };
+                    if in_range(p) {
+                        // SAFETY: as above.
+                        unsafe { self.take_slot(i) };
+                        // SAFETY: a parked page is committed in `inner` and unused; it
+                        // is decommitted there so that `inner`'s release contract holds.
+                        unsafe { self.inner.decommit(NonNull::new_unchecked(p), self.page.get()) };
+                        s.stats.parked -= self.page.get();
+                    }
+                };
+                if pages < self.slots {
+                    for k in 0..pages {
+                        visit(self.slot_of(start + (k << self.page.log2())), s);
+                    }
+                } else {
+                    for i in 0..self.slots {
+                        visit(i, s);
+                    }
+                }
+            });
+        }
+        // SAFETY: the caller passes a live reservation with everything decommitted (for
+        // the consumer); the pages parked inside it were just decommitted in `inner`.
+        unsafe { self.inner.release(base, size) }
+    }
+
+    unsafe fn commit(&self, ptr: NonNull<u8>, size: usize) -> Result<(), PageError> {
+        check_range(ptr, size, self.page.get())?;
+        if self.slots == 0 {
+            // SAFETY: the caller upholds `commit`'s contract.
+            return unsafe { self.inner.commit(ptr, size) };
+        }
+        let page = self.page.get();
+        let pages = size >> self.page.log2();
+        self.state.with(|s| {
+            // Commits pages `[from, to)` of the range through `inner`; on failure puts
+            // pages `[0, from)`, already committed, back in the cache.
+            let commit_run = |s: &mut State, from: usize, to: usize| {
+                // SAFETY: a sub-range of the caller's range, whose pages are neither
+                // committed nor parked.
+                let run = unsafe { ptr.add(from * page) };
+                // SAFETY: the caller upholds `commit`'s contract for the whole range.
+                let result = unsafe { self.inner.commit(run, (to - from) * page) };
+                if result.is_err() {
+                    // SAFETY: pages `[0, from)` were committed (by `inner` or taken
+                    // from the cache) in this call and are unused; the lock is held.
+                    unsafe { self.park(s, ptr, from) };
+                }
+                result
+            };
+            let mut run: Option<usize> = None;
+            for k in 0..pages {
+                // SAFETY: `k < pages`, inside the caller's range.
+                let p = unsafe { ptr.add(k * page) };
+                let i = self.slot_of(p.addr().get());
+                // SAFETY: the lock is held and `i < slots`.
+                if unsafe { self.slot(i) } == p.as_ptr() {
+                    // Commit the pending run first: if it fails, this page stays parked.
+                    if let Some(from) = run.take() {
+                        commit_run(s, from, k)?;
+                    }
+                    // SAFETY: the lock is held and `i < slots`.
+                    unsafe { self.take_slot(i) };
+                    s.stats.hits += 1;
+                    s.stats.parked -= page;
+                } else {
+                    s.stats.misses += 1;
+                    run.get_or_insert(k);
+                }
+            }
+            match run {
+                Some(from) => commit_run(s, from, pages),
+                None => Ok(()),
+            }
+        })
+    }
+
+    unsafe fn decommit(&self, ptr: NonNull<u8>, size: usize) {
+        let page = self.page.get();
+        let pages = size >> self.page.log2();
+        let direct = pages.saturating_sub(self.slots);
+        if direct > 0 {
+            // SAFETY: the head of the caller's range, committed and unused.
+            unsafe { self.inner.decommit(ptr, direct * page) };
+        }
+        if direct < pages {
+            // SAFETY: the rest of the caller's range; the lock is held inside `with`.
+            self.state
+                .with(|s| unsafe { self.park(s, ptr.add(direct * page), pages - direct) });
+        }
+    }
+
+    fn commit_is_implicit(&self) -> bool {
+        self.inner.commit_is_implicit()
+    }
+
+    fn decommitted_reads_zero(&self) -> bool {
+        false
+    }
+}

@@ -1,0 +1,226 @@
+#![doc = include_str!("../README.md")]
+#![no_std]
+
+#[cfg(feature = "alloc")]
+extern crate alloc;
+#[cfg(feature = "std")]
+extern crate std;
+
+mod cache;
+mod callback;
+mod error;
+#[cfg(feature = "testing")]
+mod faulty;
+mod fixed;
+#[cfg(feature = "alloc")]
+mod heap;
+pub mod lock;
+mod metered;
+mod sync;
+mod system;
+
+use core::ptr::NonNull;
+
+use bento_align::Alignment;
+
+pub use crate::cache::{CacheStats, CommitCache};
+pub use crate::callback::{CallbackPages, CommitFn, DecommitFn, ReleaseFn, ReserveFn};
+pub use crate::error::{Invalid, PageError};
+#[cfg(feature = "testing")]
+pub use crate::faulty::FaultyPages;
+pub use crate::fixed::FixedPages;
+#[cfg(feature = "alloc")]
+pub use crate::heap::HeapPages;
+pub use crate::metered::{Metered, PageStats};
+pub use crate::system::SystemPages;
+
+/// Where memory comes from: dsmalloc's four callbacks.
+///
+/// A source hands out **reservations** of address space ([`reserve`](Self::reserve),
+/// [`release`](Self::release)) and makes page-sized pieces of them usable
+/// ([`commit`](Self::commit)) or gives their memory back while keeping the address
+/// space ([`decommit`](Self::decommit)). Every bento allocator that grows takes its
+/// memory from a `PageSource`.
+///
+/// All sizes are multiples of [`page_size`](Self::page_size) and all ranges are
+/// page-aligned and inside one live reservation.
+///
+/// # Safety
+///
+/// Implementations must guarantee:
+///
+/// - `page_size` returns a power of two, the same value for the life of the instance.
+/// - `reserve(size, align)` returns, on success, a pointer aligned to at least
+///   `max(align, page_size)` to `size` bytes that belong to no other live reservation
+///   of any source, valid (with the returned pointer's provenance) until released.
+///   If `commit_is_implicit` is true they are readable and writable at once.
+/// - After `commit(ptr, size)` returns `Ok`, the range is readable and writable until
+///   it is decommitted or released. On `Err`, the range is left decommitted.
+/// - After `decommit`, the range's contents are lost; when `decommitted_reads_zero` is
+///   true, a range that is committed again (and a range never committed since it was
+///   reserved) reads as zero.
+/// - `commit_is_implicit` and `decommitted_reads_zero` return the same value for the
+///   life of the instance.
+/// - No method calls the global allocator, unless the type documents that it does
+///   (`HeapPages`); such a source must not back a `#[global_allocator]`.
+/// - The methods may be called from any thread the source is shared with; they do not
+///   call back into the caller.
+///
+/// # Example
+///
+/// ```
+/// use bento_align::Alignment;
+/// use bento_pages::{PageSource, SystemPages};
+///
+/// let pages = SystemPages::new();
+/// let size = 16 * pages.page_size();
+/// let base = pages.reserve(size, Alignment::MIN).unwrap();
+/// // SAFETY: the first page of a live reservation, a page-sized range.
+/// unsafe {
+///     pages.commit(base, pages.page_size()).unwrap();
+///     base.write(7);
+///     pages.decommit(base, pages.page_size());
+///     pages.release(base, size);
+/// }
+/// ```
+pub unsafe trait PageSource {
+    /// The commit granularity in bytes: a power of two, constant per instance.
+    fn page_size(&self) -> usize;
+
+    /// Reserves `size` bytes of address space aligned to `max(align, page_size)`.
+    ///
+    /// `size` must be a non-zero multiple of the page size, or the call fails with
+    /// [`PageError::Invalid`].
+    fn reserve(&self, size: usize, align: Alignment) -> Result<NonNull<u8>, PageError>;
+
+    /// Gives a whole reservation back.
+    ///
+    /// # Safety
+    ///
+    /// The caller must ensure that:
+    /// - `base` and `size` are exactly those of a live reservation from this source;
+    /// - every page of it committed through this source has been decommitted (so that
+    ///   wrappers that count committed bytes stay exact);
+    /// - nothing reads or writes the range afterwards.
+    unsafe fn release(&self, base: NonNull<u8>, size: usize);
+
+    /// Makes `[ptr, ptr + size)` readable and writable. The default does nothing and
+    /// succeeds, for sources whose memory is usable once reserved.
+    ///
+    /// # Safety
+    ///
+    /// The caller must ensure that `ptr` is page-aligned, `size` a non-zero multiple of
+    /// the page size, and the range inside one live reservation from this source.
+    /// Sources check what they cheaply can and return [`PageError::Invalid`].
+    unsafe fn commit(&self, ptr: NonNull<u8>, size: usize) -> Result<(), PageError> {
+        let _ = (ptr, size);
+        Ok(())
+    }
+
+    /// Gives the memory of `[ptr, ptr + size)` back, keeping the address space. The
+    /// default does nothing.
+    ///
+    /// # Safety
+    ///
+    /// The caller must ensure what [`commit`](Self::commit) requires, and that nothing
+    /// reads or writes the range until it is committed again.
+    unsafe fn decommit(&self, ptr: NonNull<u8>, size: usize) {
+        let _ = (ptr, size);
+    }
+
+    /// Whether reserved memory is usable without `commit` (dsmalloc's null commit
+    /// callbacks). Callers still call `commit` and `decommit`, which are then cheap.
+    fn commit_is_implicit(&self) -> bool {
+        true
+    }
+
+    /// Whether memory reads as zero when committed after a decommit, or after its
+    /// reservation.
+    fn decommitted_reads_zero(&self) -> bool {
+        false
+    }
+
+    /// [`page_size`](Self::page_size) as an [`Alignment`].
+    ///
+    /// ```
+    /// use bento_pages::{PageSource, SystemPages};
+    ///
+    /// let pages = SystemPages::new();
+    /// assert_eq!(pages.page_alignment().get(), pages.page_size());
+    /// ```
+    fn page_alignment(&self) -> Alignment {
+        Alignment::new(self.page_size()).expect("PageSource::page_size is a power of two")
+    }
+}
+
+/// Forwards every method (including the optional ones) to the source behind a
+/// reference or smart pointer.
+macro_rules! forward_page_source {
+    () => {
+        fn page_size(&self) -> usize {
+            (**self).page_size()
+        }
+
+        fn reserve(&self, size: usize, align: Alignment) -> Result<NonNull<u8>, PageError> {
+            (**self).reserve(size, align)
+        }
+
+        unsafe fn release(&self, base: NonNull<u8>, size: usize) {
+            // SAFETY: the caller upholds `release`'s contract for the shared source.
+            unsafe { (**self).release(base, size) }
+        }
+
+        unsafe fn commit(&self, ptr: NonNull<u8>, size: usize) -> Result<(), PageError> {
+            // SAFETY: the caller upholds `commit`'s contract for the shared source.
+            unsafe { (**self).commit(ptr, size) }
+        }
+
+        unsafe fn decommit(&self, ptr: NonNull<u8>, size: usize) {
+            // SAFETY: the caller upholds `decommit`'s contract for the shared source.
+            unsafe { (**self).decommit(ptr, size) }
+        }
+
+        fn commit_is_implicit(&self) -> bool {
+            (**self).commit_is_implicit()
+        }
+
+        fn decommitted_reads_zero(&self) -> bool {
+            (**self).decommitted_reads_zero()
+        }
+    };
+}
+
+// SAFETY: every method forwards to `P`, which upholds the contract.
+unsafe impl<P: PageSource + ?Sized> PageSource for &P {
+    forward_page_source!();
+}
+
+// SAFETY: every method forwards to `P`, which upholds the contract.
+#[cfg(feature = "alloc")]
+unsafe impl<P: PageSource + ?Sized> PageSource for alloc::sync::Arc<P> {
+    forward_page_source!();
+}
+
+/// Checks the arguments every source's `commit` and `decommit` share: a page-aligned
+/// pointer and a non-zero multiple of the page size.
+pub(crate) fn check_range(ptr: NonNull<u8>, size: usize, page: usize) -> Result<(), PageError> {
+    check_size(size, page)?;
+    if ptr.addr().get() & (page - 1) != 0 {
+        return Err(PageError::Invalid(Invalid::Misaligned {
+            addr: ptr.addr().get(),
+            page,
+        }));
+    }
+    Ok(())
+}
+
+/// Checks that `size` is a non-zero multiple of `page`.
+pub(crate) fn check_size(size: usize, page: usize) -> Result<(), PageError> {
+    if size == 0 {
+        return Err(PageError::Invalid(Invalid::ZeroSize));
+    }
+    if size & (page - 1) != 0 {
+        return Err(PageError::Invalid(Invalid::NotPageMultiple { size, page }));
+    }
+    Ok(())
+}

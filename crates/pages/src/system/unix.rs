@@ -1,0 +1,127 @@
+//! The Unix side of `SystemPages`, through rustix.
+
+use core::ffi::c_void;
+use core::ptr::{self, NonNull};
+
+use bento_align::Alignment;
+use rustix::mm::{self, MapFlags, MprotectFlags, ProtFlags};
+
+use crate::PageError;
+
+#[inline]
+pub(super) fn page_size() -> usize {
+    rustix::param::page_size()
+}
+
+/// Reservations are aligned to pages on Unix.
+#[inline]
+pub(super) fn granularity() -> Alignment {
+    Alignment::new(page_size()).expect("the OS page size is a power of two")
+}
+
+/// Maps `size` bytes of inaccessible address space aligned to `align` (at least a
+/// page).
+pub(super) fn reserve(size: usize, align: Alignment) -> Result<NonNull<u8>, PageError> {
+    let page = page_size();
+    // Over-reserve so that an aligned start exists, then unmap the excess.
+    let extra = align.get().saturating_sub(page);
+    let total = size
+        .checked_add(extra)
+        .ok_or(PageError::OutOfAddressSpace { size })?;
+    // SAFETY: a fresh anonymous mapping at an address the kernel chooses touches no
+    // existing memory.
+    let raw = unsafe {
+        mm::mmap_anonymous(
+            ptr::null_mut(),
+            total,
+            ProtFlags::empty(),
+            MapFlags::PRIVATE | MapFlags::NORESERVE,
+        )
+    }
+    .map_err(|_| PageError::OutOfAddressSpace { size })?;
+    let raw = raw.cast::<u8>();
+    let lead = raw.align_offset(align.get());
+    debug_assert!(lead <= extra, "mmap returned a pointer that is not page-aligned");
+    let trail = extra - lead;
+    if lead > 0 {
+        // SAFETY: `[raw, raw + lead)` is the head of the mapping just made, unused.
+        unsafe { unmap(raw, lead) };
+    }
+    // SAFETY: `lead <= extra < total`, so the result is inside the mapping.
+    let base = unsafe { raw.add(lead) };
+    if trail > 0 {
+        // SAFETY: `[base + size, base + size + trail)` is the tail of the mapping.
+        unsafe { unmap(base.add(size), trail) };
+    }
+    NonNull::new(base).ok_or(PageError::OutOfAddressSpace { size })
+}
+
+/// # Safety
+///
+/// The caller must pass a page-aligned range of a mapping it owns and no longer uses.
+unsafe fn unmap(ptr: *mut u8, size: usize) {
+    // SAFETY: the caller's contract.
+    let result = unsafe { mm::munmap(ptr.cast::<c_void>(), size) };
+    debug_assert!(result.is_ok(), "munmap({ptr:p}, {size}) failed: {result:?}");
+}
+
+/// # Safety
+///
+/// The caller must pass exactly a live reservation.
+pub(super) unsafe fn release(base: NonNull<u8>, size: usize) {
+    // SAFETY: the caller's contract.
+    unsafe { unmap(base.as_ptr(), size) }
+}
+
+/// # Safety
+///
+/// The caller must pass a page-aligned range inside a live reservation.
+pub(super) unsafe fn commit(ptr: NonNull<u8>, size: usize) -> Result<(), PageError> {
+    // SAFETY: the range is inside a mapping this source made; changing its protection
+    // affects no other memory.
+    unsafe {
+        mm::mprotect(
+            ptr.as_ptr().cast::<c_void>(),
+            size,
+            MprotectFlags::READ | MprotectFlags::WRITE,
+        )
+    }
+    .map_err(|e| PageError::CommitRefused {
+        size,
+        code: e.raw_os_error(),
+    })
+}
+
+/// # Safety
+///
+/// The caller must pass a page-aligned range inside a live reservation that it no
+/// longer reads or writes.
+pub(super) unsafe fn decommit(ptr: NonNull<u8>, size: usize) {
+    let addr = ptr.as_ptr().cast::<c_void>();
+    // Give the memory back. On Linux `MADV_DONTNEED` drops the pages at once and
+    // later reads see zero pages (plain `Advice::DontNeed` is POSIX's, a no-op there).
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    {
+        // SAFETY: the range is inside a mapping of this source and unused.
+        let result = unsafe { mm::madvise(addr, size, mm::Advice::LinuxDontNeed) };
+        debug_assert!(result.is_ok(), "madvise({addr:p}, {size}) failed: {result:?}");
+        // SAFETY: as above; a stray access now faults.
+        let result = unsafe { mm::mprotect(addr, size, MprotectFlags::empty()) };
+        debug_assert!(result.is_ok(), "mprotect({addr:p}, {size}) failed: {result:?}");
+    }
+    // Elsewhere, map fresh inaccessible zero pages over the range in one step.
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    {
+        // SAFETY: `MAP_FIXED` replaces only the caller's unused range of this source's
+        // mapping.
+        let result = unsafe {
+            mm::mmap_anonymous(
+                addr,
+                size,
+                ProtFlags::empty(),
+                MapFlags::PRIVATE | MapFlags::FIXED | MapFlags::NORESERVE,
+            )
+        };
+        debug_assert!(result.is_ok(), "mmap(MAP_FIXED) over {addr:p} failed: {result:?}");
+    }
+}

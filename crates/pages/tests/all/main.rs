@@ -1,0 +1,13 @@
+//! bento-pages' integration tests: one binary, a module per source.
+
+mod bad_input;
+mod cache;
+mod common;
+mod fixed;
+mod heap;
+mod lock;
+mod metered;
+#[cfg(all(unix, not(miri)))]
+mod system;
+#[cfg(not(miri))]
+mod callback;
