@@ -6,10 +6,10 @@ use std::process::Command;
 use crate::step::{Outcome, Step, cargo_nightly, status, succeeds};
 
 /// The crates whose whole test suites run under Miri.
-const MIRI_CRATES: &[&str] = &["bento-align", "bento-testkit"];
+const MIRI_CRATES: &[&str] = &["bento-align", "bento-testkit", "bento-pages"];
 
 /// The crates run a second time under Tree Borrows.
-const TREE_BORROWS_CRATES: &[&str] = &["bento-align"];
+const TREE_BORROWS_CRATES: &[&str] = &["bento-align", "bento-pages"];
 
 const FLAGS: &str = "-Zmiri-strict-provenance -Zmiri-symbolic-alignment-check";
 

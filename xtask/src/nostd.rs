@@ -3,7 +3,7 @@
 use crate::step::{Outcome, STABLE, Step, cargo, ensure_target, status};
 
 /// The crates that must build without `std`.
-const NO_STD_CRATES: &[&str] = &["bento-align"];
+const NO_STD_CRATES: &[&str] = &["bento-align", "bento-pages"];
 
 const TARGET: &str = "thumbv7em-none-eabihf";
 
@@ -14,7 +14,7 @@ fn run() -> Outcome {
         return Outcome::Skipped(format!("NOSTD SKIPPED: {why}"));
     }
     let mut cmd = cargo();
-    cmd.args(["check", "--target", TARGET]);
+    cmd.args(["check", "--no-default-features", "--target", TARGET]);
     for krate in NO_STD_CRATES {
         cmd.args(["-p", krate]);
     }

@@ -3,7 +3,7 @@
 use crate::step::{Outcome, STABLE, Step, cargo, ensure_target, status};
 
 /// The crates with `cfg(windows)` code.
-const WINDOWS_CRATES: &[&str] = &[];
+const WINDOWS_CRATES: &[&str] = &["bento-pages"];
 
 const TARGET: &str = "x86_64-pc-windows-gnu";
 

@@ -110,7 +110,8 @@ impl<P: PageSource> CommitCache<P> {
             (NonNull::dangling(), 0)
         } else {
             let want = slots * size_of::<*mut u8>();
-            let table_bytes = bento_align::align_up(want, page).ok_or(PageError::OutOfAddressSpace { size: want })?;
+            let table_bytes = bento_align::align_up(want, page)
+                .ok_or(PageError::OutOfAddressSpace { size: want })?;
             let base = inner.reserve(table_bytes, Alignment::of::<*mut u8>())?;
             // SAFETY: the whole of a reservation just made.
             if let Err(e) = unsafe { inner.commit(base, table_bytes) } {
@@ -209,7 +210,10 @@ impl<P: PageSource> CommitCache<P> {
             let i = self.slot_of(p.addr().get());
             // SAFETY: the lock is held and `i < slots`.
             let old = unsafe { self.slot(i) };
-            debug_assert!(old != p.as_ptr(), "CommitCache: page {p:p} decommitted twice");
+            debug_assert!(
+                old != p.as_ptr(),
+                "CommitCache: page {p:p} decommitted twice"
+            );
             if let Some(old) = NonNull::new(old) {
                 // SAFETY: a parked page is committed, in a live reservation, unused.
                 unsafe { self.inner.decommit(old, page) };
@@ -266,7 +270,10 @@ unsafe impl<P: PageSource> PageSource for CommitCache<P> {
                         unsafe { self.take_slot(i) };
                         // SAFETY: a parked page is committed in `inner` and unused; it
                         // is decommitted there so that `inner`'s release contract holds.
-                        unsafe { self.inner.decommit(NonNull::new_unchecked(p), self.page.get()) };
+                        unsafe {
+                            self.inner
+                                .decommit(NonNull::new_unchecked(p), self.page.get())
+                        };
                         s.stats.parked -= self.page.get();
                     }
                 };

@@ -84,7 +84,11 @@ impl<P: PageSource> FaultyPages<P> {
 
     /// Disarms every failure.
     pub fn heal(&self) {
-        for a in [&self.fail_reserve_at, &self.fail_commit_at, &self.fail_commits_from] {
+        for a in [
+            &self.fail_reserve_at,
+            &self.fail_commit_at,
+            &self.fail_commits_from,
+        ] {
             a.store(NEVER, Ordering::Relaxed);
         }
     }

@@ -95,9 +95,10 @@ impl FixedPages {
     /// life of the source and that nothing else reads or writes it, except through the
     /// reservations this source hands out.
     pub unsafe fn from_raw(base: NonNull<u8>, len: usize, page: Alignment) -> Self {
-        let page = page.max_with(Alignment::of::<FreeRange>().max_with(
-            Alignment::new(size_of::<FreeRange>()).expect("16 is a power of two"),
-        ));
+        let page = page.max_with(
+            Alignment::of::<FreeRange>()
+                .max_with(Alignment::new(size_of::<FreeRange>()).expect("16 is a power of two")),
+        );
         let lead = base.as_ptr().align_offset(page.get()).min(len);
         let usable = (len - lead) & !page.mask();
         // SAFETY: `lead <= len`, so this stays inside (or one past) the region.
@@ -239,7 +240,8 @@ unsafe impl PageSource for FixedPages {
                 let (fsize, next) = unsafe { self.read_header(at) };
                 // Where an aligned block would start, as an offset.
                 let start = align_up(base_addr + at, align).map(|a| a - base_addr);
-                if let Some(start) = start.filter(|&s| s - at <= fsize && size <= fsize - (s - at)) {
+                if let Some(start) = start.filter(|&s| s - at <= fsize && size <= fsize - (s - at))
+                {
                     let lead = start - at;
                     let tail = fsize - lead - size;
                     // The tail (if any) becomes a free range after the lead (if any).
@@ -278,7 +280,8 @@ unsafe impl PageSource for FixedPages {
         let offset = base.addr().get().wrapping_sub(self.base.addr().get());
         self.free.with(|list| {
             assert!(
-                check_range(base, size, self.page.get()).is_ok() && self.is_reserved(list, offset, size),
+                check_range(base, size, self.page.get()).is_ok()
+                    && self.is_reserved(list, offset, size),
                 "FixedPages::release({base:p}, {size}): not a live reservation of this source"
             );
             // Find the free neighbours: `prev` below, `next` above.

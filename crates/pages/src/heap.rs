@@ -20,7 +20,9 @@ struct Reservation {
 impl Reservation {
     fn contains(&self, addr: usize, size: usize) -> bool {
         let start = self.base.addr().get();
-        addr >= start && addr - start <= self.layout.size() && size <= self.layout.size() - (addr - start)
+        addr >= start
+            && addr - start <= self.layout.size()
+            && size <= self.layout.size() - (addr - start)
     }
 }
 
@@ -100,10 +102,16 @@ impl HeapPages {
     fn check_inside(&self, ptr: NonNull<u8>, size: usize) -> Result<(), PageError> {
         check_range(ptr, size, self.page.get())?;
         let addr = ptr.addr().get();
-        if self.reservations.with(|r| r.iter().any(|r| r.contains(addr, size))) {
+        if self
+            .reservations
+            .with(|r| r.iter().any(|r| r.contains(addr, size)))
+        {
             Ok(())
         } else {
-            Err(PageError::Invalid(Invalid::OutsideReservation { addr, size }))
+            Err(PageError::Invalid(Invalid::OutsideReservation {
+                addr,
+                size,
+            }))
         }
     }
 }
@@ -143,13 +151,16 @@ unsafe impl PageSource for HeapPages {
         // SAFETY: `layout` has a non-zero size (checked above).
         let base = NonNull::new(unsafe { alloc_zeroed(layout) })
             .ok_or(PageError::OutOfAddressSpace { size })?;
-        self.reservations.with(|r| r.push(Reservation { base, layout }));
+        self.reservations
+            .with(|r| r.push(Reservation { base, layout }));
         Ok(base)
     }
 
     unsafe fn release(&self, base: NonNull<u8>, size: usize) {
         let found = self.reservations.with(|r| {
-            let i = r.iter().position(|r| r.base == base && r.layout.size() == size)?;
+            let i = r
+                .iter()
+                .position(|r| r.base == base && r.layout.size() == size)?;
             Some(r.swap_remove(i))
         });
         let Some(r) = found else {

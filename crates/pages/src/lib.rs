@@ -32,6 +32,7 @@ pub use crate::fixed::FixedPages;
 #[cfg(feature = "alloc")]
 pub use crate::heap::HeapPages;
 pub use crate::metered::{Metered, PageStats};
+#[cfg(any(unix, windows))]
 pub use crate::system::SystemPages;
 
 /// Where memory comes from: dsmalloc's four callbacks.

@@ -212,6 +212,8 @@ impl<T> Locked<T> {
 
 impl<T> fmt::Debug for Locked<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Locked").field("lock", &self.lock).finish_non_exhaustive()
+        f.debug_struct("Locked")
+            .field("lock", &self.lock)
+            .finish_non_exhaustive()
     }
 }

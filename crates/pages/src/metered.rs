@@ -59,7 +59,10 @@ impl Gauge {
 
     fn sub(&self, n: usize) {
         let old = self.now.fetch_sub(n, Ordering::Relaxed);
-        debug_assert!(old >= n, "Metered: more bytes given back ({n}) than taken ({old})");
+        debug_assert!(
+            old >= n,
+            "Metered: more bytes given back ({n}) than taken ({old})"
+        );
     }
 }
 

@@ -41,7 +41,10 @@ pub(super) fn reserve(size: usize, align: Alignment) -> Result<NonNull<u8>, Page
     .map_err(|_| PageError::OutOfAddressSpace { size })?;
     let raw = raw.cast::<u8>();
     let lead = raw.align_offset(align.get());
-    debug_assert!(lead <= extra, "mmap returned a pointer that is not page-aligned");
+    debug_assert!(
+        lead <= extra,
+        "mmap returned a pointer that is not page-aligned"
+    );
     let trail = extra - lead;
     if lead > 0 {
         // SAFETY: `[raw, raw + lead)` is the head of the mapping just made, unused.
@@ -104,10 +107,16 @@ pub(super) unsafe fn decommit(ptr: NonNull<u8>, size: usize) {
     {
         // SAFETY: the range is inside a mapping of this source and unused.
         let result = unsafe { mm::madvise(addr, size, mm::Advice::LinuxDontNeed) };
-        debug_assert!(result.is_ok(), "madvise({addr:p}, {size}) failed: {result:?}");
+        debug_assert!(
+            result.is_ok(),
+            "madvise({addr:p}, {size}) failed: {result:?}"
+        );
         // SAFETY: as above; a stray access now faults.
         let result = unsafe { mm::mprotect(addr, size, MprotectFlags::empty()) };
-        debug_assert!(result.is_ok(), "mprotect({addr:p}, {size}) failed: {result:?}");
+        debug_assert!(
+            result.is_ok(),
+            "mprotect({addr:p}, {size}) failed: {result:?}"
+        );
     }
     // Elsewhere, map fresh inaccessible zero pages over the range in one step.
     #[cfg(not(any(target_os = "linux", target_os = "android")))]
@@ -122,6 +131,9 @@ pub(super) unsafe fn decommit(ptr: NonNull<u8>, size: usize) {
                 MapFlags::PRIVATE | MapFlags::FIXED | MapFlags::NORESERVE,
             )
         };
-        debug_assert!(result.is_ok(), "mmap(MAP_FIXED) over {addr:p} failed: {result:?}");
+        debug_assert!(
+            result.is_ok(),
+            "mmap(MAP_FIXED) over {addr:p} failed: {result:?}"
+        );
     }
 }

@@ -1,14 +1,20 @@
 //! Every bad argument gets a `PageError`, never a crash.
 
 use bento_align::Alignment;
-use bento_pages::{FixedPages, HeapPages, Invalid, PageError, PageSource};
+use bento_pages::{HeapPages, Invalid, PageError, PageSource};
 
 fn reserve_refuses_bad_sizes<P: PageSource>(pages: &P) {
     let page = pages.page_size();
-    assert_eq!(pages.reserve(0, Alignment::MIN), Err(PageError::Invalid(Invalid::ZeroSize)));
+    assert_eq!(
+        pages.reserve(0, Alignment::MIN),
+        Err(PageError::Invalid(Invalid::ZeroSize))
+    );
     assert_eq!(
         pages.reserve(page + 1, Alignment::MIN),
-        Err(PageError::Invalid(Invalid::NotPageMultiple { size: page + 1, page }))
+        Err(PageError::Invalid(Invalid::NotPageMultiple {
+            size: page + 1,
+            page
+        }))
     );
     // The largest page multiple: far beyond any address space.
     let huge = usize::MAX & !(page - 1);
@@ -28,21 +34,33 @@ fn commit_refuses_bad_ranges<P: PageSource>(pages: &P, checks_reservations: bool
     // SAFETY: deliberately bad arguments: the source must refuse them before touching
     // memory. The good calls stay inside the live reservation.
     unsafe {
-        assert_eq!(pages.commit(base, 0), Err(PageError::Invalid(Invalid::ZeroSize)));
+        assert_eq!(
+            pages.commit(base, 0),
+            Err(PageError::Invalid(Invalid::ZeroSize))
+        );
         assert_eq!(
             pages.commit(base, page - 1),
-            Err(PageError::Invalid(Invalid::NotPageMultiple { size: page - 1, page }))
+            Err(PageError::Invalid(Invalid::NotPageMultiple {
+                size: page - 1,
+                page
+            }))
         );
         let odd = base.add(1);
         assert_eq!(
             pages.commit(odd, page),
-            Err(PageError::Invalid(Invalid::Misaligned { addr: odd.addr().get(), page }))
+            Err(PageError::Invalid(Invalid::Misaligned {
+                addr: odd.addr().get(),
+                page
+            }))
         );
         if checks_reservations {
             let past = base.add(4 * page);
             assert_eq!(
                 pages.commit(past, page),
-                Err(PageError::Invalid(Invalid::OutsideReservation { addr: past.addr().get(), size: page }))
+                Err(PageError::Invalid(Invalid::OutsideReservation {
+                    addr: past.addr().get(),
+                    size: page
+                }))
             );
             assert!(matches!(
                 pages.commit(base, 5 * page),
@@ -62,14 +80,11 @@ fn heap_pages() {
 
 #[test]
 fn fixed_pages() {
-    let buf = Box::leak(Box::new(Aligned([core::mem::MaybeUninit::uninit(); 8 * 4096])));
-    let pages = FixedPages::new(&mut buf.0, Alignment::PAGE_4K);
-    reserve_refuses_bad_sizes(&pages);
-    commit_refuses_bad_ranges(&pages, true);
+    crate::fixed::with_fixed(8, 0, |pages| {
+        reserve_refuses_bad_sizes(pages);
+        commit_refuses_bad_ranges(pages, true);
+    });
 }
-
-#[repr(C, align(4096))]
-struct Aligned([core::mem::MaybeUninit<u8>; 8 * 4096]);
 
 #[cfg(all(unix, not(miri)))]
 #[test]

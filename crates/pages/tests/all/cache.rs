@@ -14,7 +14,10 @@ fn round_trips() {
     let pages = cache(16);
     round_trip(&pages);
     disjoint(&pages);
-    assert!(!pages.decommitted_reads_zero(), "parked pages keep their contents");
+    assert!(
+        !pages.decommitted_reads_zero(),
+        "parked pages keep their contents"
+    );
     // Everything was decommitted and released: only the slot table is left.
     assert_eq!(pages.stats().parked, 0);
     let os = pages.inner().stats();
@@ -33,7 +36,11 @@ fn parked_pages_are_recommitted_without_a_call() {
         pages.decommit(base, 8 * PAGE);
         pages.commit(base, 8 * PAGE).unwrap();
         let after = pages.inner().stats();
-        assert_eq!((after.commits, after.decommits), (calls.commits, calls.decommits), "no OS call");
+        assert_eq!(
+            (after.commits, after.decommits),
+            (calls.commits, calls.decommits),
+            "no OS call"
+        );
         let s = pages.stats();
         assert_eq!((s.parks, s.hits, s.evictions, s.parked), (8, 8, 0, 0));
         // A parked page keeps its contents (so the cache says decommitted memory does
@@ -42,7 +49,11 @@ fn parked_pages_are_recommitted_without_a_call() {
         pages.decommit(base, 8 * PAGE);
         pages.release(base, 8 * PAGE);
     }
-    assert_eq!(pages.inner().stats().reserved, PAGE, "only the slot table is reserved");
+    assert_eq!(
+        pages.inner().stats().reserved,
+        PAGE,
+        "only the slot table is reserved"
+    );
 }
 
 #[test]
@@ -79,7 +90,11 @@ fn pages_mapping_to_the_same_slot_evict() {
         let decommits = pages.inner().stats().decommits;
         pages.decommit(base.add(4 * PAGE), PAGE);
         assert_eq!(pages.stats().evictions, 1);
-        assert_eq!(pages.inner().stats().decommits, decommits + 1, "the evicted page is truly decommitted");
+        assert_eq!(
+            pages.inner().stats().decommits,
+            decommits + 1,
+            "the evicted page is truly decommitted"
+        );
         // Page 0 was evicted: committing it again is a miss.
         pages.commit(base, PAGE).unwrap();
         assert_eq!(pages.stats().hits, 0);
@@ -125,7 +140,9 @@ fn trim_gives_everything_back() {
 
 #[test]
 fn a_failed_commit_leaves_the_range_decommitted() {
-    let pages = CommitCache::with_capacity(Metered::new(FaultyPages::new(HeapPages::new())), 64 * PAGE).unwrap();
+    let pages =
+        CommitCache::with_capacity(Metered::new(FaultyPages::new(HeapPages::new())), 64 * PAGE)
+            .unwrap();
     let faulty = pages.inner().inner();
     let base = pages.reserve(8 * PAGE, Alignment::MIN).unwrap();
     // SAFETY: ranges of the live reservation; all decommitted before release.
@@ -134,7 +151,10 @@ fn a_failed_commit_leaves_the_range_decommitted() {
         pages.decommit(base.add(2 * PAGE), 2 * PAGE);
         // Pages 0-1 miss (one run, committed), 2-3 hit, 4-7 miss (the run that fails).
         faulty.fail_commit(1);
-        assert!(matches!(pages.commit(base, 8 * PAGE), Err(PageError::CommitRefused { .. })));
+        assert!(matches!(
+            pages.commit(base, 8 * PAGE),
+            Err(PageError::CommitRefused { .. })
+        ));
         // Nothing of the range is committed for the consumer: pages 0-3 went back to
         // the cache, still committed in the source but parked.
         assert_eq!(pages.stats().parked, 4 * PAGE);

@@ -40,10 +40,18 @@ unsafe extern "C" fn refuse(_: *mut c_void, _: usize) -> c_int {
 }
 
 fn callbacks() -> CallbackPages {
-    assert!(PAGE % SystemPages::new().page_size() == 0);
+    assert!(PAGE.is_multiple_of(SystemPages::new().page_size()));
     // SAFETY: the callbacks forward to `SystemPages`, which upholds the contract, and
     // its page size divides the 4 KiB pages declared here (asserted above).
-    unsafe { CallbackPages::new(Alignment::PAGE_4K, reserve, release, Some(commit), Some(decommit)) }
+    unsafe {
+        CallbackPages::new(
+            Alignment::PAGE_4K,
+            reserve,
+            release,
+            Some(commit),
+            Some(decommit),
+        )
+    }
 }
 
 #[test]
@@ -68,7 +76,10 @@ fn round_trips_through_the_callbacks() {
 fn large_alignments_are_refused_clearly() {
     assert_eq!(
         callbacks().reserve(PAGE, Alignment::new(2 * PAGE).unwrap()),
-        Err(PageError::Invalid(Invalid::AlignmentTooLarge { align: 2 * PAGE, max: PAGE }))
+        Err(PageError::Invalid(Invalid::AlignmentTooLarge {
+            align: 2 * PAGE,
+            max: PAGE
+        }))
     );
 }
 
@@ -76,11 +87,25 @@ fn large_alignments_are_refused_clearly() {
 fn a_refusing_commit_callback_is_an_error_with_its_code() {
     // SAFETY: as in `callbacks`, with a commit that always refuses (allowed: a failed
     // commit leaves the range decommitted).
-    let pages = unsafe { CallbackPages::new(Alignment::PAGE_4K, reserve, release, Some(refuse), Some(decommit)) };
+    let pages = unsafe {
+        CallbackPages::new(
+            Alignment::PAGE_4K,
+            reserve,
+            release,
+            Some(refuse),
+            Some(decommit),
+        )
+    };
     let base = pages.reserve(PAGE, Alignment::MIN).unwrap();
     // SAFETY: a page of the live reservation; nothing committed before release.
     unsafe {
-        assert_eq!(pages.commit(base, PAGE), Err(PageError::CommitRefused { size: PAGE, code: 12 }));
+        assert_eq!(
+            pages.commit(base, PAGE),
+            Err(PageError::CommitRefused {
+                size: PAGE,
+                code: 12
+            })
+        );
         pages.release(base, PAGE);
     }
 }

@@ -12,7 +12,11 @@ pub(crate) fn round_trip<P: PageSource>(pages: &P) {
         let align = Alignment::new(align_pages * page).unwrap();
         let size = 8 * page;
         let base = pages.reserve(size, align).expect("reserve");
-        assert_eq!(base.addr().get() % align.get(), 0, "reserve ignored the alignment");
+        assert_eq!(
+            base.addr().get() % align.get(),
+            0,
+            "reserve ignored the alignment"
+        );
         // SAFETY: ranges inside the live reservation; everything committed is
         // decommitted before release.
         unsafe {
@@ -27,10 +31,16 @@ pub(crate) fn round_trip<P: PageSource>(pages: &P) {
             }
             // Decommit the middle pages, recommit them.
             pages.decommit(base.add(2 * page), 4 * page);
-            pages.commit(base.add(2 * page), 4 * page).expect("recommit");
+            pages
+                .commit(base.add(2 * page), 4 * page)
+                .expect("recommit");
             if pages.decommitted_reads_zero() {
                 for i in 2..6 {
-                    assert_eq!(base.add(i * page).read(), 0, "page {i} not zero after recommit");
+                    assert_eq!(
+                        base.add(i * page).read(),
+                        0,
+                        "page {i} not zero after recommit"
+                    );
                     assert_eq!(base.add(i * page + page - 1).read(), 0);
                 }
             }
@@ -51,7 +61,10 @@ pub(crate) fn disjoint<P: PageSource>(pages: &P) {
     let a = pages.reserve(4 * page, Alignment::MIN).unwrap();
     let b = pages.reserve(4 * page, Alignment::MIN).unwrap();
     let (a0, b0) = (a.addr().get(), b.addr().get());
-    assert!(a0 + 4 * page <= b0 || b0 + 4 * page <= a0, "reservations overlap");
+    assert!(
+        a0 + 4 * page <= b0 || b0 + 4 * page <= a0,
+        "reservations overlap"
+    );
     // SAFETY: both are live reservations, never committed.
     unsafe {
         pages.release(a, 4 * page);

@@ -1,4 +1,5 @@
 use core::mem::MaybeUninit;
+use core::ptr::NonNull;
 
 use bento_align::Alignment;
 use bento_pages::{FixedPages, PageError, PageSource};
@@ -8,37 +9,50 @@ use crate::common::{disjoint, round_trip};
 
 const PAGE: usize = 4096;
 
-fn buffer(pages: usize) -> &'static mut [MaybeUninit<u8>] {
-    #[repr(C, align(4096))]
-    struct Page([MaybeUninit<u8>; PAGE]);
-    let v: Vec<Page> = (0..pages).map(|_| Page([MaybeUninit::uninit(); PAGE])).collect();
-    let leaked: &'static mut [Page] = Vec::leak(v);
-    let len = leaked.len() * PAGE;
-    // SAFETY: a `'static` exclusive borrow of `len` bytes, viewed as bytes.
-    unsafe { core::slice::from_raw_parts_mut(leaked.as_mut_ptr().cast(), len) }
+#[repr(C, align(4096))]
+struct Page([MaybeUninit<u8>; PAGE]);
+
+/// Runs `f` on a `FixedPages` over a heap buffer of `pages` pages (starting `skip`
+/// bytes in), freed afterwards (the `'static` constructor would leak, which Miri
+/// reports).
+pub(crate) fn with_fixed(pages: usize, skip: usize, f: impl FnOnce(&FixedPages)) {
+    let mut buf: Vec<Page> = (0..pages)
+        .map(|_| Page([MaybeUninit::uninit(); PAGE]))
+        .collect();
+    let base = NonNull::new(buf.as_mut_ptr().cast::<u8>()).unwrap();
+    // SAFETY: `buf` outlives the source (declared before it, so dropped after) and is not touched
+    // while the source lives; `skip` is less than its length.
+    let source =
+        unsafe { FixedPages::from_raw(base.add(skip), pages * PAGE - skip, Alignment::PAGE_4K) };
+    f(&source);
+    // `source` is dropped before `buf`: locals drop in reverse order.
 }
 
 #[test]
 fn round_trips() {
     // 64-page alignment needs room to slide: 8 pages + 63.
-    let pages = FixedPages::new(buffer(80), Alignment::PAGE_4K);
-    round_trip(&pages);
-    disjoint(&pages);
-    assert_eq!(pages.available(), pages.capacity());
+    with_fixed(80, 0, |pages| {
+        round_trip(pages);
+        disjoint(pages);
+        assert_eq!(pages.available(), pages.capacity());
+    });
 }
 
 #[test]
 fn unaligned_buffers_use_their_aligned_part() {
-    let buf = buffer(4);
-    let pages = FixedPages::new(&mut buf[1..], Alignment::PAGE_4K);
-    assert_eq!(pages.capacity(), 3 * PAGE);
-    let p = pages.reserve(3 * PAGE, Alignment::MIN).unwrap();
-    assert_eq!(p.addr().get() % PAGE, 0);
+    with_fixed(4, 1, |pages| {
+        assert_eq!(pages.capacity(), 3 * PAGE);
+        let p = pages.reserve(3 * PAGE, Alignment::MIN).unwrap();
+        assert_eq!(p.addr().get() % PAGE, 0);
+    });
 }
 
 #[test]
 fn exhaustion_fails_cleanly_and_release_makes_room() {
-    let pages = FixedPages::new(buffer(8), Alignment::PAGE_4K);
+    with_fixed(8, 0, exhaustion);
+}
+
+fn exhaustion(pages: &FixedPages) {
     let mut held: Vec<_> = (0..8)
         .map(|_| pages.reserve(PAGE, Alignment::MIN).unwrap())
         .collect();
@@ -63,15 +77,20 @@ fn exhaustion_fails_cleanly_and_release_makes_room() {
 #[test]
 fn released_ranges_merge_in_any_order() {
     for order in [[0, 1, 2, 3], [3, 2, 1, 0], [1, 3, 0, 2], [2, 0, 3, 1]] {
-        let pages = FixedPages::new(buffer(4), Alignment::PAGE_4K);
-        let held: Vec<_> = (0..4).map(|_| pages.reserve(PAGE, Alignment::MIN).unwrap()).collect();
-        for i in order {
-            // SAFETY: each is a live one-page reservation, released once.
-            unsafe { pages.release(held[i], PAGE) };
-        }
-        // Everything merged back into one range.
-        let all = pages.reserve(4 * PAGE, Alignment::MIN).expect("one range again");
-        assert_eq!(all, held[0]);
+        with_fixed(4, 0, |pages| {
+            let held: Vec<_> = (0..4)
+                .map(|_| pages.reserve(PAGE, Alignment::MIN).unwrap())
+                .collect();
+            for i in order {
+                // SAFETY: each is a live one-page reservation, released once.
+                unsafe { pages.release(held[i], PAGE) };
+            }
+            // Everything merged back into one range.
+            let all = pages
+                .reserve(4 * PAGE, Alignment::MIN)
+                .expect("one range again");
+            assert_eq!(all, held[0]);
+        });
     }
 }
 
@@ -79,47 +98,51 @@ fn released_ranges_merge_in_any_order() {
 fn random_programs_never_overlap_and_account_exactly() {
     let capacity_pages = 64;
     for case in 0..cases(200, 3) {
-        let pages = FixedPages::new(buffer(capacity_pages), Alignment::PAGE_4K);
-        let bytes = seeded_bytes(case, 512);
-        let mut u = Unstructured::new(&bytes);
-        let mut live: Vec<(usize, usize)> = Vec::new();
-        let mut ptrs = Vec::new();
-        while !u.is_empty() {
-            let op = u.int_in_range(0u8..=9).unwrap();
-            if op < 6 {
-                let n = u.int_in_range(1usize..=12).unwrap_or(1);
-                let align = Alignment::new(PAGE << u.int_in_range(0u32..=3).unwrap_or(0)).unwrap();
-                match pages.reserve(n * PAGE, align) {
-                    Ok(p) => {
-                        let (s, e) = (p.addr().get(), p.addr().get() + n * PAGE);
-                        assert_eq!(s % align.get(), 0);
-                        assert!(live.iter().all(|&(a, b)| e <= a || b <= s), "overlap");
-                        live.push((s, e));
-                        ptrs.push((p, n * PAGE));
-                    }
-                    Err(e) => assert_eq!(e, PageError::OutOfAddressSpace { size: n * PAGE }),
+        with_fixed(capacity_pages, 0, |pages| random_program(pages, case));
+    }
+}
+
+fn random_program(pages: &FixedPages, case: usize) {
+    let bytes = seeded_bytes(case, 512);
+    let mut u = Unstructured::new(&bytes);
+    let mut live: Vec<(usize, usize)> = Vec::new();
+    let mut ptrs = Vec::new();
+    while !u.is_empty() {
+        let op = u.int_in_range(0u8..=9).unwrap();
+        if op < 6 {
+            let n = u.int_in_range(1usize..=12).unwrap_or(1);
+            let align = Alignment::new(PAGE << u.int_in_range(0u32..=3).unwrap_or(0)).unwrap();
+            match pages.reserve(n * PAGE, align) {
+                Ok(p) => {
+                    let (s, e) = (p.addr().get(), p.addr().get() + n * PAGE);
+                    assert_eq!(s % align.get(), 0);
+                    assert!(live.iter().all(|&(a, b)| e <= a || b <= s), "overlap");
+                    live.push((s, e));
+                    ptrs.push((p, n * PAGE));
                 }
-            } else if !live.is_empty() {
-                let i = u.choose_index(live.len()).unwrap_or(0);
-                live.swap_remove(i);
-                let (p, size) = ptrs.swap_remove(i);
-                // SAFETY: a live reservation, released once.
-                unsafe { pages.release(p, size) };
+                Err(e) => assert_eq!(e, PageError::OutOfAddressSpace { size: n * PAGE }),
             }
-            let held: usize = live.iter().map(|(a, b)| b - a).sum();
-            assert_eq!(pages.available() + held, pages.capacity());
+        } else if !live.is_empty() {
+            let i = u.choose_index(live.len()).unwrap_or(0);
+            live.swap_remove(i);
+            let (p, size) = ptrs.swap_remove(i);
+            // SAFETY: a live reservation, released once.
+            unsafe { pages.release(p, size) };
         }
+        let held: usize = live.iter().map(|(a, b)| b - a).sum();
+        assert_eq!(pages.available() + held, pages.capacity());
     }
 }
 
 #[test]
 #[should_panic(expected = "not a live reservation of this source")]
 fn double_release_panics() {
-    let pages = FixedPages::new(buffer(4), Alignment::PAGE_4K);
-    let p = pages.reserve(PAGE, Alignment::MIN).unwrap();
-    // SAFETY: the first release is right; the second is the misuse under test.
-    unsafe {
-        pages.release(p, PAGE);
-        pages.release(p, PAGE);
-    }
+    with_fixed(4, 0, |pages| {
+        let p = pages.reserve(PAGE, Alignment::MIN).unwrap();
+        // SAFETY: the first release is right; the second is the misuse under test.
+        unsafe {
+            pages.release(p, PAGE);
+            pages.release(p, PAGE);
+        }
+    });
 }

@@ -9,7 +9,9 @@ fn round_trips() {
     round_trip(&pages);
     disjoint(&pages);
     assert_eq!(pages.reserved(), 0);
-    round_trip(&HeapPages::with_page_size(Alignment::new(64 << 10).unwrap()));
+    round_trip(&HeapPages::with_page_size(
+        Alignment::new(64 << 10).unwrap(),
+    ));
 }
 
 #[test]

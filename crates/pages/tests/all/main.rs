@@ -2,6 +2,8 @@
 
 mod bad_input;
 mod cache;
+#[cfg(not(miri))]
+mod callback;
 mod common;
 mod fixed;
 mod heap;
@@ -9,5 +11,3 @@ mod lock;
 mod metered;
 #[cfg(all(unix, not(miri)))]
 mod system;
-#[cfg(not(miri))]
-mod callback;

@@ -44,17 +44,28 @@ fn decommitted_pages_are_not_resident_and_read_zero() {
     let base = pages.reserve(n * page, Alignment::MIN).unwrap();
     // SAFETY: ranges of the live reservation, decommitted before release.
     unsafe {
-        assert_eq!(resident_pages(base, n * page), 0, "a fresh reservation has no memory");
+        assert_eq!(
+            resident_pages(base, n * page),
+            0,
+            "a fresh reservation has no memory"
+        );
         pages.commit(base, n * page).unwrap();
         base.write_bytes(0x5A, n * page);
-        assert_eq!(resident_pages(base, n * page), n, "written pages are resident");
+        assert_eq!(
+            resident_pages(base, n * page),
+            n,
+            "written pages are resident"
+        );
         // Decommit the middle half: exactly those pages leave.
         let mid = base.add(n / 4 * page);
         pages.decommit(mid, n / 2 * page);
         assert_eq!(resident_pages(base, n * page), n / 2);
         assert_eq!(resident_pages(mid, n / 2 * page), 0);
         pages.commit(mid, n / 2 * page).unwrap();
-        assert!((0..n / 2 * page).all(|i| mid.add(i).read() == 0), "recommitted pages read zero");
+        assert!(
+            (0..n / 2 * page).all(|i| mid.add(i).read() == 0),
+            "recommitted pages read zero"
+        );
         assert_eq!(base.read(), 0x5A, "the pages around keep their contents");
         assert_eq!(base.add(n * page - 1).read(), 0x5A);
         pages.decommit(base, n * page);
@@ -84,11 +95,19 @@ fn a_write_to_a_decommitted_page_faults() {
     }
     use std::os::unix::process::ExitStatusExt;
     let status = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "system::a_write_to_a_decommitted_page_faults", "--nocapture"])
+        .args([
+            "--exact",
+            "system::a_write_to_a_decommitted_page_faults",
+            "--nocapture",
+        ])
         .env(CHILD, "1")
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .status()
         .unwrap();
-    assert_eq!(status.signal(), Some(libc::SIGSEGV), "child ended with {status:?}");
+    assert_eq!(
+        status.signal(),
+        Some(libc::SIGSEGV),
+        "child ended with {status:?}"
+    );
 }

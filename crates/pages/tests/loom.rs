@@ -1,0 +1,113 @@
+//! Loom models of bento-pages' atomic protocols: the spin lock (mutual exclusion,
+//! `try_lock`) and the `Metered` figures (counter and high-water mark).
+//!
+//! Run with `cargo xtask loom` (`RUSTFLAGS="--cfg bento_loom"`, feature `loom`).
+#![cfg(bento_loom)]
+
+use bento_align::Alignment;
+use bento_pages::lock::RawSpinLock;
+use bento_pages::{HeapPages, Metered, PageSource};
+use loom::cell::UnsafeCell;
+use loom::sync::Arc;
+use loom::thread;
+
+/// Two threads increment a cell under the lock: loom reports any interleaving in which
+/// both are inside at once (a data race on the `UnsafeCell`), and the total is exact.
+#[test]
+fn lock_excludes() {
+    loom::model(|| {
+        let shared = Arc::new((RawSpinLock::new(), UnsafeCell::new(0u32)));
+        let handles: Vec<_> = (0..2)
+            .map(|_| {
+                let shared = Arc::clone(&shared);
+                thread::spawn(move || {
+                    shared.0.lock();
+                    // SAFETY: the lock is held.
+                    shared.1.with_mut(|v| unsafe { *v += 1 });
+                    // SAFETY: this thread holds the lock.
+                    unsafe { shared.0.unlock() };
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().unwrap();
+        }
+        shared.0.lock();
+        // SAFETY: the lock is held and the other threads are done.
+        assert_eq!(shared.1.with(|v| unsafe { *v }), 2);
+        // SAFETY: this thread holds the lock.
+        unsafe { shared.0.unlock() };
+    });
+}
+
+/// `try_lock` never succeeds while another thread holds the lock: the cell is only
+/// touched on success, and loom checks every interleaving for a race.
+#[test]
+fn try_lock_excludes() {
+    loom::model(|| {
+        let shared = Arc::new((RawSpinLock::new(), UnsafeCell::new(0u32)));
+        let other = {
+            let shared = Arc::clone(&shared);
+            thread::spawn(move || {
+                shared.0.lock();
+                // SAFETY: the lock is held.
+                shared.1.with_mut(|v| unsafe { *v += 1 });
+                // SAFETY: this thread holds the lock.
+                unsafe { shared.0.unlock() };
+            })
+        };
+        let got = shared.0.try_lock();
+        if got {
+            // SAFETY: `try_lock` succeeded, so the lock is held.
+            shared.1.with_mut(|v| unsafe { *v += 10 });
+            // SAFETY: this thread holds the lock.
+            unsafe { shared.0.unlock() };
+        }
+        other.join().unwrap();
+        // SAFETY: both threads are done with the cell.
+        let v = shared.1.with(|v| unsafe { *v });
+        assert_eq!(v, if got { 11 } else { 1 });
+    });
+}
+
+/// Two threads commit and decommit through one `Metered`: the final figures are exact
+/// and the peak is never below any value `committed` took.
+#[test]
+fn metered_figures() {
+    loom::model(|| {
+        let pages = Arc::new(Metered::new(HeapPages::new()));
+        let base = pages.reserve(2 * 4096, Alignment::MIN).unwrap();
+        let handles: Vec<_> = (0..2usize)
+            .map(|i| {
+                let pages = Arc::clone(&pages);
+                let page = SendPtr(base.map_addr(|a| a.saturating_add(i * 4096)));
+                thread::spawn(move || {
+                    let page = page.0;
+                    // SAFETY: each thread commits and decommits its own page of the
+                    // live reservation.
+                    unsafe {
+                        pages.commit(page, 4096).unwrap();
+                        let seen = pages.stats();
+                        assert!(seen.max_committed >= 4096);
+                        pages.decommit(page, 4096);
+                    }
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().unwrap();
+        }
+        let s = pages.stats();
+        assert_eq!((s.committed, s.commits, s.decommits), (0, 2, 2));
+        assert!(s.max_committed == 4096 || s.max_committed == 8192);
+        // SAFETY: the live reservation, with nothing committed.
+        unsafe { pages.release(base, 2 * 4096) };
+    });
+}
+
+/// A pointer handed to another thread.
+struct SendPtr(core::ptr::NonNull<u8>);
+
+// SAFETY: it points into a `HeapPages` reservation that outlives the threads, and each
+// thread uses a different page of it.
+unsafe impl Send for SendPtr {}
