@@ -9,6 +9,14 @@ use crate::lock::Locked;
 use crate::{PageError, PageSource, check_range};
 
 /// The cache's figures.
+///
+/// ```
+/// use bento_pages::{CommitCache, HeapPages};
+///
+/// let cache = CommitCache::with_capacity(HeapPages::new(), 16 * 4096).unwrap();
+/// let s = cache.stats();
+/// assert_eq!((s.capacity, s.parked, s.hits), (16 * 4096, 0, 0));
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CacheStats {
     /// Pages committed from the cache, with no call to the source.

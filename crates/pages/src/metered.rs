@@ -12,6 +12,13 @@ use crate::{PageError, PageSource};
 /// `committed` counts bytes committed through the source and not yet decommitted;
 /// with an implicit-commit source (where callers still call `commit`) it is what the
 /// callers asked to have usable.
+///
+/// ```
+/// use bento_pages::PageStats;
+///
+/// let s = PageStats::default();
+/// assert_eq!((s.reserved, s.committed, s.failures), (0, 0, 0));
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PageStats {
     /// Bytes in live reservations.
