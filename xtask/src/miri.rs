@@ -6,10 +6,15 @@ use std::process::Command;
 use crate::step::{Outcome, Step, cargo_nightly, status, succeeds};
 
 /// The crates whose whole test suites run under Miri.
-const MIRI_CRATES: &[&str] = &["bento-align", "bento-testkit", "bento-pages"];
+const MIRI_CRATES: &[&str] = &[
+    "bento-align",
+    "bento-testkit",
+    "bento-pages",
+    "bento-primitives",
+];
 
 /// The crates run a second time under Tree Borrows.
-const TREE_BORROWS_CRATES: &[&str] = &["bento-align", "bento-pages"];
+const TREE_BORROWS_CRATES: &[&str] = &["bento-align", "bento-pages", "bento-primitives"];
 
 const FLAGS: &str = "-Zmiri-strict-provenance -Zmiri-symbolic-alignment-check";
 

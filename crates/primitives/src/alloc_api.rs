@@ -1,0 +1,133 @@
+//! The `Allocator` trait of allocator-api2 0.2 and 0.4, written for each allocator from
+//! one set of inherent methods (the [`RawAlloc`] trait) by one macro.
+
+use core::alloc::Layout;
+use core::ptr::NonNull;
+
+/// A request the allocator cannot satisfy (out of room, or an alignment it cannot
+/// give). The `Allocator` impls turn it into each allocator-api2 version's
+/// `AllocError`.
+///
+/// ```
+/// use bento_primitives::AllocError;
+///
+/// assert_eq!(AllocError.to_string(), "out of memory in a bento allocator");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AllocError;
+
+impl core::fmt::Display for AllocError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("out of memory in a bento allocator")
+    }
+}
+
+impl core::error::Error for AllocError {}
+
+/// The four operations every bento primitive implements once; `impl_allocator!` makes
+/// them allocator-api2 `Allocator` impls for `&Type`.
+///
+/// # Safety
+///
+/// Implementations must guarantee what allocator-api2's `Allocator` does: `alloc`
+/// returns a block of at least `layout.size()` bytes aligned to `layout.align()`,
+/// valid until it is deallocated (or the allocator is reset, which takes `&mut`);
+/// `grow` and `shrink` keep the first `min(old, new)` bytes and return a block fitting
+/// `new`; on `Err` nothing changes.
+pub(crate) unsafe trait RawAlloc {
+    fn alloc_raw(&self, layout: Layout) -> Result<NonNull<u8>, AllocError>;
+
+    /// # Safety
+    ///
+    /// `ptr` is a live block of `self` allocated with `layout`.
+    unsafe fn dealloc_raw(&self, ptr: NonNull<u8>, layout: Layout);
+
+    /// # Safety
+    ///
+    /// `ptr` is a live block of `self` allocated with `old`; `new.size() >= old.size()`.
+    unsafe fn grow_raw(
+        &self,
+        ptr: NonNull<u8>,
+        old: Layout,
+        new: Layout,
+    ) -> Result<NonNull<u8>, AllocError>;
+
+    /// # Safety
+    ///
+    /// `ptr` is a live block of `self` allocated with `old`; `new.size() <= old.size()`.
+    unsafe fn shrink_raw(
+        &self,
+        ptr: NonNull<u8>,
+        old: Layout,
+        new: Layout,
+    ) -> Result<NonNull<u8>, AllocError>;
+}
+
+/// Writes `unsafe impl Allocator for &$ty` for each enabled allocator-api2 version.
+macro_rules! impl_allocator {
+    ($lt:lifetime, $ty:ty) => {
+        #[cfg(feature = "api2-02")]
+        $crate::alloc_api::impl_allocator!(@one allocator_api2, $lt, $ty);
+        #[cfg(feature = "api2-04")]
+        $crate::alloc_api::impl_allocator!(@one allocator_api2_04, $lt, $ty);
+    };
+    (@one $api:ident, $lt:lifetime, $ty:ty) => {
+        // SAFETY: forwards to `RawAlloc`, whose contract is `Allocator`'s; the caller
+        // obligations of each method are passed on unchanged.
+        unsafe impl<'a, $lt> $api::alloc::Allocator for &'a $ty {
+            #[inline]
+            fn allocate(
+                &self,
+                layout: core::alloc::Layout,
+            ) -> Result<core::ptr::NonNull<[u8]>, $api::alloc::AllocError> {
+                match $crate::alloc_api::RawAlloc::alloc_raw(*self, layout) {
+                    Ok(p) => Ok(core::ptr::NonNull::slice_from_raw_parts(p, layout.size())),
+                    Err(_) => Err($api::alloc::AllocError),
+                }
+            }
+
+            #[inline]
+            unsafe fn deallocate(&self, ptr: core::ptr::NonNull<u8>, layout: core::alloc::Layout) {
+                // SAFETY: the caller's `Allocator::deallocate` contract.
+                unsafe { $crate::alloc_api::RawAlloc::dealloc_raw(*self, ptr, layout) }
+            }
+
+            unsafe fn grow(
+                &self,
+                ptr: core::ptr::NonNull<u8>,
+                old: core::alloc::Layout,
+                new: core::alloc::Layout,
+            ) -> Result<core::ptr::NonNull<[u8]>, $api::alloc::AllocError> {
+                // SAFETY: the caller's `Allocator::grow` contract.
+                match unsafe { $crate::alloc_api::RawAlloc::grow_raw(*self, ptr, old, new) } {
+                    Ok(p) => Ok(core::ptr::NonNull::slice_from_raw_parts(p, new.size())),
+                    Err(_) => Err($api::alloc::AllocError),
+                }
+            }
+
+            unsafe fn shrink(
+                &self,
+                ptr: core::ptr::NonNull<u8>,
+                old: core::alloc::Layout,
+                new: core::alloc::Layout,
+            ) -> Result<core::ptr::NonNull<[u8]>, $api::alloc::AllocError> {
+                // SAFETY: the caller's `Allocator::shrink` contract.
+                match unsafe { $crate::alloc_api::RawAlloc::shrink_raw(*self, ptr, old, new) } {
+                    Ok(p) => Ok(core::ptr::NonNull::slice_from_raw_parts(p, new.size())),
+                    Err(_) => Err($api::alloc::AllocError),
+                }
+            }
+        }
+    };
+}
+
+pub(crate) use impl_allocator;
+
+/// The dangling, aligned pointer a zero-size request gets.
+#[inline]
+pub(crate) fn dangling(layout: Layout) -> NonNull<u8> {
+    // `Layout` guarantees a non-zero power-of-two alignment.
+    NonNull::without_provenance(
+        core::num::NonZeroUsize::new(layout.align()).expect("align is non-zero"),
+    )
+}

@@ -1,0 +1,520 @@
+//! The linear (bump) allocator: a pointer that only moves up, reset in O(1).
+
+use core::alloc::Layout;
+use core::cell::Cell;
+use core::fmt;
+use core::marker::PhantomData;
+use core::mem::MaybeUninit;
+use core::num::NonZeroUsize;
+use core::ptr::{self, NonNull};
+
+use crate::alloc_api::{AllocError, RawAlloc, dangling, impl_allocator};
+
+/// A value the allocator had no room for, handed back to the caller.
+///
+/// ```
+/// use bento_primitives::Bump;
+/// use core::mem::MaybeUninit;
+///
+/// let mut buf = [MaybeUninit::uninit(); 4];
+/// let bump = Bump::new(&mut buf);
+/// let err = bump.alloc([1u8; 8]).unwrap_err();
+/// assert_eq!(err.into_inner(), [1u8; 8]);
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct AllocFailed<T>(pub T);
+
+impl<T> AllocFailed<T> {
+    /// The value that did not fit.
+    pub fn into_inner(self) -> T {
+        self.0
+    }
+}
+
+impl<T> fmt::Debug for AllocFailed<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("AllocFailed(..)")
+    }
+}
+
+impl<T> fmt::Display for AllocFailed<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("no room for the value in the bump allocator")
+    }
+}
+
+impl<T> core::error::Error for AllocFailed<T> {}
+
+/// "No last block": after a reset, or after the last block was freed.
+const NO_LAST: usize = 0;
+
+/// A linear allocator over a caller's buffer: each allocation moves a pointer up; a
+/// free only gives memory back when it is the last block; [`reset`](Self::reset) frees
+/// everything in O(1).
+///
+/// ```text
+///  base                 last        top                    end
+///   | block | pad | block | block    |       free           |
+///                          ^ grows and shrinks in place
+/// ```
+///
+/// `Bump` never runs destructors: values allocated in it are forgotten at reset. It is
+/// `!Sync` (one thread allocates). `&Bump` is an allocator-api2 `Allocator` (0.2 and
+/// 0.4), so `Vec` and `hashbrown::HashMap` can live in it.
+///
+/// ```
+/// use bento_primitives::Bump;
+/// use core::mem::MaybeUninit;
+///
+/// let mut buf = [MaybeUninit::uninit(); 1024];
+/// let mut bump = Bump::new(&mut buf);
+/// let x = bump.alloc(41u64).unwrap();
+/// *x += 1;
+/// let s = bump.alloc_str("frame 7").unwrap();
+/// assert_eq!((*x, &*s), (42, "frame 7"));
+/// bump.reset();
+/// assert_eq!(bump.used(), 0);
+/// ```
+///
+/// `reset` needs `&mut self`, so it cannot run while an allocation is borrowed:
+///
+/// ```compile_fail,E0502
+/// use bento_primitives::Bump;
+/// use core::mem::MaybeUninit;
+///
+/// let mut buf = [MaybeUninit::uninit(); 64];
+/// let mut bump = Bump::new(&mut buf);
+/// let x = bump.alloc(1u32).unwrap();
+/// bump.reset(); // error: `bump` is borrowed by `x`
+/// *x += 1;
+/// ```
+pub struct Bump<'buf> {
+    // Invariant: the buffer's start; its provenance covers `[base, end)`.
+    base: NonNull<u8>,
+    // Invariant: `base.addr() + capacity`, the address one past the buffer.
+    end: usize,
+    // Invariant: `base.addr() <= top <= end`; everything at and above `top` is free.
+    top: Cell<usize>,
+    // Invariant: the address of the last block (the one ending at `top`), or `NO_LAST`.
+    last: Cell<usize>,
+    _buf: PhantomData<&'buf mut [MaybeUninit<u8>]>,
+}
+
+// Returning `&mut` from `&self` is the arena pattern: every call hands out a fresh block
+// that no other reference reaches, so the references never alias.
+#[allow(clippy::mut_from_ref)]
+impl<'buf> Bump<'buf> {
+    /// A bump allocator over `buf`.
+    #[must_use]
+    pub fn new(buf: &'buf mut [MaybeUninit<u8>]) -> Self {
+        let len = buf.len();
+        let base = NonNull::from(buf).cast::<u8>();
+        Self {
+            base,
+            end: base.addr().get() + len,
+            top: Cell::new(base.addr().get()),
+            last: Cell::new(NO_LAST),
+            _buf: PhantomData,
+        }
+    }
+
+    /// The pointer at address `addr`, with the buffer's provenance.
+    #[inline]
+    fn ptr_at(&self, addr: usize) -> NonNull<u8> {
+        debug_assert!(addr >= self.base.addr().get() && addr <= self.end);
+        // SAFETY: `addr >= base.addr() > 0`.
+        self.base
+            .with_addr(unsafe { NonZeroUsize::new_unchecked(addr) })
+    }
+
+    /// Allocates a block for `layout`; a zero-size layout gets a dangling, aligned
+    /// pointer and costs nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`AllocError`] when the rest of the buffer cannot hold the block; nothing
+    /// changes then.
+    ///
+    /// ```
+    /// use bento_primitives::Bump;
+    /// use core::alloc::Layout;
+    /// use core::mem::MaybeUninit;
+    ///
+    /// let mut buf = [MaybeUninit::uninit(); 256];
+    /// let bump = Bump::new(&mut buf);
+    /// let p = bump.alloc_layout(Layout::from_size_align(24, 16).unwrap()).unwrap();
+    /// assert_eq!(p.addr().get() % 16, 0);
+    /// assert!(bump.alloc_layout(Layout::from_size_align(512, 1).unwrap()).is_err());
+    /// ```
+    #[inline]
+    pub fn alloc_layout(&self, layout: Layout) -> Result<NonNull<u8>, AllocError> {
+        if layout.size() == 0 {
+            return Ok(dangling(layout));
+        }
+        let top = self.top.get();
+        let pad = top.wrapping_neg() & (layout.align() - 1);
+        // `pad < align`, and `Layout` keeps `size + align - 1 <= isize::MAX`: no overflow.
+        let need = pad + layout.size();
+        if need > self.end - top {
+            return Err(AllocError);
+        }
+        let start = top + pad;
+        self.top.set(start + layout.size());
+        self.last.set(start);
+        Ok(self.ptr_at(start))
+    }
+
+    /// Allocates a block such that the returned pointer **plus `offset`** is aligned to
+    /// `layout.align()`: room for a header of `offset` bytes in front of an aligned
+    /// payload. The block is `layout.size()` bytes from the returned pointer.
+    ///
+    /// # Errors
+    ///
+    /// [`AllocError`] when the block does not fit; nothing changes then.
+    ///
+    /// ```
+    /// use bento_primitives::Bump;
+    /// use core::alloc::Layout;
+    /// use core::mem::MaybeUninit;
+    ///
+    /// let mut buf = [MaybeUninit::uninit(); 256];
+    /// let bump = Bump::new(&mut buf);
+    /// let layout = Layout::from_size_align(8 + 64, 32).unwrap();
+    /// let p = bump.alloc_layout_at_offset(layout, 8).unwrap();
+    /// assert_eq!((p.addr().get() + 8) % 32, 0);
+    /// ```
+    pub fn alloc_layout_at_offset(
+        &self,
+        layout: Layout,
+        offset: usize,
+    ) -> Result<NonNull<u8>, AllocError> {
+        let top = self.top.get();
+        let shifted = top.checked_add(offset).ok_or(AllocError)?;
+        let pad = shifted.wrapping_neg() & (layout.align() - 1);
+        let need = pad.checked_add(layout.size()).ok_or(AllocError)?;
+        if need > self.end - top {
+            return Err(AllocError);
+        }
+        let start = top + pad;
+        self.top.set(start + layout.size());
+        self.last.set(start);
+        Ok(self.ptr_at(start))
+    }
+
+    /// Moves `value` into the buffer and returns a reference to it, or hands the value
+    /// back when there is no room.
+    ///
+    /// # Errors
+    ///
+    /// [`AllocFailed`] with the value, when it does not fit.
+    ///
+    /// ```
+    /// use bento_primitives::Bump;
+    /// use core::mem::MaybeUninit;
+    ///
+    /// let mut buf = [MaybeUninit::uninit(); 64];
+    /// let bump = Bump::new(&mut buf);
+    /// let v = bump.alloc([1u32, 2, 3]).unwrap();
+    /// v[0] = 10;
+    /// assert_eq!(*v, [10, 2, 3]);
+    /// ```
+    #[inline]
+    pub fn alloc<T>(&self, value: T) -> Result<&mut T, AllocFailed<T>> {
+        match self.alloc_layout(Layout::new::<T>()) {
+            Ok(p) => {
+                let p = p.cast::<T>();
+                // SAFETY: `p` is a fresh block of `T`'s size and alignment (or a
+                // dangling aligned pointer for a zero-size `T`), owned by the caller
+                // for the borrow of `self` (a reset needs `&mut self`).
+                unsafe {
+                    p.write(value);
+                    Ok(&mut *p.as_ptr())
+                }
+            }
+            Err(AllocError) => Err(AllocFailed(value)),
+        }
+    }
+
+    /// Copies `src` into the buffer.
+    ///
+    /// # Errors
+    ///
+    /// [`AllocError`] when it does not fit.
+    ///
+    /// ```
+    /// use bento_primitives::Bump;
+    /// use core::mem::MaybeUninit;
+    ///
+    /// let mut buf = [MaybeUninit::uninit(); 64];
+    /// let bump = Bump::new(&mut buf);
+    /// assert_eq!(bump.alloc_slice_copy(&[1u16, 2, 3]).unwrap(), &[1, 2, 3]);
+    /// ```
+    pub fn alloc_slice_copy<T: Copy>(&self, src: &[T]) -> Result<&mut [T], AllocError> {
+        let layout = Layout::for_value(src);
+        let p = self.alloc_layout(layout)?.cast::<T>();
+        // SAFETY: `p` is a fresh block for `src.len()` values of `T` (or dangling and
+        // aligned when the slice is empty); the two do not overlap.
+        unsafe {
+            ptr::copy_nonoverlapping(src.as_ptr(), p.as_ptr(), src.len());
+            Ok(core::slice::from_raw_parts_mut(p.as_ptr(), src.len()))
+        }
+    }
+
+    /// Allocates `len` values made by `f(index)`.
+    ///
+    /// # Errors
+    ///
+    /// [`AllocError`] when they do not fit (or their size overflows).
+    ///
+    /// ```
+    /// use bento_primitives::Bump;
+    /// use core::mem::MaybeUninit;
+    ///
+    /// let mut buf = [MaybeUninit::uninit(); 64];
+    /// let bump = Bump::new(&mut buf);
+    /// let squares = bump.alloc_slice_fill_with(4, |i| i * i).unwrap();
+    /// assert_eq!(squares, &[0, 1, 4, 9]);
+    /// ```
+    pub fn alloc_slice_fill_with<T>(
+        &self,
+        len: usize,
+        mut f: impl FnMut(usize) -> T,
+    ) -> Result<&mut [T], AllocError> {
+        let layout = Layout::array::<T>(len).map_err(|_| AllocError)?;
+        let p = self.alloc_layout(layout)?.cast::<T>();
+        for i in 0..len {
+            // SAFETY: `i < len`, inside the fresh block (a panic in `f` leaves the
+            // written values forgotten, which is allowed).
+            unsafe { p.add(i).write(f(i)) };
+        }
+        // SAFETY: all `len` values were written.
+        Ok(unsafe { core::slice::from_raw_parts_mut(p.as_ptr(), len) })
+    }
+
+    /// Copies `s` into the buffer.
+    ///
+    /// # Errors
+    ///
+    /// [`AllocError`] when it does not fit.
+    ///
+    /// ```
+    /// use bento_primitives::Bump;
+    /// use core::mem::MaybeUninit;
+    ///
+    /// let mut buf = [MaybeUninit::uninit(); 64];
+    /// let bump = Bump::new(&mut buf);
+    /// assert_eq!(bump.alloc_str("level_03").unwrap(), "level_03");
+    /// ```
+    pub fn alloc_str(&self, s: &str) -> Result<&mut str, AllocError> {
+        let bytes = self.alloc_slice_copy(s.as_bytes())?;
+        // SAFETY: a byte-for-byte copy of a `str` is valid UTF-8.
+        Ok(unsafe { core::str::from_utf8_unchecked_mut(bytes) })
+    }
+
+    /// Grows or shrinks the last block to `new_size` bytes without moving it; false
+    /// (and nothing changes) when `ptr` is not the last block or the room is lacking.
+    ///
+    /// ```
+    /// use bento_primitives::Bump;
+    /// use core::alloc::Layout;
+    /// use core::mem::MaybeUninit;
+    ///
+    /// let mut buf = [MaybeUninit::uninit(); 128];
+    /// let bump = Bump::new(&mut buf);
+    /// let a = bump.alloc_layout(Layout::from_size_align(16, 8).unwrap()).unwrap();
+    /// assert!(bump.try_grow_in_place(a, 100));
+    /// assert_eq!(bump.used(), 100);
+    /// assert!(!bump.try_grow_in_place(a, 1000));
+    /// ```
+    pub fn try_grow_in_place(&self, ptr: NonNull<u8>, new_size: usize) -> bool {
+        let start = ptr.addr().get();
+        if start != self.last.get() || new_size > self.end - start {
+            return false;
+        }
+        self.top.set(start + new_size);
+        true
+    }
+
+    /// Frees everything at once, in O(1). Needs `&mut self`: no allocation can be
+    /// borrowed across it.
+    ///
+    /// ```
+    /// use bento_primitives::Bump;
+    /// use core::mem::MaybeUninit;
+    ///
+    /// let mut buf = [MaybeUninit::uninit(); 64];
+    /// let mut bump = Bump::new(&mut buf);
+    /// bump.alloc(1u64).unwrap();
+    /// bump.reset();
+    /// assert_eq!(bump.remaining(), bump.capacity());
+    /// ```
+    pub fn reset(&mut self) {
+        self.top.set(self.base.addr().get());
+        self.last.set(NO_LAST);
+    }
+
+    /// Bytes in use, padding included.
+    ///
+    /// ```
+    /// use bento_primitives::Bump;
+    /// use core::mem::MaybeUninit;
+    ///
+    /// let mut buf = [MaybeUninit::uninit(); 64];
+    /// let bump = Bump::new(&mut buf);
+    /// bump.alloc(0u8).unwrap();
+    /// assert_eq!(bump.used(), 1);
+    /// ```
+    #[must_use]
+    pub fn used(&self) -> usize {
+        self.top.get() - self.base.addr().get()
+    }
+
+    /// Bytes left above the top.
+    ///
+    /// ```
+    /// use bento_primitives::Bump;
+    /// use core::mem::MaybeUninit;
+    ///
+    /// let mut buf = [MaybeUninit::uninit(); 64];
+    /// assert_eq!(Bump::new(&mut buf).remaining(), 64);
+    /// ```
+    #[must_use]
+    pub fn remaining(&self) -> usize {
+        self.end - self.top.get()
+    }
+
+    /// The buffer's size.
+    ///
+    /// ```
+    /// use bento_primitives::Bump;
+    /// use core::mem::MaybeUninit;
+    ///
+    /// let mut buf = [MaybeUninit::uninit(); 64];
+    /// assert_eq!(Bump::new(&mut buf).capacity(), 64);
+    /// ```
+    #[must_use]
+    pub fn capacity(&self) -> usize {
+        self.end - self.base.addr().get()
+    }
+
+    /// Checks the invariants (the top inside the buffer, the last block below the top)
+    /// and returns the bytes in use.
+    ///
+    /// # Errors
+    ///
+    /// A description of the broken invariant.
+    ///
+    /// ```
+    /// use bento_primitives::Bump;
+    /// use core::mem::MaybeUninit;
+    ///
+    /// let mut buf = [MaybeUninit::uninit(); 64];
+    /// let bump = Bump::new(&mut buf);
+    /// bump.alloc(7u32).unwrap();
+    /// assert_eq!(bump.validate(), Ok(4));
+    /// ```
+    pub fn validate(&self) -> Result<usize, &'static str> {
+        let (base, top, last) = (self.base.addr().get(), self.top.get(), self.last.get());
+        if top < base || top > self.end {
+            return Err("top outside the buffer");
+        }
+        if last != NO_LAST && (last < base || last > top) {
+            return Err("last block outside the used part");
+        }
+        Ok(top - base)
+    }
+}
+
+impl fmt::Debug for Bump<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Bump")
+            .field("used", &self.used())
+            .field("capacity", &self.capacity())
+            .finish()
+    }
+}
+
+// SAFETY: blocks come from `[base, end)` above `top`, so no two live blocks overlap;
+// they stay valid until freed or until `reset`, which takes `&mut self`. A grow that
+// cannot extend the last block copies into a new one.
+unsafe impl RawAlloc for Bump<'_> {
+    #[inline]
+    fn alloc_raw(&self, layout: Layout) -> Result<NonNull<u8>, AllocError> {
+        self.alloc_layout(layout)
+    }
+
+    #[inline]
+    unsafe fn dealloc_raw(&self, ptr: NonNull<u8>, layout: Layout) {
+        // Only the last block gives its memory back.
+        if layout.size() != 0 && ptr.addr().get() == self.last.get() {
+            self.top.set(self.last.get());
+            self.last.set(NO_LAST);
+        }
+    }
+
+    unsafe fn grow_raw(
+        &self,
+        ptr: NonNull<u8>,
+        old: Layout,
+        new: Layout,
+    ) -> Result<NonNull<u8>, AllocError> {
+        if old.size() != 0
+            && ptr.addr().get() & (new.align() - 1) == 0
+            && self.try_grow_in_place(ptr, new.size())
+        {
+            return Ok(ptr);
+        }
+        let fresh = self.alloc_layout(new)?;
+        // SAFETY: the caller guarantees `ptr` holds `old.size()` bytes; `fresh` is a
+        // new block of at least that many, distinct from it.
+        unsafe { ptr::copy_nonoverlapping(ptr.as_ptr(), fresh.as_ptr(), old.size()) };
+        Ok(fresh)
+    }
+
+    unsafe fn shrink_raw(
+        &self,
+        ptr: NonNull<u8>,
+        old: Layout,
+        new: Layout,
+    ) -> Result<NonNull<u8>, AllocError> {
+        if new.size() == 0 {
+            // SAFETY: the caller's contract: `ptr` is live with `old`.
+            unsafe { self.dealloc_raw(ptr, old) };
+            return Ok(dangling(new));
+        }
+        if ptr.addr().get() & (new.align() - 1) != 0 {
+            // A stricter alignment than the block has: move it.
+            let fresh = self.alloc_layout(new)?;
+            // SAFETY: `ptr` holds at least `new.size()` bytes; `fresh` is a new block.
+            unsafe { ptr::copy_nonoverlapping(ptr.as_ptr(), fresh.as_ptr(), new.size()) };
+            return Ok(fresh);
+        }
+        // In place; the last block also gives its tail back.
+        self.try_grow_in_place(ptr, new.size());
+        Ok(ptr)
+    }
+}
+
+impl_allocator!('buf, Bump<'buf>);
+
+/// Runs `f` over a [`Bump`] on an `N`-byte array on the call stack (the seeds' `alloca`
+/// use): scratch memory that is gone when `f` returns.
+///
+/// ```
+/// use bento_primitives::with_stack_bump;
+///
+/// let total = with_stack_bump::<256, _>(|bump| {
+///     let xs = bump.alloc_slice_fill_with(10, |i| i as u32).unwrap();
+///     xs.iter().sum::<u32>()
+/// });
+/// assert_eq!(total, 45);
+/// ```
+pub fn with_stack_bump<const N: usize, R>(f: impl FnOnce(&Bump<'_>) -> R) -> R {
+    // 16-aligned so that typical requests need no padding (and Miri's symbolic
+    // alignment check sees the alignment).
+    #[repr(C, align(16))]
+    struct StackBuf<const N: usize>([MaybeUninit<u8>; N]);
+    let mut buf = StackBuf::<N>([MaybeUninit::uninit(); N]);
+    let bump = Bump::new(&mut buf.0);
+    f(&bump)
+}
