@@ -34,6 +34,8 @@ impl core::error::Error for AllocError {}
 /// valid until it is deallocated (or the allocator is reset, which takes `&mut`);
 /// `grow` and `shrink` keep the first `min(old, new)` bytes and return a block fitting
 /// `new`; on `Err` nothing changes.
+// Unused only when both allocator-api2 features are off.
+#[cfg_attr(not(any(feature = "api2-02", feature = "api2-04")), allow(dead_code))]
 pub(crate) unsafe trait RawAlloc {
     fn alloc_raw(&self, layout: Layout) -> Result<NonNull<u8>, AllocError>;
 

@@ -1,0 +1,36 @@
+//! The callgrind driver: runs one allocation loop so that
+//! `valgrind --tool=callgrind --toggle-collect=<loop>` counts its instructions.
+//!
+//! ```sh
+//! cargo build --release -p bento-benches --bin insns
+//! valgrind --tool=callgrind --callgrind-out-file=/tmp/cg.out \
+//!     --toggle-collect='bento_benches::bento_bump_16' target/release/insns bento 1000000
+//! callgrind_annotate /tmp/cg.out | head
+//! ```
+//! Instructions per allocation = the loop's total / n.
+
+use bento_benches::{bento_bump_16, buffer, bumpalo_16, system_16};
+use bento_primitives::Bump;
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let which = args.next().unwrap_or_else(|| "bento".into());
+    let n: usize = args
+        .next()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1_000_000);
+    let sum = match which.as_str() {
+        "bento" => {
+            let mut buf = buffer(16 * n + 64);
+            let bump = Bump::new(&mut buf);
+            bento_bump_16(&bump, n)
+        }
+        "bumpalo" => {
+            let bump = bumpalo::Bump::with_capacity(16 * n + 64);
+            bumpalo_16(&bump, n)
+        }
+        "system" => system_16(n),
+        other => panic!("unknown allocator `{other}`: bento, bumpalo or system"),
+    };
+    println!("{which}: {n} allocations, checksum {sum}");
+}
