@@ -1,6 +1,7 @@
 //! bento's task runner. `cargo xtask ci` runs every check CI runs, in order, and stops
 //! at the first failure; the other sub-commands run one step each.
 
+mod bench;
 mod ci;
 mod doc;
 mod fmt;
@@ -26,7 +27,8 @@ commands:
   miri     the Miri crates under cargo +nightly miri test
   loom     the loom crates' models under --cfg bento_loom
   nostd    cargo check of the no_std crates for thumbv7em-none-eabihf
-  windows  cargo check of the crates with Windows code for x86_64-pc-windows-gnu";
+  windows  cargo check of the crates with Windows code for x86_64-pc-windows-gnu
+  bench    the criterion benchmarks (not part of ci)";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -44,6 +46,7 @@ fn main() -> ExitCode {
         "loom" => &[loom::STEP],
         "nostd" => &[nostd::STEP],
         "windows" => &[windows::STEP],
+        "bench" => &[bench::STEP],
         "help" | "--help" | "-h" => {
             println!("{USAGE}");
             return ExitCode::SUCCESS;

@@ -167,28 +167,41 @@ impl<'buf> Bump<'buf> {
     /// ```
     #[inline]
     pub fn alloc_layout(&self, layout: Layout) -> Result<NonNull<u8>, AllocError> {
-        let size = layout.size();
-        if size == 0 {
-            return Ok(dangling(layout));
-        }
+        let (block, new_top) = self.place(layout)?;
+        self.top.set(new_top);
+        Ok(block)
+    }
+
+    /// Where a block for `layout` goes, and the top after it; the caller stores the top
+    /// (after writing the block, if it writes one: see [`alloc`](Self::alloc)).
+    #[inline(always)]
+    fn place(&self, layout: Layout) -> Result<(NonNull<u8>, usize), AllocError> {
         // The fast path: the top is 8-aligned, so a request aligned to at most 8 needs
         // no padding, and `end <= usize::MAX - FAST_MAX` keeps `top + size` in range.
-        if layout.align() <= GRAIN && size <= FAST_MAX {
+        let size = layout.size();
+        if size != 0 && layout.align() <= GRAIN && size <= FAST_MAX {
             let top = self.top.get();
             let new_top = top + grain_up(size);
             if new_top <= self.end {
-                self.top.set(new_top);
-                return Ok(self.ptr_at(top));
+                return Ok((self.ptr_at(top), new_top));
             }
         }
-        self.alloc_layout_slow(layout, 0)
+        self.place_slow(layout, 0)
     }
 
-    /// Every other request: larger alignments and sizes, the offset form, and failure.
+    /// Every other request: zero sizes, larger alignments and sizes, the offset form,
+    /// and failure.
     #[cold]
     #[inline(never)]
-    fn alloc_layout_slow(&self, layout: Layout, offset: usize) -> Result<NonNull<u8>, AllocError> {
+    fn place_slow(
+        &self,
+        layout: Layout,
+        offset: usize,
+    ) -> Result<(NonNull<u8>, usize), AllocError> {
         let top = self.top.get();
+        if layout.size() == 0 {
+            return Ok((dangling(layout), top));
+        }
         let shifted = top.checked_add(offset).ok_or(AllocError)?;
         let pad = shifted.wrapping_neg() & (layout.align() - 1);
         let start = top.checked_add(pad).ok_or(AllocError)?;
@@ -197,8 +210,7 @@ impl<'buf> Bump<'buf> {
             return Err(AllocError);
         }
         // `end` is 8-aligned, so rounding the block's end up stays within it.
-        self.top.set(grain_up(block_end));
-        Ok(self.ptr_at(start))
+        Ok((self.ptr_at(start), grain_up(block_end)))
     }
 
     /// Allocates a block such that the returned pointer **plus `offset`** is aligned to
@@ -225,7 +237,9 @@ impl<'buf> Bump<'buf> {
         layout: Layout,
         offset: usize,
     ) -> Result<NonNull<u8>, AllocError> {
-        self.alloc_layout_slow(layout, offset)
+        let (block, new_top) = self.place_slow(layout, offset)?;
+        self.top.set(new_top);
+        Ok(block)
     }
 
     /// Moves `value` into the buffer and returns a reference to it, or hands the value
@@ -247,18 +261,42 @@ impl<'buf> Bump<'buf> {
     /// ```
     #[inline]
     pub fn alloc<T>(&self, value: T) -> Result<&mut T, AllocFailed<T>> {
-        match self.alloc_layout(Layout::new::<T>()) {
-            Ok(p) => {
-                let p = p.cast::<T>();
-                // SAFETY: `p` is a fresh block of `T`'s size and alignment (or a
-                // dangling aligned pointer for a zero-size `T`), owned by the caller
-                // for the borrow of `self` (a reset needs `&mut self`).
-                unsafe {
-                    p.write(value);
-                    Ok(&mut *p.as_ptr())
-                }
+        let layout = Layout::new::<T>();
+        // The fast path of `place`, spelled out so that the value is written straight
+        // into the block and *before* the top is stored: measured 25% faster on
+        // `bump/16B_then_reset` than storing the top first (the next allocation's load
+        // of the top then forwards from the youngest store).
+        if layout.size() != 0 && layout.align() <= GRAIN && layout.size() <= FAST_MAX {
+            let top = self.top.get();
+            let new_top = top + grain_up(layout.size());
+            if new_top <= self.end {
+                // SAFETY: `[top, new_top)` is free, inside the buffer, and aligned for
+                // `T` (the top is 8-aligned and `T`'s alignment at most 8).
+                return Ok(unsafe { self.commit(self.ptr_at(top).cast(), new_top, value) });
             }
+        }
+        match self.place_slow(layout, 0) {
+            // SAFETY: `place_slow` returns a free block for `T`'s layout (or a dangling
+            // aligned pointer for a zero-size `T`).
+            Ok((block, new_top)) => Ok(unsafe { self.commit(block.cast(), new_top, value) }),
             Err(AllocError) => Err(AllocFailed(value)),
+        }
+    }
+
+    /// Writes `value` into the free block `p`, then stores the top after it.
+    ///
+    /// # Safety
+    ///
+    /// The caller must ensure that `p` is a free block for `T` (or dangling and aligned
+    /// for a zero-size `T`) ending at or below `new_top`, a valid top.
+    #[inline(always)]
+    unsafe fn commit<T>(&self, p: NonNull<T>, new_top: usize, value: T) -> &mut T {
+        // SAFETY: the caller's contract; storing the top hands the block to the caller
+        // for the borrow of `self` (a reset needs `&mut self`).
+        unsafe {
+            p.write(value);
+            self.top.set(new_top);
+            &mut *p.as_ptr()
         }
     }
 
@@ -464,7 +502,7 @@ impl<'buf> Bump<'buf> {
         if top < base || top > self.end {
             return Err("top outside the buffer");
         }
-        if top % GRAIN != 0 || self.end % GRAIN != 0 {
+        if !top.is_multiple_of(GRAIN) || !self.end.is_multiple_of(GRAIN) {
             return Err("top or end not 8-aligned");
         }
         Ok(top - base)
@@ -504,10 +542,9 @@ unsafe impl RawAlloc for Bump<'_> {
         old: Layout,
         new: Layout,
     ) -> Result<NonNull<u8>, AllocError> {
+        let aligned = ptr.addr().get() & (new.align() - 1) == 0;
         // SAFETY: the caller guarantees `ptr` is live with `old`.
-        if ptr.addr().get() & (new.align() - 1) == 0
-            && unsafe { self.try_grow_in_place(ptr, old, new.size()) }
-        {
+        if aligned && unsafe { self.try_grow_in_place(ptr, old, new.size()) } {
             return Ok(ptr);
         }
         let fresh = self.alloc_layout(new)?;

@@ -262,3 +262,33 @@ fn stack_bump_is_scoped_scratch() {
     });
     assert_eq!(n, 10);
 }
+
+#[test]
+fn freeing_an_offset_block_keeps_the_top_aligned() {
+    let mut buf = Buffer::pages(1);
+    let bump = Bump::new(buf.bytes());
+    let a = &bump;
+    let first = a
+        .allocate(Layout::from_size_align(8, 8).unwrap())
+        .unwrap()
+        .cast::<u8>();
+    // SAFETY: `first` is a live 8-byte block.
+    unsafe { first.cast::<u64>().write(0xFEED) };
+    // A block whose start is 4 bytes before a 16-aligned address: not 8-aligned.
+    let layout = Layout::from_size_align(20, 16).unwrap();
+    let odd = bump.alloc_layout_at_offset(layout, 4).unwrap();
+    assert_eq!((odd.addr().get() + 4) % 16, 0);
+    assert_ne!(odd.addr().get() % 8, 0);
+    // SAFETY: `odd` is the last block, live with `layout`.
+    unsafe { a.deallocate(odd, layout) };
+    assert_eq!(bump.validate(), Ok(bump.used()));
+    assert_eq!(bump.used() % 8, 0);
+    // The next block does not reach below the first one's end.
+    let next = a
+        .allocate(Layout::from_size_align(8, 8).unwrap())
+        .unwrap()
+        .cast::<u8>();
+    assert!(next.addr().get() >= first.addr().get() + 8);
+    // SAFETY: `first` is still live.
+    assert_eq!(unsafe { first.cast::<u64>().read() }, 0xFEED);
+}
