@@ -616,17 +616,23 @@ impl<'t, T: Target + ?Sized> Interp<'t, T> {
             Ok(()) if m.stale => Err(self.fail(FailureKind::StaleMarkerAccepted)),
             Ok(()) => {
                 // Every block of that end born after the marker is gone.
+                let mut oldest_killed = u64::MAX;
                 let mut i = 0;
                 while i < self.blocks.len() {
                     let b = self.blocks[i];
                     if b.end == m.end && b.born > m.taken {
+                        oldest_killed = oldest_killed.min(b.born);
                         self.forget(i);
                     } else {
                         i += 1;
                     }
                 }
+                // A later marker is invalidated when the rollback freed a block that
+                // already existed when it was taken: what lay below it has changed. A
+                // later marker with nothing freed below it still names a valid state,
+                // so an allocator may accept it (or refuse it).
                 for later in &mut self.markers {
-                    if later.end == m.end && later.taken > m.taken {
+                    if later.end == m.end && later.taken > m.taken && oldest_killed <= later.taken {
                         later.stale = true;
                     }
                 }

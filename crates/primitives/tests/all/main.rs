@@ -1,6 +1,7 @@
 //! bento-primitives' integration tests: one binary, a module per allocator.
 
 mod bump;
+mod stack;
 
 use core::mem::MaybeUninit;
 

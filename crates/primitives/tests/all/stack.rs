@@ -1,0 +1,284 @@
+use core::alloc::Layout;
+use core::ptr::NonNull;
+
+use allocator_api2::alloc::Allocator;
+use bento_align::Alignment;
+use bento_primitives::{LifoCheck, Marker, MarkerError, Stack};
+use bento_testkit::{Caps, End, Figures, Ops, SizeGen, Target, cases, run, seeded};
+
+use crate::Buffer;
+
+/// A `Stack` as a testkit target, with markers and resets.
+struct StackTarget<'a, 'buf> {
+    stack: &'a mut Stack<'buf>,
+    markers: Vec<Marker>,
+}
+
+impl Target for StackTarget<'_, '_> {
+    fn allocate(&mut self, _: End, layout: Layout, zeroed: bool) -> Option<NonNull<[u8]>> {
+        let a = &*self.stack;
+        if zeroed {
+            a.allocate_zeroed(layout)
+        } else {
+            a.allocate(layout)
+        }
+        .ok()
+    }
+
+    unsafe fn deallocate(&mut self, _: End, ptr: NonNull<u8>, layout: Layout) {
+        // SAFETY: the interpreter passes a live block with its layout.
+        unsafe { (&*self.stack).deallocate(ptr, layout) }
+    }
+
+    unsafe fn grow(
+        &mut self,
+        _: End,
+        ptr: NonNull<u8>,
+        old: Layout,
+        new: Layout,
+        zeroed: bool,
+    ) -> Option<NonNull<[u8]>> {
+        let a = &*self.stack;
+        // SAFETY: the interpreter passes a live block, its layout, and `new >= old`.
+        unsafe {
+            if zeroed {
+                a.grow_zeroed(ptr, old, new)
+            } else {
+                a.grow(ptr, old, new)
+            }
+        }
+        .ok()
+    }
+
+    unsafe fn shrink(
+        &mut self,
+        _: End,
+        ptr: NonNull<u8>,
+        old: Layout,
+        new: Layout,
+    ) -> Option<NonNull<[u8]>> {
+        // SAFETY: the interpreter passes a live block, its layout, and `new <= old`.
+        unsafe { (&*self.stack).shrink(ptr, old, new) }.ok()
+    }
+
+    fn reset(&mut self) {
+        self.stack.reset();
+    }
+
+    fn marker(&mut self, _: End) -> usize {
+        self.markers.push(self.stack.marker());
+        self.markers.len() - 1
+    }
+
+    fn rollback(&mut self, _: End, marker: usize) -> Result<(), String> {
+        let m = self.markers[marker];
+        let before = self.stack.used();
+        match self.stack.rollback(m) {
+            Ok(()) => {
+                // After a rollback the stack is where the marker says.
+                assert_eq!(self.stack.used(), m.used(), "used() after a rollback");
+                assert!(m.used() <= before, "a rollback raised the top");
+                Ok(())
+            }
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    fn validate(&mut self) -> Result<Figures, String> {
+        let r = self.stack.validate().map_err(String::from)?;
+        Ok(Figures {
+            live_blocks: Some(r.live_blocks),
+            live_bytes: Some(r.live_bytes),
+        })
+    }
+}
+
+#[test]
+fn model_with_markers_rollbacks_and_resets() {
+    // Small, so that programs run out of room between resets.
+    let mut buf = Buffer::pages(2);
+    let mut stack = Stack::new(buf.bytes());
+    let caps = Caps::default()
+        .with_ops(Ops::MARKERS | Ops::RESET | Ops::HUGE)
+        .with_sizes(SizeGen::new(cases(4096, 256)).with_boundaries(&[16, 64]))
+        .with_max_align(Alignment::new(4096).unwrap())
+        .with_max_live(cases(256, 24))
+        .with_validate_every(4);
+    let r = seeded(cases(300, 2), |u| {
+        stack.reset();
+        run(
+            &mut StackTarget {
+                stack: &mut stack,
+                markers: Vec::new(),
+            },
+            &caps,
+            u,
+        )
+    });
+    assert!(r.rollbacks > 0 && r.stale_rollbacks_refused > 0, "{r:?}");
+    assert!(
+        r.resizes_in_place > 0 && r.resets > 0 && r.allocs_failed > 0,
+        "{r:?}"
+    );
+}
+
+#[test]
+fn out_of_order_frees_are_reclaimed_when_the_top_goes() {
+    let mut buf = Buffer::pages(1);
+    let stack = Stack::new(buf.bytes());
+    let l = Layout::from_size_align(32, 8).unwrap();
+    let a = stack.alloc_layout(l).unwrap();
+    let b = stack.alloc_layout(l).unwrap();
+    let c = stack.alloc_layout(l).unwrap();
+    // SAFETY: each block is live with `l` and freed once.
+    unsafe {
+        (&stack).deallocate(b, l); // out of order: marked
+        assert_eq!(stack.live_blocks(), 2);
+        let used = stack.used();
+        assert_eq!(stack.validate().unwrap().deferred_blocks, 1);
+        (&stack).deallocate(c, l); // pops c, then b
+        assert!(stack.used() < used);
+        assert_eq!(stack.validate().unwrap().deferred_blocks, 0);
+        (&stack).deallocate(a, l);
+    }
+    assert_eq!(stack.used(), 0);
+    assert_eq!(stack.validate().unwrap().live_blocks, 0);
+}
+
+#[test]
+#[should_panic(expected = "freed while block #2 is on top")]
+fn strict_mode_names_both_blocks() {
+    let mut buf = Buffer::pages(1);
+    let stack = Stack::with_check(buf.bytes(), LifoCheck::Strict);
+    let l = Layout::from_size_align(8, 8).unwrap();
+    let a = stack.alloc_layout(l).unwrap();
+    let _b = stack.alloc_layout(l).unwrap();
+    // SAFETY: `a` is live; freeing it out of order is the misuse under test.
+    unsafe { (&stack).deallocate(a, l) };
+}
+
+#[test]
+#[should_panic(expected = "double free of block #1")]
+fn a_double_free_is_caught() {
+    let mut buf = Buffer::pages(1);
+    let stack = Stack::new(buf.bytes());
+    let l = Layout::from_size_align(8, 8).unwrap();
+    let a = stack.alloc_layout(l).unwrap();
+    let _b = stack.alloc_layout(l).unwrap();
+    // SAFETY: the first free is right (deferred); the second is the misuse under test.
+    unsafe {
+        (&stack).deallocate(a, l);
+        (&stack).deallocate(a, l);
+    }
+}
+
+#[test]
+fn markers_are_checked() {
+    let mut buf = Buffer::pages(1);
+    let mut other_buf = Buffer::pages(1);
+    let mut stack = Stack::new(buf.bytes());
+    let other = Stack::new(other_buf.bytes());
+    let l = Layout::from_size_align(24, 8).unwrap();
+
+    let empty = stack.marker();
+    stack.alloc_layout(l).unwrap();
+    let one = stack.marker();
+    let used_at_one = stack.used();
+    let p = stack.alloc_layout(l).unwrap();
+    let two = stack.marker();
+
+    // Foreign.
+    assert_eq!(stack.rollback(other.marker()), Err(MarkerError::Foreign));
+    // Back to `one`: the next block lands where `p` was, and `used` is the marker's.
+    stack.rollback(one).unwrap();
+    assert_eq!(stack.used(), used_at_one);
+    assert_eq!(stack.alloc_layout(l).unwrap(), p);
+    // `two` was taken after `one`, over the block the rollback freed: stale now, even
+    // though the top is back above it.
+    stack.alloc_layout(l).unwrap();
+    assert_eq!(stack.rollback(two), Err(MarkerError::Stale));
+    // `one` twice is fine; `empty` frees everything.
+    stack.rollback(one).unwrap();
+    stack.rollback(one).unwrap();
+    stack.rollback(empty).unwrap();
+    assert_eq!(stack.used(), 0);
+    // Above the top.
+    assert_eq!(stack.rollback(one), Err(MarkerError::AboveTop));
+    assert_eq!(stack.validate().unwrap().live_blocks, 0);
+}
+
+#[test]
+fn the_top_block_grows_and_shrinks_in_place() {
+    let mut buf = Buffer::pages(1);
+    let stack = Stack::new(buf.bytes());
+    let a = &stack;
+    let small = Layout::from_size_align(16, 8).unwrap();
+    let big = Layout::from_size_align(1000, 8).unwrap();
+    let p = a.allocate(small).unwrap().cast::<u8>();
+    // SAFETY: `p` is live; each resize returns the same block.
+    unsafe {
+        p.write_bytes(0x5C, 16);
+        assert_eq!(a.grow(p, small, big).unwrap().cast::<u8>(), p);
+        assert_eq!(stack.used(), 16 + 1000);
+        assert_eq!(a.shrink(p, big, small).unwrap().cast::<u8>(), p);
+        assert_eq!(stack.used(), 16 + 16);
+        assert_eq!(p.add(15).read(), 0x5C);
+        a.deallocate(p, small);
+    }
+    assert_eq!(stack.used(), 0);
+}
+
+#[test]
+fn collections_live_in_it() {
+    let mut buf = Buffer::pages(16);
+    let mut stack = Stack::new(buf.bytes());
+    let m = stack.marker();
+    {
+        let mut v = allocator_api2::vec::Vec::new_in(&stack);
+        v.extend(0..1000u32);
+        let b = allocator_api2::boxed::Box::new_in(5u64, &stack);
+        let mut map = hashbrown::HashMap::new_in(&stack);
+        for i in 0..100u32 {
+            map.insert(i, i + 1);
+        }
+        assert_eq!(map[&99], 100);
+        assert_eq!(*b + u64::from(v[999]), 1004);
+    }
+    assert_eq!(
+        stack.live_blocks(),
+        0,
+        "everything was freed, out of order or not"
+    );
+    stack.rollback(m).unwrap();
+    assert_eq!(stack.used(), 0);
+}
+
+#[test]
+fn bad_inputs_fail_cleanly() {
+    let mut buf = Buffer::pages(1);
+    let stack = Stack::new(buf.bytes());
+    let z = stack
+        .alloc_layout(Layout::from_size_align(0, 64).unwrap())
+        .unwrap();
+    assert_eq!(z.addr().get() % 64, 0);
+    assert_eq!(stack.used(), 0);
+    stack.alloc_layout(Layout::new::<u8>()).unwrap();
+    let used = stack.used();
+    assert!(
+        stack
+            .alloc_layout(Layout::from_size_align(4096, 8).unwrap())
+            .is_err()
+    );
+    assert!(
+        stack
+            .alloc_layout(Layout::from_size_align(isize::MAX as usize - 15, 16).unwrap())
+            .is_err()
+    );
+    assert!(
+        stack
+            .alloc_layout(Layout::from_size_align(8, 1 << 20).unwrap())
+            .is_err()
+    );
+    assert_eq!(stack.used(), used);
+    assert_eq!(stack.validate().unwrap().live_blocks, 1);
+}
