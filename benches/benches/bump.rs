@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use allocator_api2::vec::Vec as ApiVec;
 use bento_benches::{bento_bump_16, buffer, bumpalo_16, system_16};
-use bento_primitives::Bump;
+use bento_primitives::{Bump, Stack};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 
 /// Allocations per iteration of the 16-byte and mixed workloads.
@@ -161,6 +161,40 @@ fn frame(c: &mut Criterion) {
     g.finish();
 }
 
+/// Stack beside Bump on the same loop: 1000 × 16-byte `alloc_layout` + write, then
+/// a rollback (Stack) or reset (Bump).
+fn stack_vs_bump(c: &mut Criterion) {
+    let layout = std::alloc::Layout::new::<[u64; 2]>();
+    let mut g = c.benchmark_group("stack/16B_then_rollback");
+    g.throughput(Throughput::Elements(N as u64));
+    let mut buf = buffer(32 * N + 64);
+    let mut bump = Bump::new(&mut buf);
+    g.bench_function("bump", |b| {
+        b.iter(|| {
+            for i in 0..N {
+                let p = bump.alloc_layout(layout).unwrap().cast::<[u64; 2]>();
+                // SAFETY: a fresh 16-byte block.
+                unsafe { p.write([i as u64, 1]) };
+            }
+            bump.reset();
+        })
+    });
+    let mut buf = buffer(32 * N + 64);
+    let mut stack = Stack::new(&mut buf);
+    let start = stack.marker();
+    g.bench_function("stack", |b| {
+        b.iter(|| {
+            for i in 0..N {
+                let p = stack.alloc_layout(layout).unwrap().cast::<[u64; 2]>();
+                // SAFETY: a fresh 16-byte block.
+                unsafe { p.write([i as u64, 1]) };
+            }
+            stack.rollback(start).unwrap();
+        })
+    });
+    g.finish();
+}
+
 fn config() -> Criterion {
     // Short runs: the CI machine has two cores and the ratios settle quickly.
     Criterion::default()
@@ -172,6 +206,6 @@ fn config() -> Criterion {
 criterion_group! {
     name = benches;
     config = config();
-    targets = sixteen_bytes, mixed, vec_push, frame
+    targets = sixteen_bytes, mixed, vec_push, frame, stack_vs_bump
 }
 criterion_main!(benches);

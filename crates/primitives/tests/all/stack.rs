@@ -96,7 +96,7 @@ impl Target for StackTarget<'_, '_> {
 #[test]
 fn model_with_markers_rollbacks_and_resets() {
     // Small, so that programs run out of room between resets.
-    let mut buf = Buffer::pages(2);
+    let mut buf = Buffer::pages(cases(2, 1));
     let mut stack = Stack::new(buf.bytes());
     let caps = Caps::default()
         .with_ops(Ops::MARKERS | Ops::RESET | Ops::HUGE)
