@@ -63,6 +63,33 @@ pub(crate) unsafe trait RawAlloc {
         old: Layout,
         new: Layout,
     ) -> Result<NonNull<u8>, AllocError>;
+
+    /// Moves a block that cannot be resized in place: allocates for `new`, copies the
+    /// first `min(old, new)` bytes, frees the old block. On `Err` nothing changes.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` is a live block of `self` allocated with `old`.
+    unsafe fn relocate(
+        &self,
+        ptr: NonNull<u8>,
+        old: Layout,
+        new: Layout,
+    ) -> Result<NonNull<u8>, AllocError> {
+        let fresh = self.alloc_raw(new)?;
+        // SAFETY: `ptr` holds `old.size()` bytes (the caller's contract) and `fresh`
+        // `new.size()`; a fresh block never overlaps a live one. Then `ptr` is freed
+        // with the layout it was allocated with.
+        unsafe {
+            core::ptr::copy_nonoverlapping(
+                ptr.as_ptr(),
+                fresh.as_ptr(),
+                old.size().min(new.size()),
+            );
+            self.dealloc_raw(ptr, old);
+        }
+        Ok(fresh)
+    }
 }
 
 /// Writes `unsafe impl Allocator for &$ty` for each enabled allocator-api2 version.

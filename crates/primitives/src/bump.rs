@@ -547,11 +547,8 @@ unsafe impl RawAlloc for Bump<'_> {
         if aligned && unsafe { self.try_grow_in_place(ptr, old, new.size()) } {
             return Ok(ptr);
         }
-        let fresh = self.alloc_layout(new)?;
-        // SAFETY: the caller guarantees `ptr` holds `old.size()` bytes; `fresh` is a
-        // new block of at least that many, distinct from it.
-        unsafe { ptr::copy_nonoverlapping(ptr.as_ptr(), fresh.as_ptr(), old.size()) };
-        Ok(fresh)
+        // SAFETY: the caller guarantees `ptr` is live with `old`.
+        unsafe { self.relocate(ptr, old, new) }
     }
 
     unsafe fn shrink_raw(
@@ -567,10 +564,8 @@ unsafe impl RawAlloc for Bump<'_> {
         }
         if ptr.addr().get() & (new.align() - 1) != 0 {
             // A stricter alignment than the block has: move it.
-            let fresh = self.alloc_layout(new)?;
-            // SAFETY: `ptr` holds at least `new.size()` bytes; `fresh` is a new block.
-            unsafe { ptr::copy_nonoverlapping(ptr.as_ptr(), fresh.as_ptr(), new.size()) };
-            return Ok(fresh);
+            // SAFETY: the caller guarantees `ptr` is live with `old`.
+            return unsafe { self.relocate(ptr, old, new) };
         }
         // In place; the last block also gives its tail back.
         // SAFETY: the caller guarantees `ptr` is live with `old`.

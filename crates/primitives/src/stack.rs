@@ -5,7 +5,7 @@ use core::cell::Cell;
 use core::fmt;
 use core::marker::PhantomData;
 use core::mem::MaybeUninit;
-use core::ptr::{self, NonNull};
+use core::ptr::NonNull;
 use core::sync::atomic::{AtomicU32, Ordering};
 
 use crate::alloc_api::{AllocError, RawAlloc, dangling, impl_allocator};
@@ -619,13 +619,8 @@ unsafe impl RawAlloc for Stack<'_> {
         if old.size() != 0 && aligned && self.resize_in_place(ptr, new.size()) {
             return Ok(ptr);
         }
-        let fresh = self.alloc_layout(new)?;
-        // SAFETY: the caller guarantees `ptr` holds `old.size()` bytes; `fresh` is a
-        // new block of at least that many above it.
-        unsafe { ptr::copy_nonoverlapping(ptr.as_ptr(), fresh.as_ptr(), old.size()) };
-        // SAFETY: `ptr` is live with `old` (the caller's contract), and no longer used.
-        unsafe { self.dealloc_raw(ptr, old) };
-        Ok(fresh)
+        // SAFETY: the caller guarantees `ptr` is live with `old`.
+        unsafe { self.relocate(ptr, old, new) }
     }
 
     unsafe fn shrink_raw(
@@ -640,12 +635,9 @@ unsafe impl RawAlloc for Stack<'_> {
             return Ok(dangling(new));
         }
         if ptr.addr().get() & (new.align() - 1) != 0 {
-            let fresh = self.alloc_layout(new)?;
-            // SAFETY: `ptr` holds at least `new.size()` bytes; `fresh` is a new block.
-            unsafe { ptr::copy_nonoverlapping(ptr.as_ptr(), fresh.as_ptr(), new.size()) };
-            // SAFETY: `ptr` is live with `old`, and no longer used.
-            unsafe { self.dealloc_raw(ptr, old) };
-            return Ok(fresh);
+            // A stricter alignment than the block has: move it.
+            // SAFETY: the caller guarantees `ptr` is live with `old`.
+            return unsafe { self.relocate(ptr, old, new) };
         }
         // The top block gives its tail back; any other keeps its size in the stack.
         self.resize_in_place(ptr, new.size());

@@ -4,7 +4,7 @@ use core::ptr::NonNull;
 use allocator_api2::alloc::Allocator;
 use bento_align::Alignment;
 use bento_primitives::{Bump, with_stack_bump};
-use bento_testkit::{Api04, Caps, End, Figures, Ops, SizeGen, Target, cases, run, seeded};
+use bento_testkit::{Api02, Api04, Caps, End, Figures, Ops, SizeGen, Target, cases, run, seeded};
 
 use crate::Buffer;
 
@@ -13,50 +13,37 @@ use crate::Buffer;
 struct BumpTarget<'a, 'buf>(&'a mut Bump<'buf>);
 
 impl Target for BumpTarget<'_, '_> {
-    fn allocate(&mut self, _: End, layout: Layout, zeroed: bool) -> Option<NonNull<[u8]>> {
-        let a = &*self.0;
-        if zeroed {
-            a.allocate_zeroed(layout)
-        } else {
-            a.allocate(layout)
-        }
-        .ok()
+    // The plain operations go through the testkit's allocator-api2 0.2 adaptor.
+    fn allocate(&mut self, end: End, layout: Layout, zeroed: bool) -> Option<NonNull<[u8]>> {
+        Api02::new(&&*self.0).allocate(end, layout, zeroed)
     }
 
-    unsafe fn deallocate(&mut self, _: End, ptr: NonNull<u8>, layout: Layout) {
-        // SAFETY: the interpreter passes a live block with its layout.
-        unsafe { (&*self.0).deallocate(ptr, layout) }
+    unsafe fn deallocate(&mut self, end: End, ptr: NonNull<u8>, layout: Layout) {
+        // SAFETY: the interpreter upholds `Target::deallocate`'s contract.
+        unsafe { Api02::new(&&*self.0).deallocate(end, ptr, layout) }
     }
 
     unsafe fn grow(
         &mut self,
-        _: End,
+        end: End,
         ptr: NonNull<u8>,
         old: Layout,
         new: Layout,
         zeroed: bool,
     ) -> Option<NonNull<[u8]>> {
-        let a = &*self.0;
-        // SAFETY: the interpreter passes a live block, its layout, and `new >= old`.
-        unsafe {
-            if zeroed {
-                a.grow_zeroed(ptr, old, new)
-            } else {
-                a.grow(ptr, old, new)
-            }
-        }
-        .ok()
+        // SAFETY: the interpreter upholds `Target::grow`'s contract.
+        unsafe { Api02::new(&&*self.0).grow(end, ptr, old, new, zeroed) }
     }
 
     unsafe fn shrink(
         &mut self,
-        _: End,
+        end: End,
         ptr: NonNull<u8>,
         old: Layout,
         new: Layout,
     ) -> Option<NonNull<[u8]>> {
-        // SAFETY: the interpreter passes a live block, its layout, and `new <= old`.
-        unsafe { (&*self.0).shrink(ptr, old, new) }.ok()
+        // SAFETY: the interpreter upholds `Target::shrink`'s contract.
+        unsafe { Api02::new(&&*self.0).shrink(end, ptr, old, new) }
     }
 
     fn reset(&mut self) {

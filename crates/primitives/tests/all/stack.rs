@@ -4,7 +4,7 @@ use core::ptr::NonNull;
 use allocator_api2::alloc::Allocator;
 use bento_align::Alignment;
 use bento_primitives::{LifoCheck, Marker, MarkerError, Stack};
-use bento_testkit::{Caps, End, Figures, Ops, SizeGen, Target, cases, run, seeded};
+use bento_testkit::{Api02, Caps, End, Figures, Ops, SizeGen, Target, cases, run, seeded};
 
 use crate::Buffer;
 
@@ -15,50 +15,37 @@ struct StackTarget<'a, 'buf> {
 }
 
 impl Target for StackTarget<'_, '_> {
-    fn allocate(&mut self, _: End, layout: Layout, zeroed: bool) -> Option<NonNull<[u8]>> {
-        let a = &*self.stack;
-        if zeroed {
-            a.allocate_zeroed(layout)
-        } else {
-            a.allocate(layout)
-        }
-        .ok()
+    // The plain operations go through the testkit's allocator-api2 0.2 adaptor.
+    fn allocate(&mut self, end: End, layout: Layout, zeroed: bool) -> Option<NonNull<[u8]>> {
+        Api02::new(&&*self.stack).allocate(end, layout, zeroed)
     }
 
-    unsafe fn deallocate(&mut self, _: End, ptr: NonNull<u8>, layout: Layout) {
-        // SAFETY: the interpreter passes a live block with its layout.
-        unsafe { (&*self.stack).deallocate(ptr, layout) }
+    unsafe fn deallocate(&mut self, end: End, ptr: NonNull<u8>, layout: Layout) {
+        // SAFETY: the interpreter upholds `Target::deallocate`'s contract.
+        unsafe { Api02::new(&&*self.stack).deallocate(end, ptr, layout) }
     }
 
     unsafe fn grow(
         &mut self,
-        _: End,
+        end: End,
         ptr: NonNull<u8>,
         old: Layout,
         new: Layout,
         zeroed: bool,
     ) -> Option<NonNull<[u8]>> {
-        let a = &*self.stack;
-        // SAFETY: the interpreter passes a live block, its layout, and `new >= old`.
-        unsafe {
-            if zeroed {
-                a.grow_zeroed(ptr, old, new)
-            } else {
-                a.grow(ptr, old, new)
-            }
-        }
-        .ok()
+        // SAFETY: the interpreter upholds `Target::grow`'s contract.
+        unsafe { Api02::new(&&*self.stack).grow(end, ptr, old, new, zeroed) }
     }
 
     unsafe fn shrink(
         &mut self,
-        _: End,
+        end: End,
         ptr: NonNull<u8>,
         old: Layout,
         new: Layout,
     ) -> Option<NonNull<[u8]>> {
-        // SAFETY: the interpreter passes a live block, its layout, and `new <= old`.
-        unsafe { (&*self.stack).shrink(ptr, old, new) }.ok()
+        // SAFETY: the interpreter upholds `Target::shrink`'s contract.
+        unsafe { Api02::new(&&*self.stack).shrink(end, ptr, old, new) }
     }
 
     fn reset(&mut self) {
