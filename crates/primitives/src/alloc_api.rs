@@ -44,6 +44,17 @@ pub(crate) unsafe trait RawAlloc {
     /// `ptr` is a live block of `self` allocated with `layout`.
     unsafe fn dealloc_raw(&self, ptr: NonNull<u8>, layout: Layout);
 
+    /// Grows or shrinks a non-empty block to `new_size` bytes where it is; false (and
+    /// nothing changes) when it cannot.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` is a live block of `self` allocated with `old`, and `old.size() != 0`.
+    unsafe fn resize_in_place(&self, ptr: NonNull<u8>, old: Layout, new_size: usize) -> bool;
+
+    /// Grows in place when the block is suitably aligned and can be extended, else
+    /// moves it.
+    ///
     /// # Safety
     ///
     /// `ptr` is a live block of `self` allocated with `old`; `new.size() >= old.size()`.
@@ -52,8 +63,19 @@ pub(crate) unsafe trait RawAlloc {
         ptr: NonNull<u8>,
         old: Layout,
         new: Layout,
-    ) -> Result<NonNull<u8>, AllocError>;
+    ) -> Result<NonNull<u8>, AllocError> {
+        let aligned = ptr.addr().get() & (new.align() - 1) == 0;
+        // SAFETY: the caller guarantees `ptr` is live with `old`, checked non-empty.
+        if old.size() != 0 && aligned && unsafe { self.resize_in_place(ptr, old, new.size()) } {
+            return Ok(ptr);
+        }
+        // SAFETY: the caller guarantees `ptr` is live with `old`.
+        unsafe { self.relocate(ptr, old, new) }
+    }
 
+    /// Shrinks in place (giving the tail back when the allocator can), frees the block
+    /// for a zero size, and moves it only for a stricter alignment.
+    ///
     /// # Safety
     ///
     /// `ptr` is a live block of `self` allocated with `old`; `new.size() <= old.size()`.
@@ -62,7 +84,21 @@ pub(crate) unsafe trait RawAlloc {
         ptr: NonNull<u8>,
         old: Layout,
         new: Layout,
-    ) -> Result<NonNull<u8>, AllocError>;
+    ) -> Result<NonNull<u8>, AllocError> {
+        if new.size() == 0 {
+            // SAFETY: the caller guarantees `ptr` is live with `old`.
+            unsafe { self.dealloc_raw(ptr, old) };
+            return Ok(dangling(new));
+        }
+        if ptr.addr().get() & (new.align() - 1) != 0 {
+            // SAFETY: the caller guarantees `ptr` is live with `old`.
+            return unsafe { self.relocate(ptr, old, new) };
+        }
+        // A block that cannot give its tail back keeps it; the pointer stays valid.
+        // SAFETY: live with `old`, and `old.size() >= new.size() > 0`.
+        unsafe { self.resize_in_place(ptr, old, new.size()) };
+        Ok(ptr)
+    }
 
     /// Moves a block that cannot be resized in place: allocates for `new`, copies the
     /// first `min(old, new)` bytes, frees the old block. On `Err` nothing changes.

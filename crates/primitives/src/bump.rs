@@ -536,41 +536,9 @@ unsafe impl RawAlloc for Bump<'_> {
         }
     }
 
-    unsafe fn grow_raw(
-        &self,
-        ptr: NonNull<u8>,
-        old: Layout,
-        new: Layout,
-    ) -> Result<NonNull<u8>, AllocError> {
-        let aligned = ptr.addr().get() & (new.align() - 1) == 0;
+    unsafe fn resize_in_place(&self, ptr: NonNull<u8>, old: Layout, new_size: usize) -> bool {
         // SAFETY: the caller guarantees `ptr` is live with `old`.
-        if aligned && unsafe { self.try_grow_in_place(ptr, old, new.size()) } {
-            return Ok(ptr);
-        }
-        // SAFETY: the caller guarantees `ptr` is live with `old`.
-        unsafe { self.relocate(ptr, old, new) }
-    }
-
-    unsafe fn shrink_raw(
-        &self,
-        ptr: NonNull<u8>,
-        old: Layout,
-        new: Layout,
-    ) -> Result<NonNull<u8>, AllocError> {
-        if new.size() == 0 {
-            // SAFETY: the caller's contract: `ptr` is live with `old`.
-            unsafe { self.dealloc_raw(ptr, old) };
-            return Ok(dangling(new));
-        }
-        if ptr.addr().get() & (new.align() - 1) != 0 {
-            // A stricter alignment than the block has: move it.
-            // SAFETY: the caller guarantees `ptr` is live with `old`.
-            return unsafe { self.relocate(ptr, old, new) };
-        }
-        // In place; the last block also gives its tail back.
-        // SAFETY: the caller guarantees `ptr` is live with `old`.
-        unsafe { self.try_grow_in_place(ptr, old, new.size()) };
-        Ok(ptr)
+        unsafe { self.try_grow_in_place(ptr, old, new_size) }
     }
 }
 

@@ -384,7 +384,7 @@ impl<'buf> Stack<'buf> {
 
     /// Grows or shrinks the top block in place; false when `ptr` is not the top block
     /// or there is no room.
-    fn resize_in_place(&self, ptr: NonNull<u8>, new_size: usize) -> bool {
+    fn resize_top(&self, ptr: NonNull<u8>, new_size: usize) -> bool {
         let at = self.header_of(ptr);
         let payload = at as usize + HEADER;
         if at != self.last.get() || new_size > self.cap - payload {
@@ -597,7 +597,7 @@ impl fmt::Debug for Stack<'_> {
 
 // SAFETY: blocks are carved above the top, so live blocks never overlap; a block stays
 // valid until it is freed, rolled back over or reset (both of which take `&mut self`).
-// A grow that cannot extend the top block copies into a new one before freeing it.
+// A grow that cannot extend the top block moves it (`RawAlloc::relocate`).
 unsafe impl RawAlloc for Stack<'_> {
     fn alloc_raw(&self, layout: Layout) -> Result<NonNull<u8>, AllocError> {
         self.alloc_layout(layout)
@@ -609,39 +609,9 @@ unsafe impl RawAlloc for Stack<'_> {
         }
     }
 
-    unsafe fn grow_raw(
-        &self,
-        ptr: NonNull<u8>,
-        old: Layout,
-        new: Layout,
-    ) -> Result<NonNull<u8>, AllocError> {
-        let aligned = ptr.addr().get() & (new.align() - 1) == 0;
-        if old.size() != 0 && aligned && self.resize_in_place(ptr, new.size()) {
-            return Ok(ptr);
-        }
-        // SAFETY: the caller guarantees `ptr` is live with `old`.
-        unsafe { self.relocate(ptr, old, new) }
-    }
-
-    unsafe fn shrink_raw(
-        &self,
-        ptr: NonNull<u8>,
-        old: Layout,
-        new: Layout,
-    ) -> Result<NonNull<u8>, AllocError> {
-        if new.size() == 0 {
-            // SAFETY: `ptr` is live with `old`.
-            unsafe { self.dealloc_raw(ptr, old) };
-            return Ok(dangling(new));
-        }
-        if ptr.addr().get() & (new.align() - 1) != 0 {
-            // A stricter alignment than the block has: move it.
-            // SAFETY: the caller guarantees `ptr` is live with `old`.
-            return unsafe { self.relocate(ptr, old, new) };
-        }
-        // The top block gives its tail back; any other keeps its size in the stack.
-        self.resize_in_place(ptr, new.size());
-        Ok(ptr)
+    unsafe fn resize_in_place(&self, ptr: NonNull<u8>, _old: Layout, new_size: usize) -> bool {
+        // Only the top block changes size; any other keeps its place in the stack.
+        self.resize_top(ptr, new_size)
     }
 }
 
