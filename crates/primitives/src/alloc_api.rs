@@ -128,24 +128,28 @@ pub(crate) unsafe trait RawAlloc {
     }
 }
 
-/// Writes `unsafe impl Allocator for &$ty` for each enabled allocator-api2 version.
+/// Writes `unsafe impl Allocator for $ty` for each enabled allocator-api2 version, for
+/// a `$ty` that is `&T` (with `T: RawAlloc`) or a `Copy` handle that is itself
+/// `RawAlloc`. Written as `impl_allocator!(impl['a, 'buf] for &'a Stack<'buf>)`.
 macro_rules! impl_allocator {
-    ($lt:lifetime, $ty:ty) => {
+    (impl[$($gen:tt)*] for $ty:ty) => {
         #[cfg(feature = "api2-02")]
-        $crate::alloc_api::impl_allocator!(@one allocator_api2, $lt, $ty);
+        $crate::alloc_api::impl_allocator!(@one allocator_api2, [$($gen)*], $ty);
         #[cfg(feature = "api2-04")]
-        $crate::alloc_api::impl_allocator!(@one allocator_api2_04, $lt, $ty);
+        $crate::alloc_api::impl_allocator!(@one allocator_api2_04, [$($gen)*], $ty);
     };
-    (@one $api:ident, $lt:lifetime, $ty:ty) => {
+    (@one $api:ident, [$($gen:tt)*], $ty:ty) => {
         // SAFETY: forwards to `RawAlloc`, whose contract is `Allocator`'s; the caller
-        // obligations of each method are passed on unchanged.
-        unsafe impl<'a, $lt> $api::alloc::Allocator for &'a $ty {
+        // obligations of each method are passed on unchanged. A handle type refers to
+        // its allocator, so moving the handle moves no memory.
+        unsafe impl<$($gen)*> $api::alloc::Allocator for $ty {
             #[inline]
             fn allocate(
                 &self,
                 layout: core::alloc::Layout,
             ) -> Result<core::ptr::NonNull<[u8]>, $api::alloc::AllocError> {
-                match $crate::alloc_api::RawAlloc::alloc_raw(*self, layout) {
+                use $crate::alloc_api::RawAlloc as _;
+                match self.alloc_raw(layout) {
                     Ok(p) => Ok(core::ptr::NonNull::slice_from_raw_parts(p, layout.size())),
                     Err(_) => Err($api::alloc::AllocError),
                 }
@@ -153,8 +157,9 @@ macro_rules! impl_allocator {
 
             #[inline]
             unsafe fn deallocate(&self, ptr: core::ptr::NonNull<u8>, layout: core::alloc::Layout) {
+                use $crate::alloc_api::RawAlloc as _;
                 // SAFETY: the caller's `Allocator::deallocate` contract.
-                unsafe { $crate::alloc_api::RawAlloc::dealloc_raw(*self, ptr, layout) }
+                unsafe { self.dealloc_raw(ptr, layout) }
             }
 
             unsafe fn grow(
@@ -163,8 +168,9 @@ macro_rules! impl_allocator {
                 old: core::alloc::Layout,
                 new: core::alloc::Layout,
             ) -> Result<core::ptr::NonNull<[u8]>, $api::alloc::AllocError> {
+                use $crate::alloc_api::RawAlloc as _;
                 // SAFETY: the caller's `Allocator::grow` contract.
-                match unsafe { $crate::alloc_api::RawAlloc::grow_raw(*self, ptr, old, new) } {
+                match unsafe { self.grow_raw(ptr, old, new) } {
                     Ok(p) => Ok(core::ptr::NonNull::slice_from_raw_parts(p, new.size())),
                     Err(_) => Err($api::alloc::AllocError),
                 }
@@ -176,8 +182,9 @@ macro_rules! impl_allocator {
                 old: core::alloc::Layout,
                 new: core::alloc::Layout,
             ) -> Result<core::ptr::NonNull<[u8]>, $api::alloc::AllocError> {
+                use $crate::alloc_api::RawAlloc as _;
                 // SAFETY: the caller's `Allocator::shrink` contract.
-                match unsafe { $crate::alloc_api::RawAlloc::shrink_raw(*self, ptr, old, new) } {
+                match unsafe { self.shrink_raw(ptr, old, new) } {
                     Ok(p) => Ok(core::ptr::NonNull::slice_from_raw_parts(p, new.size())),
                     Err(_) => Err($api::alloc::AllocError),
                 }

@@ -47,16 +47,52 @@ impl<T> core::error::Error for AllocFailed<T> {}
 
 /// Every block's end is rounded up to this, so the top stays aligned to it and requests
 /// aligned to at most this need no padding arithmetic.
-const GRAIN: usize = 8;
+pub(crate) const GRAIN: usize = 8;
 
-/// The largest size the fast path takes; `end` is kept at least this far below
-/// `usize::MAX`, so `top + size` cannot overflow there.
-const FAST_MAX: usize = 1 << 16;
+/// The largest size the fast path takes; every limit it compares with is kept at least
+/// this far below `usize::MAX`, so `top + size` cannot overflow there.
+pub(crate) const FAST_MAX: usize = 1 << 16;
 
 /// Rounds `n` up to a multiple of `GRAIN` (`n <= isize::MAX`, so it cannot overflow).
 #[inline(always)]
-const fn grain_up(n: usize) -> usize {
+pub(crate) const fn grain_up(n: usize) -> usize {
     (n + GRAIN - 1) & !(GRAIN - 1)
+}
+
+/// The fast path every bump pointer shares (`Bump`, `Arena`): a request aligned to at
+/// most 8 needs no padding on an 8-aligned top, and `limit <= usize::MAX - FAST_MAX`
+/// keeps `top + size` in range. The top after the block, when it fits below `limit`.
+#[inline(always)]
+pub(crate) fn fast_top(top: usize, limit: usize, layout: Layout) -> Option<usize> {
+    let size = layout.size();
+    if size != 0 && layout.align() <= GRAIN && size <= FAST_MAX {
+        let new_top = top + grain_up(size);
+        if new_top <= limit {
+            return Some(new_top);
+        }
+    }
+    None
+}
+
+/// Every other placement of a non-zero-size block above `top`: where it starts so that
+/// its start plus `offset` is aligned, and the (8-aligned) top after it, with every
+/// overflow an error. The caller checks the top against its limit.
+#[inline]
+pub(crate) fn slow_top(
+    top: usize,
+    layout: Layout,
+    offset: usize,
+) -> Result<(usize, usize), AllocError> {
+    let shifted = top.checked_add(offset).ok_or(AllocError)?;
+    let pad = shifted.wrapping_neg() & (layout.align() - 1);
+    let start = top.checked_add(pad).ok_or(AllocError)?;
+    let block_end = start.checked_add(layout.size()).ok_or(AllocError)?;
+    Ok((
+        start,
+        block_end
+            .checked_next_multiple_of(GRAIN)
+            .ok_or(AllocError)?,
+    ))
 }
 
 /// A linear allocator over a caller's buffer: each allocation moves a pointer up; a
@@ -176,17 +212,11 @@ impl<'buf> Bump<'buf> {
     /// (after writing the block, if it writes one: see [`alloc`](Self::alloc)).
     #[inline(always)]
     fn place(&self, layout: Layout) -> Result<(NonNull<u8>, usize), AllocError> {
-        // The fast path: the top is 8-aligned, so a request aligned to at most 8 needs
-        // no padding, and `end <= usize::MAX - FAST_MAX` keeps `top + size` in range.
-        let size = layout.size();
-        if size != 0 && layout.align() <= GRAIN && size <= FAST_MAX {
-            let top = self.top.get();
-            let new_top = top + grain_up(size);
-            if new_top <= self.end {
-                return Ok((self.ptr_at(top), new_top));
-            }
+        let top = self.top.get();
+        match fast_top(top, self.end, layout) {
+            Some(new_top) => Ok((self.ptr_at(top), new_top)),
+            None => self.place_slow(layout, 0),
         }
-        self.place_slow(layout, 0)
     }
 
     /// Every other request: zero sizes, larger alignments and sizes, the offset form,
@@ -202,15 +232,11 @@ impl<'buf> Bump<'buf> {
         if layout.size() == 0 {
             return Ok((dangling(layout), top));
         }
-        let shifted = top.checked_add(offset).ok_or(AllocError)?;
-        let pad = shifted.wrapping_neg() & (layout.align() - 1);
-        let start = top.checked_add(pad).ok_or(AllocError)?;
-        let block_end = start.checked_add(layout.size()).ok_or(AllocError)?;
-        if block_end > self.end {
+        let (start, new_top) = slow_top(top, layout, offset)?;
+        if new_top > self.end {
             return Err(AllocError);
         }
-        // `end` is 8-aligned, so rounding the block's end up stays within it.
-        Ok((self.ptr_at(start), grain_up(block_end)))
+        Ok((self.ptr_at(start), new_top))
     }
 
     /// Allocates a block such that the returned pointer **plus `offset`** is aligned to
@@ -266,14 +292,11 @@ impl<'buf> Bump<'buf> {
         // into the block and *before* the top is stored: measured 25% faster on
         // `bump/16B_then_reset` than storing the top first (the next allocation's load
         // of the top then forwards from the youngest store).
-        if layout.size() != 0 && layout.align() <= GRAIN && layout.size() <= FAST_MAX {
-            let top = self.top.get();
-            let new_top = top + grain_up(layout.size());
-            if new_top <= self.end {
-                // SAFETY: `[top, new_top)` is free, inside the buffer, and aligned for
-                // `T` (the top is 8-aligned and `T`'s alignment at most 8).
-                return Ok(unsafe { self.commit(self.ptr_at(top).cast(), new_top, value) });
-            }
+        let top = self.top.get();
+        if let Some(new_top) = fast_top(top, self.end, layout) {
+            // SAFETY: `[top, new_top)` is free, inside the buffer, and aligned for `T`
+            // (the top is 8-aligned and `T`'s alignment at most 8).
+            return Ok(unsafe { self.commit(self.ptr_at(top).cast(), new_top, value) });
         }
         match self.place_slow(layout, 0) {
             // SAFETY: `place_slow` returns a free block for `T`'s layout (or a dangling
@@ -542,7 +565,7 @@ unsafe impl RawAlloc for Bump<'_> {
     }
 }
 
-impl_allocator!('buf, Bump<'buf>);
+impl_allocator!(impl['a, 'buf] for &'a Bump<'buf>);
 
 /// Runs `f` over a [`Bump`] on an `N`-byte array on the call stack (the seeds' `alloca`
 /// use): scratch memory that is gone when `f` returns.
