@@ -184,7 +184,7 @@ impl<P: PageSource, const N: usize> FrameArena<P, N> {
     /// use bento_primitives::{ArenaConfig, FrameArena};
     ///
     /// let pages = HeapPages::new();
-/// let frames = FrameArena::<_, 2>::with_source(&pages, ArenaConfig::default()).unwrap();
+    /// let frames = FrameArena::<_, 2>::with_source(&pages, ArenaConfig::default()).unwrap();
     /// assert_eq!(frames.committed(), 0);
     /// ```
     #[must_use]
@@ -200,7 +200,7 @@ impl<P: PageSource, const N: usize> FrameArena<P, N> {
     ///
     /// let config = ArenaConfig { reserve: 1 << 20, ..ArenaConfig::default() };
     /// let pages = HeapPages::new();
-/// let frames = FrameArena::<_, 2>::with_source(&pages, config).unwrap();
+    /// let frames = FrameArena::<_, 2>::with_source(&pages, config).unwrap();
     /// assert_eq!(frames.reserved(), 2 << 20);
     /// ```
     #[must_use]
@@ -215,7 +215,7 @@ impl<P: PageSource, const N: usize> FrameArena<P, N> {
     /// use bento_primitives::{ArenaConfig, FrameArena};
     ///
     /// let pages = HeapPages::new();
-/// let frames = FrameArena::<_, 2>::with_source(&pages, ArenaConfig::default()).unwrap();
+    /// let frames = FrameArena::<_, 2>::with_source(&pages, ArenaConfig::default()).unwrap();
     /// frames.next_frame().unwrap().alloc([0u8; 24]).unwrap();
     /// assert_eq!(frames.peak(), 24);
     /// ```
@@ -263,7 +263,7 @@ impl<P: PageSource> Frame<'_, P> {
     /// use bento_primitives::{ArenaConfig, FrameArena};
     ///
     /// let pages = HeapPages::new();
-/// let frames = FrameArena::<_, 1>::with_source(&pages, ArenaConfig::default()).unwrap();
+    /// let frames = FrameArena::<_, 1>::with_source(&pages, ArenaConfig::default()).unwrap();
     /// assert_eq!(frames.next_frame().unwrap().number(), 0);
     /// assert_eq!(frames.next_frame().unwrap().number(), 1);
     /// ```

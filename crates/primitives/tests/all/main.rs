@@ -1,6 +1,8 @@
 //! bento-primitives' integration tests: one binary, a module per allocator.
 
+mod arena;
 mod bump;
+mod double;
 mod stack;
 
 use core::mem::MaybeUninit;

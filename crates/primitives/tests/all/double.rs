@@ -1,0 +1,371 @@
+use core::alloc::Layout;
+use core::ptr::NonNull;
+
+use allocator_api2::alloc::Allocator;
+use bento_align::Alignment;
+use bento_pages::{FaultyPages, HeapPages};
+use bento_primitives::{
+    AllocError, ArenaConfig, DoubleArena, DoubleStack, Marker, MarkerError, StackEnd, StackReport,
+};
+use bento_testkit::{Api02, Caps, End, Figures, Ops, SizeGen, Target, cases, run, seeded};
+
+use crate::Buffer;
+
+/// What the model test needs of a double-ended allocator.
+pub(crate) trait Double {
+    fn end(&self, end: End) -> StackEnd<'_>;
+    fn rollback(&mut self, marker: Marker) -> Result<(), MarkerError>;
+    fn reset(&mut self);
+    fn validate(&self) -> Result<StackReport, &'static str>;
+    fn fail_next(&mut self, _k: u32) {}
+}
+
+impl Double for DoubleStack<'_> {
+    fn end(&self, end: End) -> StackEnd<'_> {
+        match end {
+            End::Low => self.lower(),
+            End::High => self.upper(),
+        }
+    }
+
+    fn rollback(&mut self, marker: Marker) -> Result<(), MarkerError> {
+        DoubleStack::rollback(self, marker)
+    }
+
+    fn reset(&mut self) {
+        DoubleStack::reset(self);
+    }
+
+    fn validate(&self) -> Result<StackReport, &'static str> {
+        DoubleStack::validate(self)
+    }
+}
+
+impl Double for DoubleArena<FaultyPages<HeapPages>> {
+    fn end(&self, end: End) -> StackEnd<'_> {
+        match end {
+            End::Low => self.lower(),
+            End::High => self.upper(),
+        }
+    }
+
+    fn rollback(&mut self, marker: Marker) -> Result<(), MarkerError> {
+        DoubleArena::rollback(self, marker)
+    }
+
+    fn reset(&mut self) {
+        // Alternate between the O(1) reset and the one that gives pages back.
+        if self.committed().is_multiple_of(8192) {
+            self.reset_and_decommit();
+        } else {
+            DoubleArena::reset(self);
+        }
+    }
+
+    fn validate(&self) -> Result<StackReport, &'static str> {
+        DoubleArena::validate(self)
+    }
+
+    fn fail_next(&mut self, k: u32) {
+        self.source().fail_commit(k as usize);
+    }
+}
+
+/// A double-ended allocator as a testkit target with two ends.
+pub(crate) struct DoubleTarget<'a, D> {
+    pub(crate) double: &'a mut D,
+    pub(crate) markers: Vec<Marker>,
+}
+
+impl<D: Double> Target for DoubleTarget<'_, D> {
+    fn allocate(&mut self, end: End, layout: Layout, zeroed: bool) -> Option<NonNull<[u8]>> {
+        Api02::new(&self.double.end(end)).allocate(end, layout, zeroed)
+    }
+
+    unsafe fn deallocate(&mut self, end: End, ptr: NonNull<u8>, layout: Layout) {
+        // SAFETY: the interpreter upholds `Target::deallocate`'s contract; `end` is the
+        // end the block came from.
+        unsafe { Api02::new(&self.double.end(end)).deallocate(end, ptr, layout) }
+    }
+
+    unsafe fn grow(
+        &mut self,
+        end: End,
+        ptr: NonNull<u8>,
+        old: Layout,
+        new: Layout,
+        zeroed: bool,
+    ) -> Option<NonNull<[u8]>> {
+        // SAFETY: as in `deallocate`.
+        unsafe { Api02::new(&self.double.end(end)).grow(end, ptr, old, new, zeroed) }
+    }
+
+    unsafe fn shrink(
+        &mut self,
+        end: End,
+        ptr: NonNull<u8>,
+        old: Layout,
+        new: Layout,
+    ) -> Option<NonNull<[u8]>> {
+        // SAFETY: as in `deallocate`.
+        unsafe { Api02::new(&self.double.end(end)).shrink(end, ptr, old, new) }
+    }
+
+    fn reset(&mut self) {
+        self.double.reset();
+    }
+
+    fn marker(&mut self, end: End) -> usize {
+        self.markers.push(self.double.end(end).marker());
+        self.markers.len() - 1
+    }
+
+    fn rollback(&mut self, end: End, marker: usize) -> Result<(), String> {
+        let m = self.markers[marker];
+        let other = match end {
+            End::Low => End::High,
+            End::High => End::Low,
+        };
+        let other_used = self.double.end(other).used();
+        self.double.rollback(m).map_err(|e| e.to_string())?;
+        // The end is where the marker says; the other end did not move.
+        assert_eq!(
+            self.double.end(end).used(),
+            m.used(),
+            "used() after a rollback"
+        );
+        assert_eq!(
+            self.double.end(other).used(),
+            other_used,
+            "the other end moved"
+        );
+        Ok(())
+    }
+
+    fn fail_next(&mut self, k: u32) {
+        self.double.fail_next(k);
+    }
+
+    fn validate(&mut self) -> Result<Figures, String> {
+        let r = self.double.validate().map_err(String::from)?;
+        Ok(Figures {
+            live_blocks: Some(r.live_blocks),
+            live_bytes: Some(r.live_bytes),
+        })
+    }
+}
+
+pub(crate) fn double_caps(ops: Ops) -> Caps {
+    Caps::default()
+        .with_ops(ops)
+        .with_sizes(SizeGen::new(cases(4096, 256)).with_boundaries(&[16, 64]))
+        .with_max_align(Alignment::new(4096).unwrap())
+        .with_max_live(cases(256, 24))
+        .with_validate_every(4)
+}
+
+#[test]
+fn model_with_two_ends_markers_and_resets() {
+    let mut buf = Buffer::pages(cases(3, 1));
+    let mut double = DoubleStack::new(buf.bytes());
+    let caps = double_caps(Ops::TWO_ENDS | Ops::MARKERS | Ops::RESET | Ops::HUGE);
+    let r = seeded(cases(300, 1), |u| {
+        double.reset();
+        run(
+            &mut DoubleTarget {
+                double: &mut double,
+                markers: Vec::new(),
+            },
+            &caps,
+            u,
+        )
+    });
+    // Coverage is the native runs' job; under Miri one case looks for UB.
+    if !cfg!(miri) {
+        assert!(r.rollbacks > 0 && r.stale_rollbacks_refused > 0, "{r:?}");
+        assert!(r.resizes_in_place > 0 && r.allocs_failed > 0, "{r:?}");
+    }
+}
+
+#[test]
+fn model_of_the_double_arena_with_commit_failures() {
+    let config = ArenaConfig {
+        reserve: cases(64 << 10, 16 << 10),
+        commit_step: 4096,
+        ..ArenaConfig::default()
+    };
+    let mut arena = DoubleArena::with_source(FaultyPages::new(HeapPages::new()), config).unwrap();
+    let caps = double_caps(Ops::TWO_ENDS | Ops::MARKERS | Ops::RESET | Ops::FAIL_NEXT);
+    let r = seeded(cases(200, 1), |u| {
+        arena.source().heal();
+        arena.reset();
+        run(
+            &mut DoubleTarget {
+                double: &mut arena,
+                markers: Vec::new(),
+            },
+            &caps,
+            u,
+        )
+    });
+    // Coverage is the native runs' job; under Miri one case looks for UB.
+    if !cfg!(miri) {
+        assert!(r.rollbacks > 0 && r.allocs_failed > 0, "{r:?}");
+        assert!(
+            arena.source().injected() > 0,
+            "no commit failure was injected"
+        );
+    }
+}
+
+#[test]
+fn the_ends_fail_cleanly_where_they_meet() {
+    let mut buf = Buffer::pages(1);
+    let stack = DoubleStack::new(buf.bytes());
+    let l = Layout::from_size_align(100, 8).unwrap();
+    let mut lows = 0;
+    while stack.lower().alloc_layout(l).is_ok() {
+        lows += 1;
+        assert!(stack.upper().alloc_layout(l).is_ok() || stack.free_between() < 16 + 104);
+    }
+    assert!(lows > 10);
+    let (between, lower, upper) = (
+        stack.free_between(),
+        stack.lower().used(),
+        stack.upper().used(),
+    );
+    assert!(between < 16 + 104, "{between} bytes left unused");
+    assert_eq!(stack.upper().alloc_layout(l), Err(AllocError));
+    assert_eq!(stack.lower().alloc_layout(l), Err(AllocError));
+    // A failed request changes nothing.
+    assert_eq!(
+        (
+            stack.free_between(),
+            stack.lower().used(),
+            stack.upper().used()
+        ),
+        (between, lower, upper)
+    );
+    assert_eq!(lower + upper + between, stack.capacity());
+    stack.validate().unwrap();
+}
+
+#[test]
+fn one_end_rolls_back_while_the_other_is_borrowed() {
+    let mut buf = Buffer::pages(4);
+    let mut stack = DoubleStack::new(buf.bytes());
+    let (level, mut frame) = stack.split();
+    let n = cases(500, 50) as u32;
+    let mut meshes = allocator_api2::vec::Vec::new_in(&level);
+    meshes.extend((0..n).map(|i| i * 3));
+    let start = frame.marker();
+    for f in 0..cases(50, 3) as u32 {
+        let mut scratch = allocator_api2::vec::Vec::new_in(&frame);
+        scratch.extend(meshes.iter().map(|m| m + f));
+        assert_eq!(scratch[n as usize - 1], 3 * (n - 1) + f);
+        drop(scratch);
+        frame.rollback(start).unwrap();
+        assert_eq!(frame.used(), 0);
+    }
+    // Markers of one end are foreign to the other.
+    assert_eq!(frame.rollback(level.marker()), Err(MarkerError::Foreign));
+    assert_eq!(meshes.iter().sum::<u32>(), 3 * (n - 1) * n / 2);
+    drop(meshes);
+    stack.validate().unwrap();
+}
+
+#[test]
+fn the_upper_end_resizes_within_its_slack_and_moves_beyond() {
+    let mut buf = Buffer::pages(1);
+    let stack = DoubleStack::new(buf.bytes());
+    let upper = stack.upper();
+    let small = Layout::from_size_align(20, 8).unwrap(); // 4 bytes of slack
+    let p = upper.allocate(small).unwrap().cast::<u8>();
+    // SAFETY: `p` is live with each layout in turn.
+    unsafe {
+        p.write_bytes(0xA5, 20);
+        let in_slack = Layout::from_size_align(24, 8).unwrap();
+        assert_eq!(upper.grow(p, small, in_slack).unwrap().cast::<u8>(), p);
+        let big = Layout::from_size_align(200, 8).unwrap();
+        let q = upper.grow(p, in_slack, big).unwrap().cast::<u8>();
+        assert_ne!(q, p, "the upper end's block cannot grow down in place");
+        assert_eq!(q.add(19).read(), 0xA5);
+        assert_eq!(upper.shrink(q, big, small).unwrap().cast::<u8>(), q);
+        upper.deallocate(q, small);
+    }
+    assert_eq!(stack.validate().unwrap().live_blocks, 0);
+    assert_eq!(stack.upper().used(), 0);
+}
+
+#[test]
+fn collections_live_at_both_ends() {
+    let mut buf = Buffer::pages(16);
+    let stack = DoubleStack::new(buf.bytes());
+    let mut names = hashbrown::HashMap::new_in(stack.lower());
+    let mut v = allocator_api2::vec::Vec::new_in(stack.upper());
+    for i in 0..200u32 {
+        names.insert(i, i * i);
+        v.push(u64::from(i));
+    }
+    assert_eq!(names[&199], 199 * 199);
+    assert_eq!(v.iter().sum::<u64>(), 199 * 200 / 2);
+    drop((names, v));
+    let r = stack.validate().unwrap();
+    assert_eq!((r.live_blocks, r.deferred_blocks), (0, 0));
+}
+
+#[test]
+fn double_arena_commits_from_both_sides_and_gives_back() {
+    let pages = bento_pages::Metered::new(HeapPages::new());
+    let config = ArenaConfig {
+        reserve: 1 << 20,
+        commit_step: 16 << 10,
+        retain_on_reset: 4096,
+        ..ArenaConfig::default()
+    };
+    {
+        let mut arena = DoubleArena::with_source(&pages, config).unwrap();
+        arena.lower().alloc_layout(Layout::new::<u8>()).unwrap();
+        assert_eq!(arena.committed(), 16 << 10);
+        arena
+            .upper()
+            .alloc_layout(Layout::new::<[u8; 40_000]>())
+            .unwrap();
+        assert_eq!(arena.committed(), (16 << 10) + (40 << 10));
+        assert_eq!(pages.stats().committed, arena.committed());
+        arena.reset_and_decommit();
+        assert_eq!(arena.committed(), 2 * 4096);
+        assert_eq!(pages.stats().committed, 2 * 4096);
+        arena.validate().unwrap();
+    }
+    let s = pages.stats();
+    assert_eq!(
+        (s.reserved, s.committed),
+        (0, 0),
+        "the drop gives everything back"
+    );
+}
+
+#[test]
+fn double_arena_commit_failure_changes_nothing() {
+    let config = ArenaConfig {
+        reserve: 1 << 20,
+        commit_step: 4096,
+        ..ArenaConfig::default()
+    };
+    let arena = DoubleArena::with_source(FaultyPages::new(HeapPages::new()), config).unwrap();
+    let keep = arena.upper().alloc_layout(Layout::new::<u64>()).unwrap();
+    // SAFETY: `keep` is a live block for a `u64`.
+    unsafe { keep.cast::<u64>().write(77) };
+    let before = (arena.upper().used(), arena.committed());
+    arena.source().fail_commits_from(0);
+    let big = Layout::from_size_align(10_000, 8).unwrap();
+    assert_eq!(arena.upper().alloc_layout(big), Err(AllocError));
+    assert_eq!(arena.lower().alloc_layout(big), Err(AllocError));
+    assert_eq!((arena.upper().used(), arena.committed()), before);
+    // SAFETY: as above.
+    assert_eq!(unsafe { keep.cast::<u64>().read() }, 77);
+    arena.source().heal();
+    assert!(arena.upper().alloc_layout(big).is_ok());
+    arena.validate().unwrap();
+}
