@@ -7,8 +7,11 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use allocator_api2::vec::Vec as ApiVec;
-use bento_benches::{bento_bump_16, buffer, bumpalo_16, system_16};
-use bento_primitives::{Bump, Stack};
+use bento_benches::{
+    bento_arena_16, bento_bump_16, bento_bump_layout_16, bento_stack_16, buffer, bumpalo_16,
+    system_16,
+};
+use bento_primitives::{Arena, Bump, DoubleStack, Stack};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 
 /// Allocations per iteration of the 16-byte and mixed workloads.
@@ -50,6 +53,9 @@ fn sixteen_bytes(c: &mut Criterion) {
         })
     });
     g.bench_function("system", |b| b.iter(|| system_16(N)));
+    // The arena: the same fast path, with the committed end as its limit.
+    let mut arena = Arena::new(16 * N + 4096).unwrap();
+    g.bench_function("arena", |b| b.iter(|| bento_arena_16(&mut arena, N)));
     g.finish();
 }
 
@@ -148,6 +154,16 @@ fn frame(c: &mut Criterion) {
             bump.reset();
         })
     });
+    let mut arena = Arena::new(total + 4096).unwrap();
+    g.bench_with_input(BenchmarkId::new("arena", FRAME), &sizes, |b, sizes| {
+        b.iter(|| {
+            for &s in sizes {
+                let layout = std::alloc::Layout::from_size_align(s, 8).unwrap();
+                black_box(arena.alloc_layout(layout).unwrap());
+            }
+            arena.reset();
+        })
+    });
     let mut bumpalo = bumpalo::Bump::with_capacity(total + 64);
     g.bench_with_input(BenchmarkId::new("bumpalo", FRAME), &sizes, |b, sizes| {
         b.iter(|| {
@@ -161,35 +177,34 @@ fn frame(c: &mut Criterion) {
     g.finish();
 }
 
-/// Stack beside Bump on the same loop: 1000 × 16-byte `alloc_layout` + write, then
-/// a rollback (Stack) or reset (Bump).
+/// Stack and DoubleStack beside Bump on the same loop: 1000 × 16-byte `alloc_layout`
+/// + write, then a rollback to a marker (Stack, DoubleStack's lower end) or a reset
+/// (Bump).
 fn stack_vs_bump(c: &mut Criterion) {
-    let layout = std::alloc::Layout::new::<[u64; 2]>();
     let mut g = c.benchmark_group("stack/16B_then_rollback");
     g.throughput(Throughput::Elements(N as u64));
     let mut buf = buffer(32 * N + 64);
     let mut bump = Bump::new(&mut buf);
-    g.bench_function("bump", |b| {
-        b.iter(|| {
-            for i in 0..N {
-                let p = bump.alloc_layout(layout).unwrap().cast::<[u64; 2]>();
-                // SAFETY: a fresh 16-byte block.
-                unsafe { p.write([i as u64, 1]) };
-            }
-            bump.reset();
-        })
-    });
+    g.bench_function("bump", |b| b.iter(|| bento_bump_layout_16(&mut bump, N)));
     let mut buf = buffer(32 * N + 64);
     let mut stack = Stack::new(&mut buf);
-    let start = stack.marker();
-    g.bench_function("stack", |b| {
+    g.bench_function("stack", |b| b.iter(|| bento_stack_16(&mut stack, N)));
+    let mut buf = buffer(32 * N + 64);
+    let mut double = DoubleStack::new(&mut buf);
+    let layout = std::alloc::Layout::new::<[u64; 2]>();
+    g.bench_function("double_lower", |b| {
         b.iter(|| {
+            let start = double.lower().marker();
             for i in 0..N {
-                let p = stack.alloc_layout(layout).unwrap().cast::<[u64; 2]>();
+                let p = double
+                    .lower()
+                    .alloc_layout(layout)
+                    .unwrap()
+                    .cast::<[u64; 2]>();
                 // SAFETY: a fresh 16-byte block.
                 unsafe { p.write([i as u64, 1]) };
             }
-            stack.rollback(start).unwrap();
+            double.rollback(start).unwrap();
         })
     });
     g.finish();

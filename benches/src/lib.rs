@@ -3,7 +3,8 @@
 
 use core::mem::MaybeUninit;
 
-use bento_primitives::Bump;
+use bento_pages::PageSource;
+use bento_primitives::{Arena, Bump, Stack};
 
 /// A 16-byte value, the size the figures are quoted for.
 pub type Pair = [u64; 2];
@@ -38,6 +39,54 @@ pub fn system_16(n: usize) -> u64 {
         let v = Box::new([i as u64, 1]);
         acc = acc.wrapping_add(std::hint::black_box(v)[0]);
     }
+    acc
+}
+
+/// `n` 16-byte allocations in a `Stack`, written through the pointer, then a rollback
+/// to the marker taken before them.
+#[inline(never)]
+pub fn bento_stack_16(stack: &mut Stack<'_>, n: usize) -> u64 {
+    let layout = core::alloc::Layout::new::<Pair>();
+    let start = stack.marker();
+    let mut acc = 0u64;
+    for i in 0..n {
+        let p = stack
+            .alloc_layout(layout)
+            .expect("the buffer holds the run");
+        // SAFETY: a fresh block for a `Pair`.
+        unsafe { p.cast::<Pair>().write([i as u64, 1]) };
+        acc = acc.wrapping_add(p.addr().get() as u64);
+    }
+    stack.rollback(start).expect("the marker is valid");
+    acc
+}
+
+/// The same loop in a `Bump` through `alloc_layout`, then a reset.
+#[inline(never)]
+pub fn bento_bump_layout_16(bump: &mut Bump<'_>, n: usize) -> u64 {
+    let layout = core::alloc::Layout::new::<Pair>();
+    let mut acc = 0u64;
+    for i in 0..n {
+        let p = bump.alloc_layout(layout).expect("the buffer holds the run");
+        // SAFETY: a fresh block for a `Pair`.
+        unsafe { p.cast::<Pair>().write([i as u64, 1]) };
+        acc = acc.wrapping_add(p.addr().get() as u64);
+    }
+    bump.reset();
+    acc
+}
+
+/// `n` 16-byte allocations in an `Arena` (`alloc`, like `bento_bump_16`), then a reset.
+#[inline(never)]
+pub fn bento_arena_16<P: PageSource>(arena: &mut Arena<P>, n: usize) -> u64 {
+    let mut acc = 0u64;
+    for i in 0..n {
+        let v = arena
+            .alloc([i as u64, 1])
+            .expect("the reservation holds the run");
+        acc = acc.wrapping_add(v[0]);
+    }
+    arena.reset();
     acc
 }
 

@@ -9,8 +9,11 @@
 //! ```
 //! Instructions per allocation = the loop's total / n.
 
-use bento_benches::{bento_bump_16, buffer, bumpalo_16, system_16};
-use bento_primitives::Bump;
+use bento_benches::{
+    bento_arena_16, bento_bump_16, bento_bump_layout_16, bento_stack_16, buffer, bumpalo_16,
+    system_16,
+};
+use bento_primitives::{Arena, Bump, Stack};
 
 fn main() {
     let mut args = std::env::args().skip(1);
@@ -30,7 +33,23 @@ fn main() {
             bumpalo_16(&bump, n)
         }
         "system" => system_16(n),
-        other => panic!("unknown allocator `{other}`: bento, bumpalo or system"),
+        "bump-layout" => {
+            let mut buf = buffer(16 * n + 64);
+            bento_bump_layout_16(&mut Bump::new(&mut buf), n)
+        }
+        "stack" => {
+            let mut buf = buffer(32 * n + 64);
+            bento_stack_16(&mut Stack::new(&mut buf), n)
+        }
+        "arena" => {
+            let mut arena = Arena::new(16 * n + 4096).expect("address space for the run");
+            // Commit once, outside the counted loop's steady state.
+            bento_arena_16(&mut arena, n);
+            bento_arena_16(&mut arena, n)
+        }
+        other => panic!(
+            "unknown allocator `{other}`: bento, bumpalo, system, bump-layout, stack or arena"
+        ),
     };
     println!("{which}: {n} allocations, checksum {sum}");
 }

@@ -325,17 +325,24 @@ impl<P: PageSource> Arena<P> {
     /// ```
     #[inline]
     pub fn alloc<T>(&self, value: T) -> Result<&mut T, AllocFailed<T>> {
-        match self.alloc_layout(Layout::new::<T>()) {
-            Ok(p) => {
-                let p = p.cast::<T>();
-                // SAFETY: `p` is a fresh block for `T` (or dangling and aligned for a
-                // zero-size `T`), valid for the borrow of `self`: a reset needs `&mut`.
-                unsafe {
-                    p.write(value);
-                    Ok(&mut *p.as_ptr())
-                }
-            }
-            Err(AllocError) => Err(AllocFailed(value)),
+        let top = self.top.get();
+        // As in `Bump::alloc`, the value is written before the top is stored: with the
+        // top stored first this measured 1.28× Bump's time on 16-byte allocations.
+        let (block, new_top) = match fast_top(top, self.limit.get(), Layout::new::<T>()) {
+            Some(new_top) => (self.ptr_at(top), new_top),
+            None => match self.place_slow(Layout::new::<T>()) {
+                Ok(placed) => placed,
+                Err(AllocError) => return Err(AllocFailed(value)),
+            },
+        };
+        let p = block.cast::<T>();
+        // SAFETY: `p` is a free block for `T` (or dangling and aligned for a zero-size
+        // `T`) below `new_top`; storing the top hands it out for the borrow of `self`
+        // (a reset needs `&mut`).
+        unsafe {
+            p.write(value);
+            self.top.set(new_top);
+            Ok(&mut *p.as_ptr())
         }
     }
 

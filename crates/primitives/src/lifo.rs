@@ -23,6 +23,7 @@ use core::ptr::NonNull;
 use core::sync::atomic::{AtomicU32, Ordering};
 
 use crate::alloc_api::AllocError;
+use crate::bump::{FAST_MAX, grain_up};
 
 /// The header in front of every block.
 #[repr(C)]
@@ -283,6 +284,24 @@ impl Lifo {
         // SAFETY: as in `header`; headers are only written by the end, in front of the
         // blocks it hands out.
         unsafe { Self::ptr_at(base, at).cast::<Header>().write(h) }
+    }
+
+    /// [`place`](Self::place) for an end growing up, when `layout` is aligned to at
+    /// most 8 and at most `FAST_MAX` bytes: the header goes at the (8-aligned) top and
+    /// the payload right after it, with no overflow possible (`limit < 4 GiB`).
+    #[inline(always)]
+    pub(crate) fn place_up_fast(&self, layout: Layout, limit: u32) -> Option<Placed> {
+        debug_assert_eq!(self.dir, Dir::Up);
+        let size = layout.size();
+        if size == 0 || layout.align() > GRAIN || size > FAST_MAX {
+            return None;
+        }
+        let payload = self.top.get() as usize + HEADER;
+        let new_top = payload + grain_up(size);
+        (new_top <= limit as usize).then_some(Placed {
+            payload: payload as u32,
+            new_top: new_top as u32,
+        })
     }
 
     /// Where a block for `layout` (of non-zero size) goes, given that this end may not

@@ -115,6 +115,16 @@ impl<'buf> Stack<'buf> {
     /// ```
     #[inline]
     pub fn alloc_layout(&self, layout: Layout) -> Result<NonNull<u8>, AllocError> {
+        if let Some(placed) = self.lifo.place_up_fast(layout, self.cap) {
+            return Ok(self.lifo.push(self.base, placed));
+        }
+        self.alloc_slow(layout)
+    }
+
+    /// Zero sizes, alignments above 8, large sizes, failure.
+    #[cold]
+    #[inline(never)]
+    fn alloc_slow(&self, layout: Layout) -> Result<NonNull<u8>, AllocError> {
         if layout.size() == 0 {
             return Ok(dangling(layout));
         }
