@@ -178,8 +178,8 @@ fn frame(c: &mut Criterion) {
 }
 
 /// Stack and DoubleStack beside Bump on the same loop: 1000 × 16-byte `alloc_layout`
-/// + write, then a rollback to a marker (Stack, DoubleStack's lower end) or a reset
-/// (Bump).
+/// and a write each, then a rollback to a marker (Stack, DoubleStack's lower end) or a
+/// reset (Bump).
 fn stack_vs_bump(c: &mut Criterion) {
     let mut g = c.benchmark_group("stack/16B_then_rollback");
     g.throughput(Throughput::Elements(N as u64));
