@@ -16,6 +16,13 @@ use bento_pages::{PageError, PageSource};
 use crate::alloc_api::{AllocError, RawAlloc, dangling, impl_allocator};
 use crate::bump::{AllocFailed, FAST_MAX, GRAIN, fast_top, grain_up, slow_top};
 
+/// The least alignment and size granule of an arena's reservation, whatever the page
+/// size: block ends are 8-aligned and headers 8 bytes wide.
+pub(crate) const MIN_GRANULE: Alignment = match Alignment::new(16) {
+    Some(a) => a,
+    None => unreachable!(),
+};
+
 /// How an [`Arena`] (or [`DoubleArena`](crate::DoubleArena), or each arena of a
 /// [`FrameArena`](crate::FrameArena)) uses its memory. Sizes are rounded up to whole
 /// pages of the source.
@@ -180,8 +187,11 @@ impl<P: PageSource> Arena<P> {
     /// ```
     pub fn with_source(source: P, config: ArenaConfig) -> Result<Self, PageError> {
         let page = source.page_alignment();
-        let reserved = align_up(config.reserve, page).unwrap_or(usize::MAX & !page.mask());
-        let base = source.reserve(reserved, Alignment::MIN)?;
+        // The top and every block end are 8-aligned: even from a source with tiny pages,
+        // take whole 16-byte granules at a 16-byte boundary.
+        let grain = page.max_with(MIN_GRANULE);
+        let reserved = align_up(config.reserve, grain).unwrap_or(usize::MAX & !grain.mask());
+        let base = source.reserve(reserved, grain)?;
         let base_addr = base.addr().get();
         let end = base_addr
             .saturating_add(reserved)

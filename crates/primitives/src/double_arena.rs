@@ -3,10 +3,10 @@
 use core::cell::Cell;
 use core::fmt;
 
-use bento_align::{Alignment, align_down, align_up};
+use bento_align::{align_down, align_up};
 use bento_pages::{PageError, PageSource};
 
-use crate::arena::ArenaConfig;
+use crate::arena::{ArenaConfig, MIN_GRANULE};
 use crate::double::{Backing, EndMut, Ends, StackEnd, split};
 use crate::lifo::{Dir, MAX_SPAN, Marker, MarkerError, StackReport};
 
@@ -70,9 +70,11 @@ impl<P: PageSource> DoubleArena<P> {
     /// ```
     pub fn with_source(source: P, config: ArenaConfig) -> Result<Self, PageError> {
         let page = source.page_alignment();
-        let most = align_down(MAX_SPAN, page);
-        let reserved = align_up(config.reserve.min(most), page).unwrap_or(most);
-        let base = source.reserve(reserved, Alignment::MIN)?;
+        // Headers and tops are 8-aligned (see `Arena::with_source`).
+        let grain = page.max_with(MIN_GRANULE);
+        let most = align_down(MAX_SPAN, grain);
+        let reserved = align_up(config.reserve.min(most), grain).unwrap_or(most);
+        let base = source.reserve(reserved, grain)?;
         let cap = reserved as u32;
         let ends = Ends::new(base, cap, 0, cap);
         Ok(Self {
@@ -202,7 +204,9 @@ impl<P: PageSource> DoubleArena<P> {
     /// both ends must be empty.
     fn decommit_beyond_retained(&self) {
         let cap = self.ends.cap();
-        let retain = self.config.retain_on_reset.min(cap as usize / 2) as u32;
+        // On a page boundary even when half the reservation is not.
+        let page = self.source.page_alignment();
+        let retain = align_down(self.config.retain_on_reset.min(cap as usize / 2), page) as u32;
         let (lo, hi) = (self.lo_commit.get(), self.hi_commit.get());
         if lo > retain {
             self.decommit(retain, lo);
@@ -342,7 +346,7 @@ impl<P: PageSource> DoubleArena<P> {
 impl<P: PageSource> Backing for DoubleArena<P> {
     fn extend(&self, _: &Ends, dir: Dir, to: u32) -> bool {
         let page = self.source.page_alignment();
-        let step = self.config.commit_step as u32;
+        let step = self.config.commit_step.min(self.ends.cap() as usize) as u32;
         let (lo, hi) = (self.lo_commit.get(), self.hi_commit.get());
         // What must be committed, and what a full step would commit, clamped to the
         // uncommitted middle `[lo, hi)`.

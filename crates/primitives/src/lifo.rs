@@ -401,8 +401,8 @@ impl Lifo {
             "Stack: double free of block #{} at {ptr:p}",
             h.seq & !FREED
         );
-        self.live.set(self.live.get() - 1);
         if at == self.last.get() {
+            self.live.set(self.live.get() - 1);
             self.pop(base, at);
             // Reclaim the blocks beneath that were freed out of order.
             while self.last.get() != NONE && Self::header(base, self.last.get()).seq & FREED != 0 {
@@ -411,14 +411,17 @@ impl Lifo {
             return;
         }
         match self.check {
-            LifoCheck::Deferred => Self::set_header(
-                base,
-                at,
-                Header {
-                    seq: h.seq | FREED,
-                    ..h
-                },
-            ),
+            LifoCheck::Deferred => {
+                self.live.set(self.live.get() - 1);
+                Self::set_header(
+                    base,
+                    at,
+                    Header {
+                        seq: h.seq | FREED,
+                        ..h
+                    },
+                );
+            }
             LifoCheck::Strict => {
                 let top_seq = Self::header(base, self.last.get()).seq & !FREED;
                 panic!(

@@ -377,3 +377,34 @@ fn the_system_source_works_too() {
     arena.reset_and_decommit();
     assert_eq!(arena.committed(), 0);
 }
+
+#[test]
+fn tiny_pages_still_give_aligned_blocks() {
+    // A source whose pages are smaller than a block header: the arenas reserve in
+    // 16-byte granules at a 16-byte boundary anyway.
+    let pages = HeapPages::with_page_size(Alignment::new(4).unwrap());
+    let arena = Arena::with_source(&pages, small_config(100)).unwrap();
+    let a = arena
+        .alloc_layout(Layout::from_size_align(3, 1).unwrap())
+        .unwrap();
+    let b = NonNull::from(arena.alloc(7u64).unwrap());
+    assert_eq!(b.addr().get() % 8, 0);
+    assert!(b.addr().get() >= a.addr().get() + 3);
+    assert_eq!(arena.reserved() % 16, 0);
+    arena.validate().unwrap();
+    let double = bento_primitives::DoubleArena::with_source(&pages, small_config(100)).unwrap();
+    let lower = double
+        .lower()
+        .alloc_layout(Layout::from_size_align(40, 1).unwrap())
+        .unwrap();
+    let upper = double.upper().alloc_layout(Layout::new::<u64>()).unwrap();
+    assert_eq!(upper.addr().get() % 8, 0);
+    assert!(upper.addr().get() >= lower.addr().get() + 40);
+    assert!(
+        double
+            .upper()
+            .alloc_layout(Layout::from_size_align(64, 1).unwrap())
+            .is_err()
+    );
+    double.validate().unwrap();
+}

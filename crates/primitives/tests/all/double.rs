@@ -369,3 +369,47 @@ fn double_arena_commit_failure_changes_nothing() {
     assert!(arena.upper().alloc_layout(big).is_ok());
     arena.validate().unwrap();
 }
+
+#[test]
+fn the_retained_part_stays_on_page_boundaries() {
+    // Three pages: half the reservation is not a page boundary.
+    let config = ArenaConfig {
+        reserve: 3 * 4096,
+        commit_step: 4096,
+        retain_on_reset: 8192,
+        ..ArenaConfig::default()
+    };
+    let mut arena = DoubleArena::with_source(HeapPages::new(), config).unwrap();
+    arena
+        .lower()
+        .alloc_layout(Layout::new::<[u8; 10_000]>())
+        .unwrap();
+    assert_eq!(arena.committed(), 3 * 4096);
+    arena.reset_and_decommit();
+    // Each side keeps at most half the reservation, rounded down to a page: 4096 of
+    // the 8192 asked for, at the lower side (the upper side had nothing committed).
+    assert_eq!(arena.committed(), 4096);
+    arena.validate().unwrap();
+    arena
+        .upper()
+        .alloc_layout(Layout::new::<[u8; 10_000]>())
+        .unwrap();
+    arena.validate().unwrap();
+}
+
+#[test]
+fn a_caught_strict_panic_leaves_the_count_right() {
+    let mut buf = Buffer::pages(1);
+    let stack =
+        bento_primitives::Stack::with_check(buf.bytes(), bento_primitives::LifoCheck::Strict);
+    let l = Layout::new::<u64>();
+    let a = stack.alloc_layout(l).unwrap();
+    let _b = stack.alloc_layout(l).unwrap();
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        // SAFETY: `a` is live; the out-of-order free is the misuse under test.
+        unsafe { (&stack).deallocate(a, l) }
+    }));
+    assert!(caught.is_err());
+    assert_eq!(stack.live_blocks(), 2);
+    stack.validate().unwrap();
+}
