@@ -789,23 +789,48 @@ impl<P: PageSource> fmt::Debug for ArenaScope<'_, P> {
     }
 }
 
-// SAFETY: forwards to the arena; blocks live until the scope is dropped, which needs
-// every borrow of it to have ended.
-unsafe impl<P: PageSource> RawAlloc for ArenaScope<'_, P> {
-    #[inline]
-    fn alloc_raw(&self, layout: Layout) -> Result<NonNull<u8>, AllocError> {
-        self.arena.alloc_layout(layout)
-    }
+/// Writes `RawAlloc`, and so allocator-api2 `Allocator` on a reference, for a handle
+/// type `$handle<'_, P>` with a field `arena: &Arena<P>` whose blocks borrow the handle:
+/// [`ArenaScope`] and [`Frame`](crate::Frame).
+macro_rules! arena_handle {
+    ($handle:ident) => {
+        // SAFETY: forwards to the arena the handle holds. Every block borrows the
+        // handle, and the arena is neither reset nor rolled back below the handle's
+        // blocks while the handle lives (the scope rolls back only when dropped;
+        // `FrameArena::next_frame` refuses a frame whose handle lives).
+        unsafe impl<P: bento_pages::PageSource> $crate::alloc_api::RawAlloc for $handle<'_, P> {
+            #[inline]
+            fn alloc_raw(
+                &self,
+                layout: core::alloc::Layout,
+            ) -> Result<core::ptr::NonNull<u8>, $crate::AllocError> {
+                self.arena.alloc_layout(layout)
+            }
 
-    unsafe fn dealloc_raw(&self, ptr: NonNull<u8>, layout: Layout) {
-        // SAFETY: the caller's contract; the scope's blocks are the arena's.
-        unsafe { self.arena.dealloc_raw(ptr, layout) }
-    }
+            unsafe fn dealloc_raw(&self, ptr: core::ptr::NonNull<u8>, layout: core::alloc::Layout) {
+                // SAFETY: the caller's contract; the handle's blocks are the arena's.
+                unsafe { $crate::alloc_api::RawAlloc::dealloc_raw(self.arena, ptr, layout) }
+            }
 
-    unsafe fn resize_in_place(&self, ptr: NonNull<u8>, old: Layout, new_size: usize) -> bool {
-        // SAFETY: the caller's contract; the scope's blocks are the arena's.
-        unsafe { self.arena.resize_in_place(ptr, old, new_size) }
-    }
+            unsafe fn resize_in_place(
+                &self,
+                ptr: core::ptr::NonNull<u8>,
+                old: core::alloc::Layout,
+                new_size: usize,
+            ) -> bool {
+                // SAFETY: the caller's contract; the handle's blocks are the arena's.
+                unsafe {
+                    $crate::alloc_api::RawAlloc::resize_in_place(self.arena, ptr, old, new_size)
+                }
+            }
+        }
+
+        $crate::alloc_api::impl_allocator!(
+            impl['a, 'h, P: bento_pages::PageSource] for &'h $handle<'a, P>
+        );
+    };
 }
 
-impl_allocator!(impl['a, 's, P: PageSource] for &'s ArenaScope<'a, P>);
+pub(crate) use arena_handle;
+
+arena_handle!(ArenaScope);

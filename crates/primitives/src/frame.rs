@@ -1,14 +1,11 @@
 //! N arenas in rotation, one per frame in flight.
 
-use core::alloc::Layout;
 use core::cell::Cell;
 use core::fmt;
 use core::ops::Deref;
-use core::ptr::NonNull;
 
 use bento_pages::{PageError, PageSource};
 
-use crate::alloc_api::{AllocError, RawAlloc, impl_allocator};
 use crate::arena::{Arena, ArenaConfig};
 
 /// [`FrameArena::next_frame`] refused: the handle of the frame it would recycle (the
@@ -296,23 +293,4 @@ impl<P: PageSource> fmt::Debug for Frame<'_, P> {
     }
 }
 
-// SAFETY: forwards to the frame's arena, which is not reset while the handle lives
-// (`next_frame` checks), and every block borrows the handle.
-unsafe impl<P: PageSource> RawAlloc for Frame<'_, P> {
-    #[inline]
-    fn alloc_raw(&self, layout: Layout) -> Result<NonNull<u8>, AllocError> {
-        self.arena.alloc_layout(layout)
-    }
-
-    unsafe fn dealloc_raw(&self, ptr: NonNull<u8>, layout: Layout) {
-        // SAFETY: the caller's contract; the frame's blocks are the arena's.
-        unsafe { self.arena.dealloc_raw(ptr, layout) }
-    }
-
-    unsafe fn resize_in_place(&self, ptr: NonNull<u8>, old: Layout, new_size: usize) -> bool {
-        // SAFETY: the caller's contract; the frame's blocks are the arena's.
-        unsafe { self.arena.resize_in_place(ptr, old, new_size) }
-    }
-}
-
-impl_allocator!(impl['a, 'f, P: PageSource] for &'f Frame<'a, P>);
+crate::arena::arena_handle!(Frame);
