@@ -1,20 +1,34 @@
 #![doc = include_str!("../README.md")]
 #![no_std]
 
+#[cfg(any(test, feature = "std"))]
+extern crate std;
+
 mod alloc_api;
 mod arena;
 mod bump;
+mod chunks;
 mod double;
 mod double_arena;
 mod frame;
+mod growing_pool;
 mod lifo;
+mod pool;
+mod shared_pool;
 mod stack;
+mod sync;
+mod typed_pool;
 
 pub use crate::alloc_api::AllocError;
 pub use crate::arena::{Arena, ArenaConfig, ArenaScope};
 pub use crate::bump::{AllocFailed, Bump, with_stack_bump};
+pub use crate::chunks::{LeakIter, LeakList, MisuseHook, PoolError, PoolMisuse, panic_on_misuse};
 pub use crate::double::{DoubleStack, EndMut, StackEnd};
 pub use crate::double_arena::DoubleArena;
 pub use crate::frame::{Frame, FrameArena, FrameBusy};
+pub use crate::growing_pool::{GROWING_POOL_COMMIT_STEP, GrowingPool};
 pub use crate::lifo::{LifoCheck, Marker, MarkerError, StackReport};
+pub use crate::pool::{Pool, PoolCorruption, PoolReport};
+pub use crate::shared_pool::{SHARED_POOL_MAX_CHUNKS, SharedPool};
 pub use crate::stack::Stack;
+pub use crate::typed_pool::{PoolBox, TypedPool};

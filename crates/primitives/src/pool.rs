@@ -1,0 +1,835 @@
+//! The pool: equal chunks with the free list threaded through the free chunks
+//! themselves; the core [`FreeList`] is shared with `GrowingPool` and `TypedPool`.
+
+use core::alloc::Layout;
+use core::cell::Cell;
+use core::fmt;
+use core::marker::PhantomData;
+use core::mem::MaybeUninit;
+use core::ptr::NonNull;
+
+use crate::alloc_api::{AllocError, RawAlloc, dangling, impl_allocator};
+use crate::chunks::{
+    Geometry, LeakList, Links, MisuseHook, PoolError, PoolMisuse, panic_on_misuse, panicking,
+    report, sort_list,
+};
+
+/// A free chunk's first word: the next free chunk.
+type Link = Option<NonNull<u8>>;
+
+/// What debug builds write over a free chunk after its link.
+const FREED: u8 = 0xDD;
+/// What debug builds write over a chunk when they hand it out.
+#[cfg(debug_assertions)]
+const HANDED: u8 = 0xCD;
+
+/// The figures [`Pool::validate`] (and the other pools' `validate`) recomputes by
+/// walking the free list.
+///
+/// ```
+/// use bento_primitives::Pool;
+/// use core::alloc::Layout;
+/// use core::mem::MaybeUninit;
+///
+/// let mut buf = [MaybeUninit::uninit(); 1024];
+/// let pool = Pool::new(&mut buf, Layout::new::<[u8; 64]>()).unwrap();
+/// let a = pool.alloc().unwrap();
+/// let _b = pool.alloc().unwrap();
+/// // SAFETY: `a` is a live chunk of `pool`.
+/// unsafe { pool.free(a) };
+/// let report = pool.validate().unwrap();
+/// assert_eq!((report.in_use, report.free_listed, report.untouched), (1, 1, 14));
+/// assert_eq!(report.capacity, report.in_use + report.free_listed + report.untouched);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PoolReport {
+    /// Chunks the pool can hold.
+    pub capacity: usize,
+    /// Chunks in use (by the pool's counter, which the walk confirms).
+    pub in_use: usize,
+    /// Chunks on the free list, counted by walking it.
+    pub free_listed: usize,
+    /// Chunks above the high-water mark, never handed out.
+    pub untouched: usize,
+}
+
+/// What [`Pool::validate`] (and the other pools' `validate`) found broken.
+///
+/// ```
+/// use bento_primitives::PoolCorruption;
+/// use core::ptr::NonNull;
+///
+/// let c = PoolCorruption::Count { listed: 3, expected: 4 };
+/// assert_eq!(c.to_string(), "the free list holds 3 chunks where 4 are free");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PoolCorruption {
+    /// A free-list entry is not a chunk of the pool, or not one it handed out.
+    #[error("free-list entry {position} ({ptr:p}) is not a chunk the pool handed out")]
+    NotAChunk {
+        /// Its position in the list (0 is the head).
+        position: usize,
+        /// The entry.
+        ptr: NonNull<u8>,
+    },
+    /// The list is longer than the number of free chunks: a cycle, which a double free
+    /// makes.
+    #[error(
+        "the free list runs past the {expected} free chunks: a cycle (a double free?) or a \
+         lost count"
+    )]
+    Cycle {
+        /// The free chunks the counter implies.
+        expected: usize,
+    },
+    /// The list ends with fewer chunks than are free: chunks lost.
+    #[error("the free list holds {listed} chunks where {expected} are free")]
+    Count {
+        /// Chunks the walk found.
+        listed: usize,
+        /// The free chunks the counter implies.
+        expected: usize,
+    },
+    /// A free chunk's poison fill was changed (checked in debug builds).
+    #[error("the free chunk at {ptr:p} was written after free, at offset {offset}")]
+    Poison {
+        /// The chunk.
+        ptr: NonNull<u8>,
+        /// The first byte changed.
+        offset: usize,
+    },
+    /// The pool's own bounds disagree (high-water mark, committed part, counter).
+    #[error("the pool's bounds disagree: {0}")]
+    Bounds(&'static str),
+}
+
+/// The intrusive free list over a [`Geometry`]: the state `Pool`, `TypedPool` and
+/// `GrowingPool` share.
+pub(crate) struct FreeList {
+    // Invariant: the last chunk freed, `None` when the list is empty. Each free chunk's
+    // first word is a `Link` to the next; every listed chunk lies below `fresh`.
+    head: Cell<Link>,
+    // Invariant: a chunk boundary, `base <= fresh <= limit`; chunks from `fresh` up
+    // were never handed out (the high-water mark).
+    fresh: Cell<NonNull<u8>>,
+    // Invariant: a chunk boundary, `fresh <= limit <= chunk(capacity)`; chunks below
+    // it are usable memory (a `GrowingPool` moves it as it commits).
+    limit: Cell<NonNull<u8>>,
+    // Invariant: chunks handed out and not freed: `touched == in_use + listed`.
+    in_use: Cell<usize>,
+    pub(crate) geo: Geometry,
+    pub(crate) hook: MisuseHook,
+}
+
+impl FreeList {
+    /// A list with no chunk handed out, `usable` chunks usable from the start.
+    pub(crate) fn new(geo: Geometry, usable: usize) -> Self {
+        Self {
+            head: Cell::new(None),
+            fresh: Cell::new(geo.base),
+            limit: Cell::new(geo.chunk(usable)),
+            in_use: Cell::new(0),
+            geo,
+            hook: panic_on_misuse,
+        }
+    }
+
+    /// Takes a chunk: the last one freed, else the next one never used; `None` when
+    /// neither is left below the limit.
+    #[inline]
+    pub(crate) fn alloc(&self) -> Option<NonNull<u8>> {
+        match self.head.get() {
+            Some(chunk) => self.pop(chunk),
+            None => self.take_fresh(),
+        }
+    }
+
+    /// Pops `chunk`, the head.
+    #[inline]
+    fn pop(&self, chunk: NonNull<u8>) -> Option<NonNull<u8>> {
+        #[cfg(debug_assertions)]
+        if !self.check_head(chunk) {
+            // The list was dropped from `chunk` on; fall back on fresh chunks.
+            return self.take_fresh();
+        }
+        // SAFETY: `chunk` is the head of the free list, so a free chunk below `fresh`
+        // whose first word holds a `Link` (written by `push`; chunks are aligned for
+        // it).
+        let next = unsafe { chunk.cast::<Link>().read() };
+        self.head.set(next);
+        self.in_use.set(self.in_use.get() + 1);
+        #[cfg(debug_assertions)]
+        self.fill(chunk, 0, HANDED);
+        Some(chunk)
+    }
+
+    /// Takes the chunk at the high-water mark, if it is below the limit.
+    #[inline]
+    pub(crate) fn take_fresh(&self) -> Option<NonNull<u8>> {
+        let chunk = self.fresh.get();
+        if chunk >= self.limit.get() {
+            return None;
+        }
+        // SAFETY: `chunk < limit <= chunk(capacity)`, so one stride on is at most the
+        // end of the chunks, inside the memory `base` points to.
+        self.fresh.set(unsafe { chunk.add(self.geo.stride) });
+        self.in_use.set(self.in_use.get() + 1);
+        #[cfg(debug_assertions)]
+        self.fill(chunk, 0, HANDED);
+        Some(chunk)
+    }
+
+    /// Returns `chunk` to the list.
+    ///
+    /// # Safety
+    ///
+    /// The caller must ensure that `chunk` was handed out by this list and is not
+    /// free. Debug builds check it and report a violation to the hook instead.
+    #[inline]
+    pub(crate) unsafe fn free(&self, chunk: NonNull<u8>) {
+        #[cfg(debug_assertions)]
+        if !self.check_free(chunk) {
+            return;
+        }
+        #[cfg(debug_assertions)]
+        self.fill(chunk, size_of::<Link>(), FREED);
+        // SAFETY: the caller guarantees `chunk` is a chunk in use, so ours to write;
+        // chunks are aligned for a `Link` and at least that large.
+        unsafe { chunk.cast::<Link>().write(self.head.get()) };
+        self.head.set(Some(chunk));
+        self.in_use.set(self.in_use.get() - 1);
+    }
+
+    /// Chunks in use.
+    #[inline]
+    pub(crate) fn in_use(&self) -> usize {
+        self.in_use.get()
+    }
+
+    /// Chunks ever handed out: those below the high-water mark.
+    pub(crate) fn touched(&self) -> usize {
+        self.geo.index_of(self.fresh.get())
+    }
+
+    /// Chunks below the limit.
+    pub(crate) fn usable(&self) -> usize {
+        self.geo.index_of(self.limit.get())
+    }
+
+    /// Raises or lowers the limit to `usable` chunks; never below the high-water mark.
+    pub(crate) fn set_usable(&self, usable: usize) {
+        let limit = self.geo.chunk(usable);
+        debug_assert!(
+            limit >= self.fresh.get(),
+            "the limit would pass chunks in use"
+        );
+        self.limit.set(limit);
+    }
+
+    /// Whether `ptr` lies inside the chunks (in any chunk, at any offset).
+    pub(crate) fn contains(&self, ptr: NonNull<u8>) -> bool {
+        let offset = ptr.addr().get().wrapping_sub(self.geo.base.addr().get());
+        ptr.addr() >= self.geo.base.addr() && offset < self.geo.capacity * self.geo.stride
+    }
+
+    /// Walks the free list and recomputes the figures; `touched == in_use + listed`,
+    /// every entry a chunk below the high-water mark, no cycle (debug builds: every
+    /// free chunk's poison intact).
+    pub(crate) fn validate(&self) -> Result<PoolReport, PoolCorruption> {
+        let touched = self.touched();
+        if self.fresh.get() > self.limit.get() || self.usable() > self.geo.capacity {
+            return Err(PoolCorruption::Bounds(
+                "the high-water mark is above the limit, or the limit above the capacity",
+            ));
+        }
+        let expected = touched
+            .checked_sub(self.in_use.get())
+            .ok_or(PoolCorruption::Bounds(
+                "more chunks in use than ever handed out",
+            ))?;
+        let mut listed = 0usize;
+        let mut at = self.head.get();
+        while let Some(chunk) = at {
+            if self.geo.locate(chunk, touched).is_err() {
+                return Err(PoolCorruption::NotAChunk {
+                    position: listed,
+                    ptr: chunk,
+                });
+            }
+            if listed == expected {
+                return Err(PoolCorruption::Cycle { expected });
+            }
+            if cfg!(debug_assertions)
+                && let Some(offset) = self.poison_broken(chunk)
+            {
+                return Err(PoolCorruption::Poison { ptr: chunk, offset });
+            }
+            listed += 1;
+            // SAFETY: `chunk` was just found to be a chunk below the high-water mark,
+            // and it is on the free list, so its first word is a `Link`.
+            at = unsafe { chunk.cast::<Link>().read() };
+        }
+        if listed != expected {
+            return Err(PoolCorruption::Count { listed, expected });
+        }
+        Ok(PoolReport {
+            capacity: self.geo.capacity,
+            in_use: self.in_use.get(),
+            free_listed: listed,
+            untouched: self.geo.capacity - touched,
+        })
+    }
+
+    /// Sorts the free list by address (so the lowest free chunk goes out first) and
+    /// returns the chunks in use. O(free log free), no memory besides the chunks.
+    pub(crate) fn live_chunks(&self) -> LeakList<'_> {
+        let head = self.head.get().map(|c| self.geo.index_of(c));
+        let sorted = sort_list(self, head);
+        self.head.set(sorted.map(|i| self.geo.chunk(i)));
+        LeakList::new(self, sorted, self.touched(), self.in_use.get())
+    }
+
+    /// Sorts the free list by address and takes the free chunks just below the
+    /// high-water mark off it, lowering the mark to just above the highest chunk in
+    /// use. Returns the new mark (in chunks). O(free log free).
+    pub(crate) fn lower_high_water(&self) -> usize {
+        let head = self.head.get().map(|c| self.geo.index_of(c));
+        let mut head = sort_list(self, head);
+        let touched = self.touched();
+        // The run of consecutive chunks at the tail of the sorted list, and the entry
+        // before it.
+        let (mut run_start, mut before_run, mut last) = (None, None, None::<usize>);
+        let mut at = head;
+        while let Some(i) = at {
+            if last.is_none_or(|l| l + 1 != i) {
+                run_start = Some(i);
+                before_run = last;
+            }
+            last = Some(i);
+            at = Links::next(self, i);
+        }
+        let keep = match (run_start, last) {
+            (Some(start), Some(last)) if last + 1 == touched => start,
+            _ => touched,
+        };
+        if keep < touched {
+            match before_run {
+                Some(b) => self.set_next(b, None),
+                None => head = None,
+            }
+            self.fresh.set(self.geo.chunk(keep));
+        }
+        self.head.set(head.map(|i| self.geo.chunk(i)));
+        keep
+    }
+
+    /// Reports the leak list to the hook when chunks are still in use (debug builds).
+    /// Says nothing while the thread unwinds, or when the list is corrupt (the leak
+    /// list cannot be known then; `validate` says what is wrong).
+    pub(crate) fn report_leaks(&self) {
+        if cfg!(debug_assertions)
+            && self.in_use.get() > 0
+            && !panicking()
+            && self.validate().is_ok()
+        {
+            report(self.hook, &PoolMisuse::Leaked(self.live_chunks()));
+        }
+    }
+
+    /// Where the free chunk's poison fill (after its link) was changed, if it was.
+    fn poison_broken(&self, chunk: NonNull<u8>) -> Option<usize> {
+        (size_of::<Link>()..self.geo.stride).find(|&i| {
+            // SAFETY: `i < stride`, inside the chunk, which lies in our memory; debug
+            // builds initialise every chunk they hand out, so the byte is initialised.
+            unsafe { chunk.add(i).read() != FREED }
+        })
+    }
+
+    /// Writes `byte` over the chunk from `from` on.
+    #[cfg(debug_assertions)]
+    fn fill(&self, chunk: NonNull<u8>, from: usize, byte: u8) {
+        // SAFETY: `chunk` is a chunk of ours being handed out or freed, `stride` bytes
+        // long, not shared with anyone at this moment.
+        unsafe { chunk.add(from).write_bytes(byte, self.geo.stride - from) };
+    }
+
+    /// Debug check of a chunk about to be handed out from the head: its link must be
+    /// a chunk of ours (else the list from here on is dropped) and its poison intact
+    /// (else a write after free is reported). False when the list was dropped.
+    #[cfg(debug_assertions)]
+    fn check_head(&self, chunk: NonNull<u8>) -> bool {
+        // SAFETY: `chunk` is the head, a free chunk; reading its first word as an
+        // address looks at the link without using it.
+        let link = unsafe { chunk.cast::<usize>().read() };
+        if link != 0
+            && self
+                .geo
+                .locate(
+                    chunk.with_addr(link.try_into().expect("non-zero")),
+                    self.touched(),
+                )
+                .is_err()
+        {
+            report(self.hook, &PoolMisuse::BrokenLink { ptr: chunk });
+            self.head.set(None);
+            return false;
+        }
+        if let Some(offset) = self.poison_broken(chunk) {
+            report(
+                self.hook,
+                &PoolMisuse::WriteAfterFree { ptr: chunk, offset },
+            );
+        }
+        true
+    }
+
+    /// Debug check of a chunk about to be freed: a chunk boundary of ours, handed out,
+    /// and not already free (when it looks free, a walk of the list confirms). False
+    /// after reporting misuse: the free must not happen.
+    #[cfg(debug_assertions)]
+    fn check_free(&self, chunk: NonNull<u8>) -> bool {
+        let touched = self.touched();
+        if let Err(misuse) = self.geo.locate(chunk, touched) {
+            report(self.hook, &misuse);
+            return false;
+        }
+        if self.looks_free(chunk, touched) && self.is_listed(chunk) {
+            report(self.hook, &PoolMisuse::DoubleFree { ptr: chunk });
+            return false;
+        }
+        true
+    }
+
+    /// Whether `chunk` could be a free chunk: its first word a chunk of ours (or none)
+    /// and its poison intact. A live chunk can look free only by holding exactly that.
+    #[cfg(debug_assertions)]
+    fn looks_free(&self, chunk: NonNull<u8>, touched: usize) -> bool {
+        // SAFETY: `chunk` is a chunk of ours below the high-water mark, handed out at
+        // least once and so initialised (debug builds fill it); read as an address.
+        let link = unsafe { chunk.cast::<usize>().read() };
+        let link_ok = match core::num::NonZeroUsize::new(link) {
+            None => true,
+            Some(addr) => self.geo.locate(chunk.with_addr(addr), touched).is_ok(),
+        };
+        link_ok && self.poison_broken(chunk).is_none()
+    }
+
+    /// Whether `chunk` is on the free list (a walk, bounded by the free count).
+    #[cfg(debug_assertions)]
+    fn is_listed(&self, chunk: NonNull<u8>) -> bool {
+        let free = self.touched() - self.in_use.get();
+        let mut at = self.head.get();
+        for _ in 0..free {
+            match at {
+                Some(c) if c == chunk => return true,
+                // SAFETY: `c` is on the free list; its first word is its `Link`.
+                Some(c) => at = unsafe { c.cast::<Link>().read() },
+                None => return false,
+            }
+        }
+        false
+    }
+}
+
+/// The free list threaded by index, for the sort and the leak list. Used inside one
+/// call on the pool (the pools with a `FreeList` are not `Sync`), which nothing can
+/// interleave with; the list is assumed well formed (`validate` checks that).
+impl Links for FreeList {
+    fn next(&self, index: usize) -> Option<usize> {
+        // SAFETY: `index` is on the free list; its first word is its `Link`.
+        let link = unsafe { self.geo.chunk(index).cast::<Link>().read() };
+        link.map(|c| self.geo.index_of(c))
+    }
+
+    fn set_next(&self, index: usize, next: Option<usize>) {
+        let link = next.map(|i| self.geo.chunk(i));
+        // SAFETY: `index` is a free chunk, ours to write.
+        unsafe { self.geo.chunk(index).cast::<Link>().write(link) };
+    }
+
+    fn chunk(&self, index: usize) -> NonNull<u8> {
+        self.geo.chunk(index)
+    }
+}
+
+impl fmt::Debug for FreeList {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FreeList")
+            .field("chunk_size", &self.geo.stride)
+            .field("chunk_align", &self.geo.align.get())
+            .field("capacity", &self.geo.capacity)
+            .field("in_use", &self.in_use.get())
+            .field("touched", &self.touched())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A pool of equal chunks over a caller's buffer: O(1) allocation and free, the last
+/// chunk freed reused first (it is still in cache), no per-chunk overhead.
+///
+/// ```text
+///   base                                  fresh (high-water mark)        end
+///    | chunk | free ─┐ | chunk | free ─┐ |   never used: untouched   |
+///    head ───────────┼─────────────────┘ ... each free chunk's first word links on
+/// ```
+///
+/// A free chunk's first word links to the next free one, so the pool keeps no side
+/// storage. Creating a pool is O(1) and touches no chunk: chunks above the high-water
+/// mark are handed out, one by one, only when the free list is empty.
+///
+/// Debug builds check every free (a foreign or interior pointer, a chunk never handed
+/// out, a double free), poison free chunks with `0xDD` and check the poison when the
+/// chunk is handed out again (a write after free), fill handed-out chunks with `0xCD`,
+/// and report the chunks still in use when the pool is dropped (the leak list). What
+/// they find goes to the pool's [`MisuseHook`] (a panic by default).
+///
+/// `&Pool` is an allocator-api2 `Allocator` (0.2 and 0.4) for layouts that fit a
+/// chunk; others are `AllocError`.
+///
+/// ```
+/// use bento_primitives::Pool;
+/// use core::alloc::Layout;
+/// use core::mem::MaybeUninit;
+///
+/// let mut buf = [MaybeUninit::uninit(); 4096];
+/// let pool = Pool::new(&mut buf, Layout::new::<[f32; 16]>()).unwrap();
+/// assert_eq!(pool.capacity(), 64);
+/// let a = pool.alloc().unwrap();
+/// // SAFETY: `a` is a live chunk of `pool`, not used after.
+/// unsafe { pool.free(a) };
+/// assert_eq!(pool.alloc(), Some(a)); // the last freed comes back first
+/// # unsafe { pool.free(a) };
+/// ```
+pub struct Pool<'buf> {
+    list: FreeList,
+    _buf: PhantomData<&'buf mut [MaybeUninit<u8>]>,
+}
+
+// SAFETY: the pool owns its chunks exclusively (it holds the buffer's `&'buf mut`
+// borrow), so moving it to another thread moves sole access with it; it is not `Sync`
+// (its state is in `Cell`s).
+unsafe impl Send for Pool<'_> {}
+
+impl<'buf> Pool<'buf> {
+    /// A pool of chunks for `chunk` in `buf`: the chunk size is rounded up to at least
+    /// a pointer and to a multiple of the alignment (itself at least a pointer's); the
+    /// first chunk starts at the first suitably aligned byte.
+    ///
+    /// # Errors
+    ///
+    /// [`PoolError::NoChunkFits`] when not one chunk fits in `buf`.
+    ///
+    /// ```
+    /// use bento_primitives::Pool;
+    /// use core::alloc::Layout;
+    /// use core::mem::MaybeUninit;
+    ///
+    /// let mut buf = [MaybeUninit::uninit(); 1000];
+    /// let pool = Pool::new(&mut buf, Layout::from_size_align(20, 4).unwrap()).unwrap();
+    /// assert_eq!(pool.chunk_layout().size(), 24);
+    /// assert!(pool.capacity() >= 40);
+    /// ```
+    pub fn new(buf: &'buf mut [MaybeUninit<u8>], chunk: Layout) -> Result<Self, PoolError> {
+        let (stride, align) = Geometry::stride(chunk, size_of::<Link>(), align_of::<Link>())?;
+        let len = buf.len();
+        let start = NonNull::from(buf).cast::<u8>();
+        let pad = start.as_ptr().align_offset(align.get());
+        let capacity = len.saturating_sub(pad) / stride;
+        if pad == usize::MAX || capacity == 0 {
+            return Err(PoolError::NoChunkFits {
+                len,
+                chunk_size: stride,
+                chunk_align: align.get(),
+            });
+        }
+        // SAFETY: `pad < len` (a chunk fits after it), inside the buffer.
+        let base = unsafe { start.add(pad) };
+        let geo = Geometry::new(base, stride, align, capacity);
+        Ok(Self {
+            list: FreeList::new(geo, capacity),
+            _buf: PhantomData,
+        })
+    }
+
+    /// Takes a chunk, `None` when every chunk is in use. O(1).
+    ///
+    /// The chunk holds [`chunk_layout`](Self::chunk_layout) bytes, uninitialised (debug
+    /// builds fill it with `0xCD`).
+    ///
+    /// ```
+    /// use bento_primitives::Pool;
+    /// use core::alloc::Layout;
+    /// use core::mem::MaybeUninit;
+    ///
+    /// let mut buf = [MaybeUninit::uninit(); 64];
+    /// let pool = Pool::new(&mut buf, Layout::new::<[u64; 4]>()).unwrap();
+    /// let a = pool.alloc().unwrap();
+    /// let b = pool.alloc().unwrap();
+    /// assert_eq!(pool.alloc(), None);
+    /// # unsafe { pool.free(a); pool.free(b) };
+    /// ```
+    #[inline]
+    #[must_use]
+    pub fn alloc(&self) -> Option<NonNull<u8>> {
+        self.list.alloc()
+    }
+
+    /// Gives a chunk back. O(1).
+    ///
+    /// # Safety
+    ///
+    /// The caller must ensure that:
+    /// - `chunk` was returned by [`alloc`](Self::alloc) (or the `Allocator` interface)
+    ///   of this pool, and has not been freed since;
+    /// - nothing uses the chunk after this call.
+    ///
+    /// Debug builds check the first point: a pointer outside the pool's chunks, one
+    /// inside a chunk but not at its start, a chunk never handed out, and a chunk
+    /// already free are reported to the [`MisuseHook`] (a panic by default) and the
+    /// free does nothing. Release builds do not check: such a free corrupts the free
+    /// list (a later `alloc` may hand out memory outside the pool or a chunk twice);
+    /// [`validate`](Self::validate) finds it after the fact.
+    ///
+    /// ```
+    /// use bento_primitives::Pool;
+    /// use core::alloc::Layout;
+    /// use core::mem::MaybeUninit;
+    ///
+    /// let mut buf = [MaybeUninit::uninit(); 256];
+    /// let pool = Pool::new(&mut buf, Layout::new::<u32>()).unwrap();
+    /// let a = pool.alloc().unwrap();
+    /// assert_eq!(pool.in_use(), 1);
+    /// // SAFETY: `a` is a live chunk of `pool`, not used after.
+    /// unsafe { pool.free(a) };
+    /// assert_eq!(pool.in_use(), 0);
+    /// ```
+    #[inline]
+    pub unsafe fn free(&self, chunk: NonNull<u8>) {
+        // SAFETY: the caller's contract is the list's.
+        unsafe { self.list.free(chunk) }
+    }
+
+    /// How many chunks the pool holds.
+    ///
+    /// ```
+    /// use bento_primitives::Pool;
+    /// use core::alloc::Layout;
+    /// use core::mem::MaybeUninit;
+    ///
+    /// # #[repr(align(16))] struct Buf([MaybeUninit<u8>; 160]);
+    /// let mut buf = Buf([MaybeUninit::uninit(); 160]);
+    /// let pool = Pool::new(&mut buf.0, Layout::new::<[u8; 16]>()).unwrap();
+    /// assert_eq!(pool.capacity(), 10);
+    /// ```
+    #[must_use]
+    pub fn capacity(&self) -> usize {
+        self.list.geo.capacity
+    }
+
+    /// How many chunks are free (on the free list or never used).
+    ///
+    /// ```
+    /// use bento_primitives::Pool;
+    /// use core::alloc::Layout;
+    /// use core::mem::MaybeUninit;
+    ///
+    /// let mut buf = [MaybeUninit::uninit(); 256];
+    /// let pool = Pool::new(&mut buf, Layout::new::<u64>()).unwrap();
+    /// let a = pool.alloc().unwrap();
+    /// assert_eq!(pool.available(), pool.capacity() - 1);
+    /// # unsafe { pool.free(a) };
+    /// ```
+    #[must_use]
+    pub fn available(&self) -> usize {
+        self.list.geo.capacity - self.list.in_use()
+    }
+
+    /// How many chunks are in use.
+    ///
+    /// ```
+    /// use bento_primitives::Pool;
+    /// use core::alloc::Layout;
+    /// use core::mem::MaybeUninit;
+    ///
+    /// let mut buf = [MaybeUninit::uninit(); 256];
+    /// let pool = Pool::new(&mut buf, Layout::new::<u64>()).unwrap();
+    /// assert_eq!(pool.in_use(), 0);
+    /// ```
+    #[must_use]
+    pub fn in_use(&self) -> usize {
+        self.list.in_use()
+    }
+
+    /// The size and alignment of every chunk (after rounding).
+    ///
+    /// ```
+    /// use bento_primitives::Pool;
+    /// use core::alloc::Layout;
+    /// use core::mem::MaybeUninit;
+    ///
+    /// let mut buf = [MaybeUninit::uninit(); 256];
+    /// let pool = Pool::new(&mut buf, Layout::new::<u8>()).unwrap();
+    /// assert_eq!(pool.chunk_layout(), Layout::new::<usize>());
+    /// ```
+    #[must_use]
+    pub fn chunk_layout(&self) -> Layout {
+        let geo = &self.list.geo;
+        Layout::from_size_align(geo.stride, geo.align.get()).expect("checked at creation")
+    }
+
+    /// Whether `ptr` points into one of the pool's chunks.
+    ///
+    /// ```
+    /// use bento_primitives::Pool;
+    /// use core::alloc::Layout;
+    /// use core::mem::MaybeUninit;
+    ///
+    /// let mut buf = [MaybeUninit::uninit(); 256];
+    /// let pool = Pool::new(&mut buf, Layout::new::<u64>()).unwrap();
+    /// let a = pool.alloc().unwrap();
+    /// assert!(pool.contains(a));
+    /// assert!(!pool.contains(core::ptr::NonNull::from(&0u8)));
+    /// # unsafe { pool.free(a) };
+    /// ```
+    #[must_use]
+    pub fn contains(&self, ptr: NonNull<u8>) -> bool {
+        self.list.contains(ptr)
+    }
+
+    /// Sets what the debug checks call on misuse (the default panics).
+    ///
+    /// ```
+    /// use bento_primitives::{Pool, PoolMisuse};
+    /// use core::alloc::Layout;
+    /// use core::mem::MaybeUninit;
+    ///
+    /// fn ignore(_: &PoolMisuse<'_>) {}
+    /// let mut buf = [MaybeUninit::uninit(); 256];
+    /// let mut pool = Pool::new(&mut buf, Layout::new::<u64>()).unwrap();
+    /// pool.set_misuse_hook(ignore);
+    /// let leaked = pool.alloc().unwrap();
+    /// drop(pool); // the leak goes to `ignore`, not to a panic
+    /// ```
+    pub fn set_misuse_hook(&mut self, hook: MisuseHook) {
+        self.list.hook = hook;
+    }
+
+    /// Walks the free list and checks the pool: every entry a chunk the pool handed
+    /// out, no cycle, `capacity == in_use + free_listed + untouched` with the free
+    /// count from the walk (and, in debug builds, every free chunk's poison intact).
+    ///
+    /// # Errors
+    ///
+    /// [`PoolCorruption`] naming what is broken.
+    ///
+    /// ```
+    /// use bento_primitives::Pool;
+    /// use core::alloc::Layout;
+    /// use core::mem::MaybeUninit;
+    ///
+    /// let mut buf = [MaybeUninit::uninit(); 256];
+    /// let pool = Pool::new(&mut buf, Layout::new::<u64>()).unwrap();
+    /// assert_eq!(pool.validate().unwrap().in_use, 0);
+    /// ```
+    pub fn validate(&self) -> Result<PoolReport, PoolCorruption> {
+        self.list.validate()
+    }
+
+    /// The chunks in use (the leak list), in address order. Sorts the free list by
+    /// address on the way, so the lowest free chunks are handed out first afterwards.
+    /// O(f log f) for `f` free chunks; no memory besides the chunks.
+    ///
+    /// ```
+    /// use bento_primitives::Pool;
+    /// use core::alloc::Layout;
+    /// use core::mem::MaybeUninit;
+    ///
+    /// let mut buf = [MaybeUninit::uninit(); 256];
+    /// let mut pool = Pool::new(&mut buf, Layout::new::<u64>()).unwrap();
+    /// let a = pool.alloc().unwrap();
+    /// assert_eq!(pool.live_chunks().iter().next(), Some(a));
+    /// # unsafe { pool.free(a) };
+    /// ```
+    pub fn live_chunks(&mut self) -> LeakList<'_> {
+        self.list.live_chunks()
+    }
+}
+
+impl fmt::Debug for Pool<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("Pool").field(&self.list).finish()
+    }
+}
+
+/// Debug builds report the chunks still in use to the misuse hook.
+impl Drop for Pool<'_> {
+    fn drop(&mut self) {
+        self.list.report_leaks();
+    }
+}
+
+// SAFETY: chunks of `fits` layouts satisfy the layout (size and alignment), stay
+// valid until freed, and never overlap; a chunk holds any size up to the stride, so
+// resizing in place within it keeps the data where it is.
+unsafe impl RawAlloc for FreeList {
+    #[inline]
+    fn alloc_raw(&self, layout: Layout) -> Result<NonNull<u8>, AllocError> {
+        if layout.size() == 0 {
+            return Ok(dangling(layout));
+        }
+        if !self.geo.fits(layout) {
+            return Err(AllocError);
+        }
+        self.alloc().ok_or(AllocError)
+    }
+
+    #[inline]
+    unsafe fn dealloc_raw(&self, ptr: NonNull<u8>, layout: Layout) {
+        if layout.size() == 0 {
+            return;
+        }
+        if cfg!(debug_assertions) && !self.geo.fits(layout) {
+            report(
+                self.hook,
+                &PoolMisuse::WrongLayout {
+                    ptr,
+                    layout,
+                    chunk_size: self.geo.stride,
+                    chunk_align: self.geo.align.get(),
+                },
+            );
+            return;
+        }
+        // SAFETY: the caller guarantees `ptr` is a live block of ours, so a chunk.
+        unsafe { self.free(ptr) }
+    }
+
+    unsafe fn resize_in_place(&self, _: NonNull<u8>, _: Layout, new_size: usize) -> bool {
+        new_size <= self.geo.stride
+    }
+}
+
+// SAFETY: forwards to the list, whose contract is `RawAlloc`'s.
+unsafe impl RawAlloc for Pool<'_> {
+    #[inline]
+    fn alloc_raw(&self, layout: Layout) -> Result<NonNull<u8>, AllocError> {
+        self.list.alloc_raw(layout)
+    }
+
+    #[inline]
+    unsafe fn dealloc_raw(&self, ptr: NonNull<u8>, layout: Layout) {
+        // SAFETY: the caller's contract.
+        unsafe { self.list.dealloc_raw(ptr, layout) }
+    }
+
+    unsafe fn resize_in_place(&self, ptr: NonNull<u8>, old: Layout, new_size: usize) -> bool {
+        // SAFETY: the caller's contract.
+        unsafe { self.list.resize_in_place(ptr, old, new_size) }
+    }
+}
+
+impl_allocator!(impl['a, 'buf] for &'a Pool<'buf>);
+
+#[cfg(test)]
+mod tests;

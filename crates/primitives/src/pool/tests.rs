@@ -1,0 +1,91 @@
+use std::prelude::rust_2024::*;
+
+use super::*;
+
+#[repr(C, align(64))]
+struct Buf([MaybeUninit<u8>; 1024]);
+
+fn buf() -> Buf {
+    Buf([MaybeUninit::uninit(); 1024])
+}
+
+#[test]
+fn lowering_the_high_water_mark_drops_the_free_top_run() {
+    let mut b = buf();
+    let pool = Pool::new(&mut b.0, Layout::new::<[u8; 32]>()).unwrap();
+    let chunks: Vec<_> = (0..10).map(|_| pool.alloc().unwrap()).collect();
+    // Free 9, 7, 8, 3 (a run 7..=9 at the top, and 3 below a live chunk).
+    for i in [9, 3, 7, 8] {
+        // SAFETY: each is a live chunk of `pool`, freed once.
+        unsafe { pool.free(chunks[i]) };
+    }
+    assert_eq!(pool.list.lower_high_water(), 7);
+    assert_eq!(pool.list.touched(), 7);
+    let report = pool.validate().unwrap();
+    assert_eq!((report.in_use, report.free_listed), (6, 1));
+    // The next chunks: 3 (the only listed one), then 7 again from the high-water mark.
+    assert_eq!(pool.alloc(), Some(chunks[3]));
+    assert_eq!(pool.alloc(), Some(chunks[7]));
+    for i in [0, 1, 2, 3, 4, 5, 6, 7] {
+        // SAFETY: live chunks of `pool`, freed once.
+        unsafe { pool.free(chunks[i]) };
+    }
+    // Everything free: the mark goes back to 0 and the list is empty.
+    assert_eq!(pool.list.lower_high_water(), 0);
+    assert_eq!(pool.validate().unwrap().untouched, pool.capacity());
+}
+
+#[test]
+fn lowering_keeps_the_mark_when_the_top_chunk_is_live() {
+    let mut b = buf();
+    let pool = Pool::new(&mut b.0, Layout::new::<[u8; 32]>()).unwrap();
+    let chunks: Vec<_> = (0..4).map(|_| pool.alloc().unwrap()).collect();
+    // SAFETY: live chunks of `pool`, freed once.
+    unsafe {
+        pool.free(chunks[2]);
+        pool.free(chunks[0]);
+    }
+    assert_eq!(pool.list.lower_high_water(), 4);
+    assert_eq!(pool.validate().unwrap().free_listed, 2);
+    // Sorted: the lowest free chunk goes out first.
+    assert_eq!(pool.alloc(), Some(chunks[0]));
+    // SAFETY: live chunks of `pool`, freed once.
+    unsafe {
+        pool.free(chunks[0]);
+        pool.free(chunks[1]);
+        pool.free(chunks[3]);
+    }
+}
+
+#[test]
+fn validate_finds_a_cycle_and_a_foreign_link() {
+    fn ignore(_: &PoolMisuse<'_>) {}
+    let mut b = buf();
+    let mut pool = Pool::new(&mut b.0, Layout::new::<[u8; 32]>()).unwrap();
+    pool.set_misuse_hook(ignore);
+    let a = pool.alloc().unwrap();
+    let c = pool.alloc().unwrap();
+    // SAFETY: `a` is live; then its link is pointed at itself, as a release-build
+    // double free would leave it.
+    unsafe {
+        pool.free(a);
+        a.cast::<Link>().write(Some(a));
+    }
+    assert!(matches!(
+        pool.validate(),
+        Err(PoolCorruption::Cycle { expected: 1 })
+    ));
+    let outside = NonNull::from(&0u64).cast::<u8>();
+    // SAFETY: `a` is free; its link is pointed outside the pool.
+    unsafe { a.cast::<Link>().write(Some(outside)) };
+    assert!(matches!(
+        pool.validate(),
+        Err(PoolCorruption::NotAChunk { position: 1, .. })
+    ));
+    // SAFETY: repair, then free `c`.
+    unsafe {
+        a.cast::<Link>().write(None);
+        pool.free(c);
+    }
+    assert_eq!(pool.validate().unwrap().free_listed, 2);
+}
