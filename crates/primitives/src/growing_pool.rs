@@ -224,7 +224,7 @@ impl<P: PageSource> GrowingPool<P> {
     /// use bento_primitives::GrowingPool;
     /// use core::alloc::Layout;
     ///
-    /// let pages = HeapPages::with_page_size(4096);
+    /// let pages = HeapPages::new();
     /// let pool = GrowingPool::with_source(pages, Layout::new::<[u8; 64]>(), 4096).unwrap();
     /// let chunks: Vec<_> = (0..1024).map(|_| pool.alloc().unwrap()).collect();
     /// for c in &chunks[100..] {

@@ -142,8 +142,8 @@ impl<'buf> SharedPool<'buf> {
     /// # #[repr(align(64))] struct Buf([MaybeUninit<u8>; 4096]);
     /// let mut buf = Buf([MaybeUninit::uninit(); 4096]);
     /// let pool = SharedPool::new(&mut buf.0, Layout::new::<[u8; 60]>()).unwrap();
-    /// // 64-byte chunks, each with a 4-byte link: 4096 / 68 = 60, less the padding.
-    /// assert_eq!(pool.capacity(), 59);
+    /// // 64-byte chunks, each with a 4-byte link: 4096 / 68 = 60.
+    /// assert_eq!(pool.capacity(), 60);
     /// ```
     pub fn new(buf: &'buf mut [MaybeUninit<u8>], chunk: Layout) -> Result<Self, PoolError> {
         let (stride, align) = Geometry::stride(chunk, size_of::<usize>(), align_of::<usize>())?;

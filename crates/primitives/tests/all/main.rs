@@ -3,6 +3,7 @@
 mod arena;
 mod bump;
 mod double;
+mod pool;
 mod stack;
 
 use core::mem::MaybeUninit;

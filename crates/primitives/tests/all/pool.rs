@@ -1,0 +1,762 @@
+//! Pool, TypedPool, GrowingPool and SharedPool: model runs, the debug checks, page
+//! figures, interop, and a threaded stress of the shared pool.
+
+use core::alloc::Layout;
+use core::cell::{Cell, RefCell};
+use core::mem::MaybeUninit;
+use core::ptr::NonNull;
+use std::sync::atomic::{AtomicPtr, Ordering};
+
+use allocator_api2::alloc::Allocator;
+use allocator_api2::boxed::Box;
+use allocator_api2::vec::Vec as ApiVec;
+use bento_align::Alignment;
+use bento_pages::{FaultyPages, HeapPages, Metered, PageSource};
+use bento_primitives::{
+    GROWING_POOL_COMMIT_STEP, GrowingPool, Pool, PoolBox, PoolMisuse, PoolReport, SharedPool,
+    TypedPool,
+};
+use bento_testkit::{Api02, Caps, End, Figures, Ops, SizeGen, Target, cases, run, seeded};
+
+use crate::Buffer;
+
+thread_local! {
+    /// The misuse the debug checks reported on this thread, as messages.
+    static SEEN: RefCell<Vec<String>> = const { RefCell::new(Vec::new()) };
+    /// The most chunks in use a model run's validations saw.
+    static PEAK_IN_USE: Cell<usize> = const { Cell::new(0) };
+}
+
+/// The figures of a pool's report, noting the peak in use.
+fn figures(report: PoolReport) -> Figures {
+    PEAK_IN_USE.with(|p| p.set(p.get().max(report.in_use)));
+    Figures {
+        live_blocks: Some(report.in_use),
+        live_bytes: None,
+    }
+}
+
+/// A misuse hook that records instead of panicking.
+fn record(misuse: &PoolMisuse<'_>) {
+    SEEN.with(|s| s.borrow_mut().push(misuse.to_string()));
+}
+
+/// The misuse recorded since the last call.
+fn seen() -> Vec<String> {
+    SEEN.with(|s| s.take())
+}
+
+/// Asserts one misuse was recorded and its message contains `what`.
+#[track_caller]
+fn assert_seen(what: &str) {
+    let seen = seen();
+    assert!(
+        seen.len() == 1 && seen[0].contains(what),
+        "expected one report containing {what:?}, got {seen:?}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// Pool
+
+#[test]
+fn creation_touches_no_chunk_and_chunks_come_back_last_freed_first() {
+    let mut buf = Buffer::pages(1);
+    for b in buf.bytes().iter_mut() {
+        b.write(0xAB);
+    }
+    let bytes = buf.bytes();
+    let base = NonNull::from(&mut *bytes).cast::<u8>();
+    let pool = Pool::new(bytes, Layout::new::<[u8; 64]>()).unwrap();
+    assert_eq!(
+        (pool.capacity(), pool.in_use(), pool.available()),
+        (64, 0, 64)
+    );
+    let a = pool.alloc().unwrap();
+    let b = pool.alloc().unwrap();
+    // SAFETY: chunks 2.. of the buffer, which the pool has not handed out, read as
+    // bytes the test wrote before creating it.
+    let untouched = (128..4096).all(|i| unsafe { base.add(i).read() } == 0xAB);
+    assert!(
+        untouched,
+        "creating the pool or taking two chunks wrote past them"
+    );
+    assert_eq!((a, b), (base, unsafe { base.add(64) }));
+    // SAFETY: live chunks of `pool`, each freed once.
+    unsafe {
+        pool.free(a);
+        pool.free(b);
+    }
+    assert_eq!(pool.alloc(), Some(b));
+    assert_eq!(pool.alloc(), Some(a));
+    let c = pool.alloc().unwrap();
+    assert_eq!(c, unsafe { base.add(128) }, "then the high-water mark");
+    // SAFETY: live chunks, freed once.
+    unsafe {
+        for p in [a, b, c] {
+            pool.free(p);
+        }
+    }
+    let report = pool.validate().unwrap();
+    assert_eq!((report.free_listed, report.untouched), (3, 61));
+}
+
+#[test]
+fn every_chunk_is_handed_out_once_then_none() {
+    let mut buf = Buffer::pages(1);
+    let pool = Pool::new(buf.bytes(), Layout::from_size_align(48, 16).unwrap()).unwrap();
+    let mut chunks: Vec<_> = core::iter::from_fn(|| pool.alloc()).collect();
+    assert_eq!(chunks.len(), 4096 / 48);
+    assert_eq!(pool.available(), 0);
+    chunks.sort();
+    for pair in chunks.windows(2) {
+        assert!(
+            pair[1].addr().get() - pair[0].addr().get() >= 48,
+            "chunks overlap"
+        );
+    }
+    assert!(chunks.iter().all(|c| c.addr().get() % 16 == 0));
+    for c in chunks {
+        // SAFETY: live chunks, freed once.
+        unsafe { pool.free(c) };
+    }
+    assert_eq!(pool.validate().unwrap().free_listed, 4096 / 48);
+}
+
+#[test]
+fn bad_pool_shapes_are_errors() {
+    let mut small = [MaybeUninit::uninit(); 7];
+    assert!(Pool::new(&mut small, Layout::new::<u8>()).is_err());
+    let mut buf = Buffer::pages(1);
+    assert!(Pool::new(buf.bytes(), Layout::new::<[u8; 4097]>()).is_err());
+    // An alignment above the buffer's: the first chunk starts further in, or none fits.
+    let big = Layout::from_size_align(64, 8192).unwrap();
+    let mut two = Buffer::pages(3);
+    let pool = Pool::new(two.bytes(), big).unwrap();
+    let c = pool.alloc().unwrap();
+    assert_eq!(c.addr().get() % 8192, 0);
+    // SAFETY: a live chunk, freed once.
+    unsafe { pool.free(c) };
+}
+
+#[test]
+fn pool_model() {
+    // Four chunks, so that programs fill the pool as well.
+    let mut buf = Buffer::pages(1);
+    let pool = Pool::new(&mut buf.bytes()[..4 * 96], Layout::new::<[u8; 96]>()).unwrap();
+    // Sizes around the chunk size (96): the ones above it must fail.
+    let caps = Caps::default()
+        .with_sizes(SizeGen::new(200).with_boundaries(&[96]))
+        .with_max_align(Alignment::new(32).unwrap())
+        .with_max_live(cases(200, 20))
+        .with_validate_every(3);
+    let r = seeded(cases(200, 1), |u| {
+        run(
+            &mut Api02::with_validate(&&pool, |p| {
+                p.validate().map(figures).map_err(|e| e.to_string())
+            }),
+            &caps,
+            u,
+        )
+    });
+    if !cfg!(miri) {
+        assert!(
+            r.allocs > 1000 && r.allocs_failed > 0 && r.resizes_in_place > 0,
+            "{r:?}"
+        );
+        assert_eq!(PEAK_IN_USE.get(), 4, "never filled: {r:?}");
+    }
+    assert_eq!(pool.in_use(), 0);
+}
+
+#[test]
+fn pool_interop_box_and_vec() {
+    let mut buf = Buffer::pages(1);
+    let pool = Pool::new(buf.bytes(), Layout::new::<[u64; 32]>()).unwrap();
+    let b = Box::new_in([7u64; 4], &pool);
+    let mut v: ApiVec<u64, &Pool<'_>> = ApiVec::with_capacity_in(8, &pool);
+    v.extend(0..32);
+    assert_eq!(v.iter().sum::<u64>(), 31 * 32 / 2);
+    assert!(v.try_reserve(1).is_err(), "33 u64s do not fit a chunk");
+    v.shrink_to_fit();
+    assert_eq!(b.iter().sum::<u64>(), 28);
+    assert_eq!(pool.in_use(), 2);
+    drop((b, v));
+    assert_eq!(pool.in_use(), 0);
+    let map_pool_buf = &mut Buffer::pages(4);
+    let map_pool = Pool::new(
+        map_pool_buf.bytes(),
+        Layout::from_size_align(2048, 16).unwrap(), // hashbrown aligns its table to 16
+    )
+    .unwrap();
+    let mut map = hashbrown::HashMap::new_in(&map_pool);
+    for i in 0..40u32 {
+        map.insert(i, i * i);
+    }
+    assert_eq!(map[&7], 49);
+    assert_eq!(map_pool.in_use(), 1);
+}
+
+#[cfg(debug_assertions)]
+#[test]
+fn pool_debug_checks_report_each_misuse_and_change_nothing() {
+    let mut buf = Buffer::pages(1);
+    let mut pool = Pool::new(buf.bytes(), Layout::new::<[u8; 32]>()).unwrap();
+    pool.set_misuse_hook(record);
+    let a = pool.alloc().unwrap();
+    let b = pool.alloc().unwrap();
+    let before = pool.validate().unwrap();
+    let outside = 0u64;
+    // SAFETY (each free below): the misuse under test; the debug checks refuse it
+    // before anything is written.
+    unsafe { pool.free(NonNull::from(&outside).cast()) };
+    assert_seen("is not a chunk of this pool");
+    unsafe { pool.free(a.add(8)) };
+    assert_seen("points inside the chunk");
+    unsafe { pool.free(a.add(5 * 32)) };
+    assert_seen("never handed out");
+    assert_eq!(pool.validate().unwrap(), before);
+
+    // SAFETY: `a` is live; then freed again (the misuse).
+    unsafe { pool.free(a) };
+    unsafe { pool.free(a) };
+    assert_seen("double free");
+    assert_eq!(pool.validate().unwrap().free_listed, 1);
+
+    // A write after free: `validate` sees it, and so does the next alloc.
+    // SAFETY: `a` is free; the write is the misuse under test (to our own buffer).
+    unsafe { a.add(10).write(0) };
+    assert!(
+        pool.validate()
+            .unwrap_err()
+            .to_string()
+            .contains("offset 10")
+    );
+    assert_eq!(pool.alloc(), Some(a));
+    assert_seen("write after free");
+
+    // An overwritten link: the rest of the list is dropped, never followed.
+    // SAFETY: `b` and then `a` live, freed once each; then `a`'s link is overwritten.
+    unsafe {
+        pool.free(b);
+        pool.free(a);
+        a.cast::<usize>().write(0x1234);
+    }
+    let c = pool.alloc().unwrap();
+    assert_seen("the rest of the free list is dropped");
+    assert_ne!(c, a);
+    assert_ne!(c, b);
+    // SAFETY: `c` is live.
+    unsafe { pool.free(c) };
+
+    // A wrong layout through the `Allocator` interface.
+    let d = (&pool).allocate(Layout::new::<u64>()).unwrap().cast::<u8>();
+    // SAFETY: the misuse under test: a layout larger than any chunk.
+    unsafe { (&pool).deallocate(d, Layout::new::<[u8; 64]>()) };
+    assert_seen("which no chunk of 32 bytes");
+    // SAFETY: `d` is live, with its real layout.
+    unsafe { (&pool).deallocate(d, Layout::new::<u64>()) };
+    assert!(seen().is_empty());
+}
+
+#[cfg(debug_assertions)]
+#[test]
+fn dropping_a_pool_reports_the_leak_list() {
+    let mut buf = Buffer::pages(1);
+    let mut pool = Pool::new(buf.bytes(), Layout::new::<[u8; 16]>()).unwrap();
+    pool.set_misuse_hook(record);
+    let chunks: Vec<_> = (0..5).map(|_| pool.alloc().unwrap()).collect();
+    // SAFETY: live chunks, freed once.
+    unsafe {
+        pool.free(chunks[3]);
+        pool.free(chunks[0]);
+    }
+    let live: Vec<_> = pool.live_chunks().iter().collect();
+    assert_eq!(live, [chunks[1], chunks[2], chunks[4]]);
+    drop(pool);
+    let seen = seen();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert!(
+        seen[0].contains("3 chunk(s) in use")
+            && seen[0].contains(&format!("{:p} {:p} {:p}", chunks[1], chunks[2], chunks[4])),
+        "{seen:?}"
+    );
+}
+
+#[cfg(debug_assertions)]
+#[test]
+#[should_panic(expected = "double free")]
+fn the_default_hook_panics() {
+    let mut buf = Buffer::pages(1);
+    let pool = Pool::new(buf.bytes(), Layout::new::<u64>()).unwrap();
+    let a = pool.alloc().unwrap();
+    // SAFETY: the double free under test.
+    unsafe {
+        pool.free(a);
+        pool.free(a);
+    }
+}
+
+#[cfg(debug_assertions)]
+#[test]
+fn freed_chunks_are_poisoned() {
+    let mut buf = Buffer::pages(1);
+    let pool = Pool::new(buf.bytes(), Layout::new::<[u8; 32]>()).unwrap();
+    let a = pool.alloc().unwrap();
+    // SAFETY: `a` is live, then freed; reading our own buffer after that is the check.
+    unsafe {
+        a.write_bytes(0x11, 32);
+        pool.free(a);
+        assert!((8..32).all(|i| a.add(i).read() == 0xDD));
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// TypedPool
+
+/// A `TypedPool` of 64-byte values as a testkit target: every block is one value,
+/// resized in place within it.
+struct TypedTarget<'p, 'buf>(&'p TypedPool<'buf, [u8; 64]>);
+
+impl Target for TypedTarget<'_, '_> {
+    fn allocate(&mut self, _: End, layout: Layout, _zeroed: bool) -> Option<NonNull<[u8]>> {
+        if layout.size() == 0 {
+            let p = NonNull::without_provenance(layout.align().try_into().unwrap());
+            return Some(NonNull::slice_from_raw_parts(p, 0));
+        }
+        if layout.size() > 64 || layout.align() > 8 {
+            return None;
+        }
+        // The value is zeroes, so the block is zeroed whether asked or not.
+        let b = self.0.alloc([0; 64]).ok()?;
+        Some(NonNull::slice_from_raw_parts(
+            PoolBox::into_raw(b).cast(),
+            64,
+        ))
+    }
+
+    unsafe fn deallocate(&mut self, _: End, ptr: NonNull<u8>, layout: Layout) {
+        if layout.size() != 0 {
+            // SAFETY: `ptr` came from `into_raw` on a box of this pool, freed once.
+            drop(unsafe { PoolBox::from_raw(self.0, ptr.cast()) });
+        }
+    }
+
+    unsafe fn grow(
+        &mut self,
+        _: End,
+        ptr: NonNull<u8>,
+        old: Layout,
+        new: Layout,
+        zeroed: bool,
+    ) -> Option<NonNull<[u8]>> {
+        if old.size() == 0 || new.size() > 64 || new.align() > 8 {
+            return None;
+        }
+        if zeroed {
+            // SAFETY: the block is 64 bytes; `[old, 64)` lies inside it (the block is
+            // returned whole, so all of it past the old size reads as zero).
+            unsafe { ptr.add(old.size()).write_bytes(0, 64 - old.size()) };
+        }
+        Some(NonNull::slice_from_raw_parts(ptr, 64))
+    }
+
+    unsafe fn shrink(
+        &mut self,
+        _: End,
+        ptr: NonNull<u8>,
+        old: Layout,
+        new: Layout,
+    ) -> Option<NonNull<[u8]>> {
+        if new.size() == 0 || new.align() > 8 {
+            return None;
+        }
+        let _ = old;
+        Some(NonNull::slice_from_raw_parts(ptr, 64))
+    }
+
+    fn validate(&mut self) -> Result<Figures, String> {
+        self.0.validate().map(figures).map_err(|e| e.to_string())
+    }
+}
+
+#[test]
+fn typed_pool_model() {
+    let mut buf = Buffer::pages(1);
+    let pool = TypedPool::<[u8; 64]>::new(&mut buf.bytes()[..4 * 64]).unwrap();
+    let caps = Caps::default()
+        .with_sizes(SizeGen::new(80).with_boundaries(&[64]))
+        .with_max_align(Alignment::new(16).unwrap())
+        .with_max_live(cases(200, 20))
+        .with_validate_every(3);
+    let r = seeded(cases(200, 1), |u| run(&mut TypedTarget(&pool), &caps, u));
+    if !cfg!(miri) {
+        assert!(
+            r.allocs > 1000 && r.allocs_failed > 0 && r.resizes > 0,
+            "{r:?}"
+        );
+        assert_eq!(PEAK_IN_USE.get(), 4, "never filled: {r:?}");
+    }
+    assert_eq!(pool.in_use(), 0);
+}
+
+// ---------------------------------------------------------------------------------------
+// GrowingPool
+
+type Faulty = FaultyPages<HeapPages>;
+
+/// A `GrowingPool` as a testkit target: `trim` is `shrink`, `fail_next` injects
+/// commit failures.
+struct GrowingTarget<'a>(&'a GrowingPool<Faulty>);
+
+impl Target for GrowingTarget<'_> {
+    fn allocate(&mut self, end: End, layout: Layout, zeroed: bool) -> Option<NonNull<[u8]>> {
+        Api02::new(&self.0).allocate(end, layout, zeroed)
+    }
+
+    unsafe fn deallocate(&mut self, end: End, ptr: NonNull<u8>, layout: Layout) {
+        // SAFETY: the interpreter upholds `Target::deallocate`'s contract.
+        unsafe { Api02::new(&self.0).deallocate(end, ptr, layout) }
+    }
+
+    unsafe fn grow(
+        &mut self,
+        end: End,
+        ptr: NonNull<u8>,
+        old: Layout,
+        new: Layout,
+        zeroed: bool,
+    ) -> Option<NonNull<[u8]>> {
+        // SAFETY: the interpreter upholds `Target::grow`'s contract.
+        unsafe { Api02::new(&self.0).grow(end, ptr, old, new, zeroed) }
+    }
+
+    unsafe fn shrink(
+        &mut self,
+        end: End,
+        ptr: NonNull<u8>,
+        old: Layout,
+        new: Layout,
+    ) -> Option<NonNull<[u8]>> {
+        // SAFETY: the interpreter upholds `Target::shrink`'s contract.
+        unsafe { Api02::new(&self.0).shrink(end, ptr, old, new) }
+    }
+
+    fn trim(&mut self) {
+        let before = self.0.committed();
+        let given = self.0.shrink();
+        assert_eq!(self.0.committed(), before - given);
+    }
+
+    fn fail_next(&mut self, k: u32) {
+        self.0.source().fail_commit(k as usize);
+    }
+
+    fn validate(&mut self) -> Result<Figures, String> {
+        self.0.validate().map(figures).map_err(|e| e.to_string())
+    }
+}
+
+#[test]
+fn growing_pool_model_with_shrinks_and_commit_failures() {
+    let pages = Faulty::new(HeapPages::new());
+    let max = cases(2000, 200);
+    let pool = GrowingPool::with_source(pages, Layout::new::<[u8; 200]>(), max).unwrap();
+    let caps = Caps::default()
+        .with_ops(Ops::TRIM | Ops::FAIL_NEXT)
+        .with_sizes(SizeGen::new(300).with_boundaries(&[200]))
+        .with_max_align(Alignment::new(16).unwrap())
+        .with_max_live(cases(1000, 40))
+        .with_validate_every(4);
+    let r = seeded(cases(150, 1), |u| {
+        pool.source().heal();
+        run(&mut GrowingTarget(&pool), &caps, u)
+    });
+    if !cfg!(miri) {
+        assert!(r.allocs > 1000 && r.allocs_failed > 0, "{r:?}");
+        assert!(
+            pool.source().injected() > 0,
+            "no commit failure was injected"
+        );
+    }
+    pool.source().heal();
+    pool.shrink();
+    assert_eq!(
+        pool.committed(),
+        0,
+        "everything free: every page given back"
+    );
+}
+
+#[test]
+fn growing_pool_commits_as_it_grows_and_shrink_gives_whole_pages_back() {
+    let pages = Metered::new(HeapPages::new());
+    let pool = GrowingPool::with_source(&pages, Layout::new::<[u8; 64]>(), 10_000).unwrap();
+    assert_eq!(pool.reserved(), 10_000 * 64 / 4096 * 4096 + 4096);
+    assert_eq!((pool.committed(), pages.stats().committed), (0, 0));
+    let step_chunks = GROWING_POOL_COMMIT_STEP / 64;
+    let mut chunks: Vec<_> = (0..step_chunks).map(|_| pool.alloc().unwrap()).collect();
+    assert_eq!(
+        pool.committed(),
+        GROWING_POOL_COMMIT_STEP,
+        "one step covers them"
+    );
+    chunks.push(pool.alloc().unwrap());
+    assert_eq!(pool.committed(), 2 * GROWING_POOL_COMMIT_STEP);
+    assert_eq!(pages.stats().committed, pool.committed());
+    for (i, c) in chunks.iter().enumerate() {
+        // SAFETY: live 64-byte chunks.
+        unsafe { c.write_bytes(i as u8, 64) };
+    }
+    // Free everything above chunk 99 (and a few below): chunks 0..100 fill 100 * 64
+    // bytes, so two pages stay.
+    for c in chunks.drain(100..) {
+        // SAFETY: live chunks, freed once.
+        unsafe { pool.free(c) };
+    }
+    // SAFETY: live chunks, freed once.
+    unsafe {
+        pool.free(chunks[10]);
+        pool.free(chunks[20]);
+    }
+    let given = pool.shrink();
+    assert_eq!(pool.committed(), 2 * 4096);
+    assert_eq!(given, 2 * GROWING_POOL_COMMIT_STEP - 2 * 4096);
+    assert_eq!(pages.stats().committed, 2 * 4096);
+    let report = pool.validate().unwrap();
+    assert_eq!((report.in_use, report.free_listed), (98, 2));
+    for (i, c) in chunks.iter().enumerate() {
+        if i != 10 && i != 20 {
+            // SAFETY: live chunks; the shrink left them alone.
+            assert!(unsafe { c.add(63).read() } == i as u8, "chunk {i} changed");
+        }
+    }
+    // Growing again: the sorted list first (10, 20), then the high-water mark.
+    assert_eq!(pool.alloc(), Some(chunks[10]));
+    assert_eq!(pool.alloc(), Some(chunks[20]));
+    let next = pool.alloc().unwrap();
+    // SAFETY: chunk 0 and the chunk 100 places on are both in the reservation.
+    assert_eq!(next, unsafe { chunks[0].add(100 * 64) });
+    // SAFETY: a live 64-byte chunk.
+    unsafe { next.write_bytes(1, 64) };
+    // SAFETY: live chunks, freed once.
+    unsafe {
+        pool.free(next);
+        for c in chunks {
+            pool.free(c);
+        }
+    }
+    drop(pool);
+    let stats = pages.stats();
+    assert_eq!(
+        (stats.committed, stats.reserved),
+        (0, 0),
+        "drop gives everything back"
+    );
+}
+
+#[test]
+fn a_refused_commit_is_none_and_changes_nothing() {
+    let pages = Faulty::new(HeapPages::new());
+    let pool = GrowingPool::with_source(pages, Layout::new::<[u8; 4096]>(), 64).unwrap();
+    let a = pool.alloc().unwrap();
+    let before = pool.validate().unwrap();
+    let held: Vec<_> = (1..16).map(|_| pool.alloc().unwrap()).collect();
+    assert_eq!(pool.committed(), GROWING_POOL_COMMIT_STEP);
+    // The step is refused, and then the single page as well.
+    pool.source().fail_commits_from(0);
+    assert_eq!(pool.alloc(), None);
+    assert_eq!(pool.committed(), GROWING_POOL_COMMIT_STEP);
+    // Only the step refused: the retry commits just the page needed.
+    pool.source().heal();
+    pool.source().fail_commit(0);
+    let b = pool.alloc().unwrap();
+    assert_eq!(pool.committed(), GROWING_POOL_COMMIT_STEP + 4096);
+    // SAFETY: live chunks, freed once.
+    unsafe {
+        pool.free(b);
+        for c in held {
+            pool.free(c);
+        }
+    }
+    pool.shrink();
+    assert_eq!((pool.committed(), pool.validate().unwrap()), (4096, before));
+    // SAFETY: live, freed once.
+    unsafe { pool.free(a) };
+}
+
+#[test]
+fn growing_pool_bad_shapes_are_errors() {
+    let pages = Faulty::new(HeapPages::new());
+    assert!(GrowingPool::with_source(&pages, Layout::new::<u64>(), 0).is_err());
+    assert!(GrowingPool::with_source(&pages, Layout::new::<u64>(), usize::MAX / 4).is_err());
+    pages.fail_reserve(0);
+    assert!(GrowingPool::with_source(&pages, Layout::new::<u64>(), 10).is_err());
+    // A chunk aligned above the page: the reservation is aligned for it.
+    let big = Layout::from_size_align(100, 2 * pages.page_size()).unwrap();
+    let pool = GrowingPool::with_source(&pages, big, 3).unwrap();
+    let c = pool.alloc().unwrap();
+    assert_eq!(c.addr().get() % big.align(), 0);
+    // SAFETY: live, freed once.
+    unsafe { pool.free(c) };
+}
+
+// ---------------------------------------------------------------------------------------
+// SharedPool
+
+#[test]
+fn shared_pool_single_thread_basics() {
+    let mut buf = Buffer::pages(1);
+    for b in buf.bytes().iter_mut() {
+        b.write(0xAB);
+    }
+    let mut pool = SharedPool::new(buf.bytes(), Layout::new::<[u8; 60]>()).unwrap();
+    assert_eq!(pool.capacity(), 60);
+    let a = pool.alloc().unwrap();
+    let b = pool.alloc().unwrap();
+    assert_eq!(b.addr().get() - a.addr().get(), 64);
+    // SAFETY: live chunks, freed once.
+    unsafe {
+        pool.free(a);
+        pool.free(b);
+    }
+    assert_eq!((pool.alloc(), pool.alloc()), (Some(b), Some(a)));
+    let rest: Vec<_> = core::iter::from_fn(|| pool.alloc()).collect();
+    assert_eq!(rest.len(), 58);
+    let report = pool.validate().unwrap();
+    assert_eq!((report.in_use, report.untouched), (60, 0));
+    // SAFETY: live chunks, freed once.
+    unsafe {
+        pool.free(a);
+        pool.free(b);
+        for c in rest {
+            pool.free(c);
+        }
+    }
+    assert_eq!(pool.in_use(), 0);
+    assert_eq!(pool.validate().unwrap().free_listed, 60);
+}
+
+#[test]
+fn shared_pool_model_and_interop() {
+    let mut buf = Buffer::pages(cases(4, 1));
+    let mut pool = SharedPool::new(buf.bytes(), Layout::new::<[u8; 128]>()).unwrap();
+    let caps = Caps::default()
+        .with_sizes(SizeGen::new(200).with_boundaries(&[128]))
+        .with_max_align(Alignment::new(16).unwrap())
+        .with_max_live(cases(200, 20));
+    let r = seeded(cases(100, 1), |u| run(&mut Api02::new(&&pool), &caps, u));
+    if !cfg!(miri) {
+        assert!(r.allocs > 500 && r.allocs_failed > 0, "{r:?}");
+    }
+    assert_eq!(pool.in_use(), 0);
+    pool.validate().unwrap();
+    let b = Box::new_in(5u32, &pool);
+    assert_eq!(*b, 5);
+}
+
+#[cfg(debug_assertions)]
+#[test]
+fn shared_pool_debug_checks() {
+    let mut buf = Buffer::pages(1);
+    let mut pool = SharedPool::new(buf.bytes(), Layout::new::<[u8; 32]>()).unwrap();
+    pool.set_misuse_hook(record);
+    let a = pool.alloc().unwrap();
+    let outside = 0u64;
+    // SAFETY (each free below): the misuse under test, refused before any write.
+    unsafe { pool.free(NonNull::from(&outside).cast()) };
+    assert_seen("is not a chunk of this pool");
+    unsafe { pool.free(a.add(1)) };
+    assert_seen("points inside");
+    unsafe { pool.free(a.add(32)) };
+    assert_seen("never handed out");
+    // SAFETY: `a` is live; the second free is the misuse.
+    unsafe {
+        pool.free(a);
+        pool.free(a);
+    }
+    assert_seen("double free");
+    assert_eq!(pool.validate().unwrap().free_listed, 1);
+    // SAFETY: `a` is free; the write is the misuse under test.
+    unsafe { a.add(3).write(1) };
+    assert_eq!(pool.alloc(), Some(a));
+    assert_seen("offset 3");
+    let _leak = pool.alloc().unwrap();
+    drop(pool);
+    assert_seen("2 chunk(s) in use");
+}
+
+/// Threads pass chunks to each other through shared slots and check, before freeing
+/// one, that it holds the fill its writer left: a chunk handed out twice would be
+/// overwritten by its second owner.
+fn transfer_stress(pool: &SharedPool<'_>, threads: usize, rounds: usize) {
+    const CHUNK: usize = 64;
+    let slots: Vec<AtomicPtr<u8>> = (0..8)
+        .map(|_| AtomicPtr::new(core::ptr::null_mut()))
+        .collect();
+    std::thread::scope(|s| {
+        for t in 0..threads {
+            let slots = &slots;
+            s.spawn(move || {
+                let mut x = (t as u32).wrapping_mul(2_654_435_761) | 1;
+                for round in 0..rounds {
+                    let Some(c) = pool.alloc() else { continue };
+                    let fill = (t * 31 + round) as u8;
+                    // SAFETY: `c` is a 64-byte chunk this thread owns.
+                    unsafe { c.write_bytes(fill, CHUNK) };
+                    x ^= x << 13;
+                    x ^= x >> 17;
+                    x ^= x << 5;
+                    let slot = &slots[x as usize % slots.len()];
+                    let got = slot.swap(c.as_ptr(), Ordering::AcqRel);
+                    if let Some(got) = NonNull::new(got) {
+                        // SAFETY: the swap handed this thread sole ownership of `got`,
+                        // written before its owner's release swap.
+                        let first = unsafe { got.read() };
+                        let whole = (1..CHUNK).all(|i| unsafe { got.add(i).read() } == first);
+                        assert!(whole, "a chunk was written by two owners");
+                        // SAFETY: a live chunk of `pool`, freed once.
+                        unsafe { pool.free(got) };
+                    }
+                }
+            });
+        }
+    });
+    for slot in slots {
+        if let Some(c) = NonNull::new(slot.into_inner()) {
+            // SAFETY: left in a slot: a live chunk, freed once.
+            unsafe { pool.free(c) };
+        }
+    }
+}
+
+#[test]
+fn shared_pool_stress_four_threads() {
+    let mut buf = Buffer::pages(cases(64, 1));
+    let mut pool = SharedPool::new(buf.bytes(), Layout::new::<[u8; 64]>()).unwrap();
+    transfer_stress(&pool, 4, cases(1_000_000, 150));
+    // Every chunk came back exactly once: nothing in use, and taking them all gives
+    // each chunk once.
+    assert_eq!(pool.validate().unwrap().in_use, 0);
+    let mut all: Vec<_> = core::iter::from_fn(|| pool.alloc()).collect();
+    assert_eq!(all.len(), pool.capacity());
+    all.sort();
+    all.dedup();
+    assert_eq!(all.len(), pool.capacity(), "a chunk came out twice");
+    for c in all {
+        // SAFETY: live, freed once.
+        unsafe { pool.free(c) };
+    }
+}
+
+#[test]
+fn shared_pool_stress_with_a_tiny_pool() {
+    // Four chunks for three threads: the list is empty most of the time and every
+    // chunk is reused constantly, the ABA-prone regime.
+    let mut buf = Buffer::pages(1);
+    let bytes = &mut buf.bytes()[..4 * (64 + 4) + 64];
+    let mut pool = SharedPool::new(bytes, Layout::new::<[u8; 64]>()).unwrap();
+    assert!(pool.capacity() >= 4);
+    transfer_stress(&pool, 3, cases(200_000, 100));
+    assert_eq!(pool.validate().unwrap().in_use, 0);
+}
