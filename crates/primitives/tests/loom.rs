@@ -1,0 +1,191 @@
+//! Loom models of `SharedPool`'s lock-free free list: concurrent pops and pushes lose
+//! and duplicate nothing, the ABA interleaving fails its swap, and a chunk's contents
+//! pass from one owner to the next without a data race.
+//!
+//! Run with `cargo xtask loom` (`RUSTFLAGS="--cfg bento_loom"`, feature `loom`).
+#![cfg(bento_loom)]
+
+use core::alloc::Layout;
+use core::mem::MaybeUninit;
+use core::ptr::NonNull;
+
+use bento_primitives::SharedPool;
+use loom::cell::UnsafeCell;
+use loom::sync::Arc;
+use loom::thread;
+
+const CHUNK: usize = 64;
+
+/// A pool for a model (leaked: loom threads need `'static`) with `n` chunks in play:
+/// every other chunk is taken for good, the `n` are handed out once and those in
+/// `free_order` freed in that order, so the free list is `free_order` reversed (the
+/// last freed on top). Returns the pool and the `n` chunks.
+fn pool_with_list(n: usize, free_order: &[usize]) -> (&'static SharedPool<'static>, Vec<NonNull<u8>>) {
+    let bytes = n * (CHUNK + 64) + CHUNK;
+    let buf: &'static mut [MaybeUninit<u8>] =
+        Box::leak(vec![MaybeUninit::uninit(); bytes].into_boxed_slice());
+    let pool = SharedPool::new(buf, Layout::new::<[u8; CHUNK]>()).unwrap();
+    assert!(pool.capacity() >= n);
+    let pool: &'static SharedPool<'static> = Box::leak(Box::new(pool));
+    let chunks: Vec<_> = (0..n).map(|_| pool.alloc().unwrap()).collect();
+    // No chunk above the high-water mark is left: the list is all there is.
+    while pool.alloc().is_some() {}
+    for &i in free_order {
+        // SAFETY: each chunk is live and freed once.
+        unsafe { pool.free(chunks[i]) };
+    }
+    (pool, chunks)
+}
+
+/// One payload cell per chunk: an owner writes its id and reads it back, so loom
+/// reports a race if a chunk's handover lacks a happens-before edge.
+struct Payloads {
+    cells: Vec<UnsafeCell<usize>>,
+    chunks: Vec<NonNull<u8>>,
+}
+
+// SAFETY: the pointers are only compared, never dereferenced, by the model.
+unsafe impl Send for Payloads {}
+// SAFETY: as above; the cells are loom's, which check their own accesses.
+unsafe impl Sync for Payloads {}
+
+impl Payloads {
+    fn new(chunks: &[NonNull<u8>]) -> Arc<Self> {
+        Arc::new(Self {
+            cells: chunks.iter().map(|_| UnsafeCell::new(0)).collect(),
+            chunks: chunks.to_vec(),
+        })
+    }
+
+    /// Writes `owner` into the chunk's payload and checks it reads back.
+    fn own(&self, chunk: NonNull<u8>, owner: usize) {
+        let i = self
+            .chunks
+            .iter()
+            .position(|&c| c == chunk)
+            .expect("a chunk of the pool");
+        // SAFETY: loom checks that no other thread accesses the cell concurrently.
+        self.cells[i].with_mut(|p| unsafe { *p = owner });
+        // SAFETY: as above.
+        assert_eq!(self.cells[i].with(|p| unsafe { *p }), owner);
+    }
+}
+
+/// Pointers handed between loom threads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Chunk(NonNull<u8>);
+
+// SAFETY: a chunk pointer is owned by one thread at a time (the model's protocol).
+unsafe impl Send for Chunk {}
+
+/// Drains the pool and checks it holds exactly `expect` chunks, each once.
+fn drain_exactly(pool: &SharedPool<'_>, mut expect: Vec<NonNull<u8>>) {
+    let mut got: Vec<_> = core::iter::from_fn(|| pool.alloc()).collect();
+    got.sort();
+    expect.sort();
+    assert_eq!(got, expect, "the free list lost or duplicated a chunk");
+}
+
+/// Two threads each pop two chunks and push them back: afterwards the list holds all
+/// four chunks, each once, whatever the interleaving.
+#[test]
+fn two_threads_pop_two_and_push_them_back() {
+    loom::model(|| {
+        let (pool, chunks) = pool_with_list(4, &[3, 2, 1, 0]);
+        let payloads = Payloads::new(&chunks);
+        let handles: Vec<_> = (1..=2)
+            .map(|owner| {
+                let payloads = Arc::clone(&payloads);
+                thread::spawn(move || {
+                    let a = pool.alloc().expect("at most four chunks are out");
+                    let b = pool.alloc().expect("at most four chunks are out");
+                    assert_ne!(a, b);
+                    payloads.own(a, owner);
+                    payloads.own(b, owner);
+                    // SAFETY: chunks this thread took, freed once.
+                    unsafe {
+                        pool.free(b);
+                        pool.free(a);
+                    }
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().unwrap();
+        }
+        drain_exactly(pool, chunks);
+    });
+}
+
+/// The ABA trace: T1 reads head A (next B) and stalls; T2 pops A and B and pushes A
+/// back; T1's swap must fail (the tag moved), so B, which T2 holds, is never handed
+/// out again. Loom runs every interleaving, this one included.
+#[test]
+fn aba_swap_fails_and_b_is_never_handed_out_twice() {
+    loom::model(|| {
+        // The list is A -> B -> C (A on top).
+        let (pool, chunks) = pool_with_list(3, &[2, 1, 0]);
+        let payloads = Payloads::new(&chunks);
+        let t1 = {
+            let payloads = Arc::clone(&payloads);
+            thread::spawn(move || {
+                let x = pool.alloc().expect("three chunks, at most three out");
+                payloads.own(x, 1);
+                Chunk(x)
+            })
+        };
+        let t2 = {
+            let payloads = Arc::clone(&payloads);
+            thread::spawn(move || {
+                let a = pool.alloc().expect("three chunks, at most three out");
+                let b = pool.alloc().expect("three chunks, at most three out");
+                payloads.own(a, 2);
+                payloads.own(b, 2);
+                // SAFETY: `a` is this thread's, freed once.
+                unsafe { pool.free(a) };
+                Chunk(b)
+            })
+        };
+        let Chunk(x) = t1.join().unwrap();
+        let Chunk(b) = t2.join().unwrap();
+        assert_ne!(x, b, "one chunk handed to two owners");
+        // The list holds the third chunk (and the one T2 pushed back, unless T1 took
+        // it): everything but `x` and `b`.
+        let rest: Vec<_> = chunks.iter().copied().filter(|&c| c != x && c != b).collect();
+        drain_exactly(pool, rest);
+    });
+}
+
+/// A free racing an allocation from an empty list: the allocating thread either takes
+/// the freed chunk, its contents handed over without a race, or finds nothing and
+/// leaves it on the list; never a torn state.
+#[test]
+fn an_alloc_racing_a_free_takes_the_chunk_whole_or_not_at_all() {
+    loom::model(|| {
+        // Two chunks in play, one kept out, one held by T1.
+        let (pool, chunks) = pool_with_list(2, &[]);
+        let payloads = Payloads::new(&chunks);
+        let held = Chunk(chunks[1]);
+        let t1 = {
+            let payloads = Arc::clone(&payloads);
+            thread::spawn(move || {
+                let Chunk(c) = held;
+                payloads.own(c, 1);
+                // SAFETY: the chunk was handed to this thread, freed once.
+                unsafe { pool.free(c) };
+            })
+        };
+        let got = pool.alloc();
+        if let Some(c) = got {
+            payloads.own(c, 2);
+        }
+        t1.join().unwrap();
+        match got {
+            Some(c) => {
+                assert_eq!(c, chunks[1]);
+                drain_exactly(pool, vec![]);
+            }
+            None => drain_exactly(pool, vec![chunks[1]]),
+        }
+    });
+}
