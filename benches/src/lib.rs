@@ -94,3 +94,247 @@ pub fn bento_arena_16<P: PageSource>(arena: &mut Arena<P>, n: usize) -> u64 {
 pub fn buffer(bytes: usize) -> Vec<MaybeUninit<u8>> {
     vec![MaybeUninit::uninit(); bytes]
 }
+
+// ---------------------------------------------------------------------------------------
+// Pools: 64-byte chunks.
+
+/// The chunk size the pool figures are quoted for.
+pub const CHUNK: usize = 64;
+
+/// Chunks in one LIFO batch.
+pub const BATCH: usize = 100;
+
+/// Something that hands out and takes back 64-byte chunks, so that one workload drives
+/// every pool and its peers.
+pub trait Chunks {
+    /// What identifies a chunk (a pointer, or a slab key).
+    type Handle: Copy;
+
+    /// Takes a chunk and writes `tag` into its first word.
+    fn take(&mut self, tag: u64) -> Self::Handle;
+
+    /// Gives a chunk back.
+    ///
+    /// # Safety
+    ///
+    /// The caller must ensure `h` came from `take` on `self` and is given back once.
+    unsafe fn give(&mut self, h: Self::Handle);
+}
+
+/// The reference: a bare intrusive free list, threaded through every chunk when it is
+/// made (the seed's init loop), with no bounds, counters or checks.
+#[derive(Debug)]
+pub struct BareFreeList {
+    head: Option<core::ptr::NonNull<u8>>,
+}
+
+impl BareFreeList {
+    /// Threads every 64-byte chunk of `buf` (8-aligned) onto the list.
+    pub fn new(buf: &mut [MaybeUninit<u8>]) -> Self {
+        let mut head = None;
+        for chunk in buf.chunks_exact_mut(CHUNK).rev() {
+            let p = core::ptr::NonNull::from(chunk).cast::<u8>();
+            // SAFETY: a 64-byte chunk of the buffer, 8-aligned (the buffer is).
+            unsafe { p.cast::<Option<core::ptr::NonNull<u8>>>().write(head) };
+            head = Some(p);
+        }
+        Self { head }
+    }
+}
+
+impl Chunks for BareFreeList {
+    type Handle = core::ptr::NonNull<u8>;
+
+    #[inline]
+    fn take(&mut self, tag: u64) -> Self::Handle {
+        let p = self.head.expect("the run fits the list");
+        // SAFETY: a free chunk: its first word is the link; then it is ours.
+        unsafe {
+            self.head = p.cast::<Option<core::ptr::NonNull<u8>>>().read();
+            p.cast::<u64>().write(tag);
+        }
+        p
+    }
+
+    #[inline]
+    unsafe fn give(&mut self, p: Self::Handle) {
+        // SAFETY: the caller gives back a chunk of ours, once.
+        unsafe { p.cast::<Option<core::ptr::NonNull<u8>>>().write(self.head) };
+        self.head = Some(p);
+    }
+}
+
+impl Chunks for &bento_primitives::Pool<'_> {
+    type Handle = core::ptr::NonNull<u8>;
+
+    #[inline]
+    fn take(&mut self, tag: u64) -> Self::Handle {
+        let p = self.alloc().expect("the run fits the pool");
+        // SAFETY: a fresh 64-byte chunk.
+        unsafe { p.cast::<u64>().write(tag) };
+        p
+    }
+
+    #[inline]
+    unsafe fn give(&mut self, p: Self::Handle) {
+        // SAFETY: the caller's contract.
+        unsafe { self.free(p) }
+    }
+}
+
+impl Chunks for &bento_primitives::SharedPool<'_> {
+    type Handle = core::ptr::NonNull<u8>;
+
+    #[inline]
+    fn take(&mut self, tag: u64) -> Self::Handle {
+        let p = self.alloc().expect("the run fits the pool");
+        // SAFETY: a fresh 64-byte chunk.
+        unsafe { p.cast::<u64>().write(tag) };
+        p
+    }
+
+    #[inline]
+    unsafe fn give(&mut self, p: Self::Handle) {
+        // SAFETY: the caller's contract.
+        unsafe { self.free(p) }
+    }
+}
+
+/// A slab entry of 64 bytes whose first word is written, the rest left as is.
+#[derive(Clone, Copy, Debug)]
+#[repr(C, align(8))]
+pub struct Entry64 {
+    /// The word the workloads write.
+    pub first: u64,
+    rest: MaybeUninit<[u8; CHUNK - 8]>,
+}
+
+impl Chunks for slab::Slab<Entry64> {
+    type Handle = usize;
+
+    #[inline]
+    fn take(&mut self, tag: u64) -> usize {
+        self.insert(Entry64 {
+            first: tag,
+            rest: MaybeUninit::uninit(),
+        })
+    }
+
+    #[inline]
+    unsafe fn give(&mut self, key: usize) {
+        self.remove(key);
+    }
+}
+
+/// A `GlobalAlloc` handing out 64-byte, 8-aligned blocks (the system allocator, as
+/// `Box` uses it, or mimalloc).
+#[derive(Debug)]
+pub struct Global<A>(pub A);
+
+const CHUNK_LAYOUT: core::alloc::Layout = match core::alloc::Layout::from_size_align(CHUNK, 8) {
+    Ok(l) => l,
+    Err(_) => unreachable!(),
+};
+
+impl<A: std::alloc::GlobalAlloc> Chunks for Global<A> {
+    type Handle = core::ptr::NonNull<u8>;
+
+    #[inline]
+    fn take(&mut self, tag: u64) -> Self::Handle {
+        // SAFETY: a non-zero-size layout.
+        let p = core::ptr::NonNull::new(unsafe { self.0.alloc(CHUNK_LAYOUT) })
+            .expect("the allocator has memory");
+        // SAFETY: a fresh 64-byte block.
+        unsafe { p.cast::<u64>().write(tag) };
+        p
+    }
+
+    #[inline]
+    unsafe fn give(&mut self, p: Self::Handle) {
+        // SAFETY: the caller gives back a block of ours, with its layout.
+        unsafe { self.0.dealloc(p.as_ptr(), CHUNK_LAYOUT) }
+    }
+}
+
+/// `rounds` batches: take [`BATCH`] chunks, then give them back newest first.
+#[inline]
+pub fn lifo_batches<C: Chunks>(chunks: &mut C, rounds: usize) -> u64 {
+    let mut held: [Option<C::Handle>; BATCH] = [None; BATCH];
+    let mut acc = 0u64;
+    for round in 0..rounds {
+        for (i, slot) in held.iter_mut().enumerate() {
+            *slot = Some(chunks.take((round * BATCH + i) as u64));
+        }
+        for slot in held.iter().rev() {
+            acc = acc.wrapping_add(1);
+            // SAFETY: each handle was just taken, given back once.
+            unsafe { chunks.give(slot.expect("filled above")) };
+        }
+    }
+    acc
+}
+
+/// `steps` replacements in a set of live chunks: give back `live[order[k]]` and take a
+/// new chunk in its place (random order, as many live as `live` holds).
+#[inline]
+pub fn random_replace<C: Chunks>(chunks: &mut C, live: &mut [C::Handle], order: &[u32]) -> u64 {
+    let mut acc = 0u64;
+    for (k, &i) in order.iter().enumerate() {
+        let slot = &mut live[i as usize];
+        // SAFETY: every handle in `live` is a chunk in use, replaced as it is freed.
+        unsafe { chunks.give(*slot) };
+        *slot = chunks.take(k as u64);
+        acc = acc.wrapping_add(1);
+    }
+    acc
+}
+
+/// A fixed pseudo-random sequence of `n` indices below `live`.
+pub fn random_order(n: usize, live: usize) -> Vec<u32> {
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x % live as u64) as u32
+        })
+        .collect()
+}
+
+/// The LIFO workload on each peer, as separate functions so that callgrind can count
+/// one at a time (`--toggle-collect='*lifo_pool*'`).
+#[inline(never)]
+pub fn lifo_bare(list: &mut BareFreeList, rounds: usize) -> u64 {
+    lifo_batches(list, rounds)
+}
+
+/// See [`lifo_bare`].
+#[inline(never)]
+pub fn lifo_pool(pool: &bento_primitives::Pool<'_>, rounds: usize) -> u64 {
+    lifo_batches(&mut &*pool, rounds)
+}
+
+/// See [`lifo_bare`].
+#[inline(never)]
+pub fn lifo_shared_pool(pool: &bento_primitives::SharedPool<'_>, rounds: usize) -> u64 {
+    lifo_batches(&mut &*pool, rounds)
+}
+
+/// See [`lifo_bare`].
+#[inline(never)]
+pub fn lifo_slab(slab: &mut slab::Slab<Entry64>, rounds: usize) -> u64 {
+    lifo_batches(slab, rounds)
+}
+
+/// See [`lifo_bare`].
+#[inline(never)]
+pub fn lifo_system(rounds: usize) -> u64 {
+    lifo_batches(&mut Global(std::alloc::System), rounds)
+}
+
+/// See [`lifo_bare`].
+#[inline(never)]
+pub fn lifo_mimalloc(rounds: usize) -> u64 {
+    lifo_batches(&mut Global(mimalloc::MiMalloc), rounds)
+}

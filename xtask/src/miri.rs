@@ -16,6 +16,12 @@ const MIRI_CRATES: &[&str] = &[
 /// The crates run a second time under Tree Borrows.
 const TREE_BORROWS_CRATES: &[&str] = &["bento-align", "bento-pages", "bento-primitives"];
 
+/// Threaded tests (crate, test-name filter) run again with each of [`SEEDS`].
+const THREADED: &[(&str, &str)] = &[("bento-primitives", "shared_pool_stress")];
+
+/// The extra `-Zmiri-seed` values for [`THREADED`].
+const SEEDS: &[u32] = &[1, 2, 3];
+
 const FLAGS: &str = "-Zmiri-strict-provenance -Zmiri-symbolic-alignment-check";
 
 pub(crate) const STEP: Step = Step { name: "miri", run };
@@ -37,6 +43,18 @@ fn run() -> Outcome {
         }
         if let failed @ Outcome::Failed(_) = status(cmd) {
             return failed;
+        }
+    }
+    // The threaded tests once more under other schedules: Miri's seed picks the
+    // interleaving (and the weak-memory outcomes) it explores.
+    for (krate, filter) in THREADED {
+        for seed in SEEDS {
+            let mut cmd = cargo_nightly();
+            cmd.args(["miri", "test", "-p", krate, "--test", "all", filter])
+                .env("MIRIFLAGS", format!("{FLAGS} -Zmiri-seed={seed}"));
+            if let failed @ Outcome::Failed(_) = status(cmd) {
+                return failed;
+            }
         }
     }
     Outcome::Passed

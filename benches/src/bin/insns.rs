@@ -10,10 +10,11 @@
 //! Instructions per allocation = the loop's total / n.
 
 use bento_benches::{
-    bento_arena_16, bento_bump_16, bento_bump_layout_16, bento_stack_16, buffer, bumpalo_16,
-    system_16,
+    BATCH, BareFreeList, CHUNK, bento_arena_16, bento_bump_16, bento_bump_layout_16,
+    bento_stack_16, buffer, bumpalo_16, lifo_bare, lifo_mimalloc, lifo_pool, lifo_shared_pool,
+    lifo_slab, lifo_system, system_16,
 };
-use bento_primitives::{Arena, Bump, Stack};
+use bento_primitives::{Arena, Bump, Pool, SharedPool, Stack};
 
 fn main() {
     let mut args = std::env::args().skip(1);
@@ -47,8 +48,29 @@ fn main() {
             bento_arena_16(&mut arena, n);
             bento_arena_16(&mut arena, n)
         }
+        // The pool modes run `n / 100` LIFO batches of 100 pairs (64-byte chunks):
+        // instructions per pair = the loop's total / n.
+        "pool-bare" => {
+            let mut buf = buffer(CHUNK * BATCH + 4096);
+            lifo_bare(&mut BareFreeList::new(&mut buf), n / BATCH)
+        }
+        "pool" => {
+            let mut buf = buffer(CHUNK * BATCH + 4096);
+            let pool = Pool::new(&mut buf, core::alloc::Layout::new::<[u8; CHUNK]>()).unwrap();
+            lifo_pool(&pool, n / BATCH)
+        }
+        "pool-shared" => {
+            let mut buf = buffer((CHUNK + 4) * BATCH + 4096);
+            let pool =
+                SharedPool::new(&mut buf, core::alloc::Layout::new::<[u8; CHUNK]>()).unwrap();
+            lifo_shared_pool(&pool, n / BATCH)
+        }
+        "pool-slab" => lifo_slab(&mut slab::Slab::with_capacity(BATCH), n / BATCH),
+        "pool-system" => lifo_system(n / BATCH),
+        "pool-mimalloc" => lifo_mimalloc(n / BATCH),
         other => panic!(
-            "unknown allocator `{other}`: bento, bumpalo, system, bump-layout, stack or arena"
+            "unknown allocator `{other}`: bento, bumpalo, system, bump-layout, stack, arena, \
+             pool-bare, pool, pool-shared, pool-slab, pool-system or pool-mimalloc"
         ),
     };
     println!("{which}: {n} allocations, checksum {sum}");

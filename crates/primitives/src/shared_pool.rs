@@ -329,6 +329,9 @@ impl<'buf> SharedPool<'buf> {
     /// ```
     #[inline]
     pub unsafe fn free(&self, chunk: NonNull<u8>) {
+        // The caller's pointer may reach only the bytes it asked for; the pool's own
+        // pointer reaches the whole chunk (which the debug fill writes).
+        let chunk = self.geo.base.with_addr(chunk.addr());
         let index = if cfg!(debug_assertions) {
             match self.check_free(chunk) {
                 Some(index) => index,

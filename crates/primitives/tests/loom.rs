@@ -20,7 +20,10 @@ const CHUNK: usize = 64;
 /// every other chunk is taken for good, the `n` are handed out once and those in
 /// `free_order` freed in that order, so the free list is `free_order` reversed (the
 /// last freed on top). Returns the pool and the `n` chunks.
-fn pool_with_list(n: usize, free_order: &[usize]) -> (&'static SharedPool<'static>, Vec<NonNull<u8>>) {
+fn pool_with_list(
+    n: usize,
+    free_order: &[usize],
+) -> (&'static SharedPool<'static>, Vec<NonNull<u8>>) {
     let bytes = n * (CHUNK + 64) + CHUNK;
     let buf: &'static mut [MaybeUninit<u8>] =
         Box::leak(vec![MaybeUninit::uninit(); bytes].into_boxed_slice());
@@ -151,7 +154,11 @@ fn aba_swap_fails_and_b_is_never_handed_out_twice() {
         assert_ne!(x, b, "one chunk handed to two owners");
         // The list holds the third chunk (and the one T2 pushed back, unless T1 took
         // it): everything but `x` and `b`.
-        let rest: Vec<_> = chunks.iter().copied().filter(|&c| c != x && c != b).collect();
+        let rest: Vec<_> = chunks
+            .iter()
+            .copied()
+            .filter(|&c| c != x && c != b)
+            .collect();
         drain_exactly(pool, rest);
     });
 }
