@@ -94,7 +94,9 @@ fn creation_touches_no_chunk_and_chunks_come_back_last_freed_first() {
     assert_eq!(pool.alloc(), Some(b));
     assert_eq!(pool.alloc(), Some(a));
     let c = pool.alloc().unwrap();
-    assert_eq!(c, unsafe { base.add(128) }, "then the high-water mark");
+    // SAFETY: inside the buffer.
+    let third = unsafe { base.add(128) };
+    assert_eq!(c, third, "then the high-water mark");
     // SAFETY: live chunks, freed once.
     unsafe {
         for p in [a, b, c] {
@@ -211,18 +213,21 @@ fn pool_debug_checks_report_each_misuse_and_change_nothing() {
     let b = pool.alloc().unwrap();
     let before = pool.validate().unwrap();
     let outside = 0u64;
-    // SAFETY (each free below): the misuse under test; the debug checks refuse it
+    // SAFETY: the misuse under test (this free and the ones below); the debug checks refuse it
     // before anything is written.
     unsafe { pool.free(NonNull::from(&outside).cast()) };
     assert_seen("is not a chunk of this pool");
+    // SAFETY: as above; the debug checks refuse this misuse before any write.
     unsafe { pool.free(a.add(8)) };
     assert_seen("points inside the chunk");
+    // SAFETY: as above; the debug checks refuse this misuse before any write.
     unsafe { pool.free(a.add(5 * 32)) };
     assert_seen("never handed out");
     assert_eq!(pool.validate().unwrap(), before);
 
     // SAFETY: `a` is live; then freed again (the misuse).
     unsafe { pool.free(a) };
+    // SAFETY: as above; the debug checks refuse this misuse before any write.
     unsafe { pool.free(a) };
     assert_seen("double free");
     assert_eq!(pool.validate().unwrap().free_listed, 1);
@@ -667,11 +672,13 @@ fn shared_pool_debug_checks() {
     pool.set_misuse_hook(record);
     let a = pool.alloc().unwrap();
     let outside = 0u64;
-    // SAFETY (each free below): the misuse under test, refused before any write.
+    // SAFETY: the misuse under test (this free and the ones below), refused before any write.
     unsafe { pool.free(NonNull::from(&outside).cast()) };
     assert_seen("is not a chunk of this pool");
+    // SAFETY: as above; the debug checks refuse this misuse before any write.
     unsafe { pool.free(a.add(1)) };
     assert_seen("points inside");
+    // SAFETY: as above; the debug checks refuse this misuse before any write.
     unsafe { pool.free(a.add(32)) };
     assert_seen("never handed out");
     // SAFETY: `a` is live; the second free is the misuse.
@@ -717,7 +724,10 @@ fn transfer_stress(pool: &SharedPool<'_>, threads: usize, rounds: usize) {
                         // SAFETY: the swap handed this thread sole ownership of `got`,
                         // written before its owner's release swap.
                         let first = unsafe { got.read() };
-                        let whole = (1..CHUNK).all(|i| unsafe { got.add(i).read() } == first);
+                        let whole = (1..CHUNK).all(|i| {
+                            // SAFETY: inside the chunk this thread now owns.
+                            unsafe { got.add(i).read() == first }
+                        });
                         assert!(whole, "a chunk was written by two owners");
                         // SAFETY: a live chunk of `pool`, freed once.
                         unsafe { pool.free(got) };
