@@ -164,41 +164,31 @@ impl Chunks for BareFreeList {
     }
 }
 
-impl Chunks for &bento_primitives::Pool<'_> {
-    type Handle = core::ptr::NonNull<u8>;
+/// `Chunks` for a bento pool behind `&`, whose `alloc` and `free` have the same shape.
+macro_rules! pool_chunks {
+    ($pool:ty) => {
+        impl Chunks for &$pool {
+            type Handle = core::ptr::NonNull<u8>;
 
-    #[inline]
-    fn take(&mut self, tag: u64) -> Self::Handle {
-        let p = self.alloc().expect("the run fits the pool");
-        // SAFETY: a fresh 64-byte chunk.
-        unsafe { p.cast::<u64>().write(tag) };
-        p
-    }
+            #[inline]
+            fn take(&mut self, tag: u64) -> Self::Handle {
+                let p = self.alloc().expect("the run fits the pool");
+                // SAFETY: a fresh 64-byte chunk.
+                unsafe { p.cast::<u64>().write(tag) };
+                p
+            }
 
-    #[inline]
-    unsafe fn give(&mut self, p: Self::Handle) {
-        // SAFETY: the caller's contract.
-        unsafe { self.free(p) }
-    }
+            #[inline]
+            unsafe fn give(&mut self, p: Self::Handle) {
+                // SAFETY: the caller's contract.
+                unsafe { self.free(p) }
+            }
+        }
+    };
 }
 
-impl Chunks for &bento_primitives::SharedPool<'_> {
-    type Handle = core::ptr::NonNull<u8>;
-
-    #[inline]
-    fn take(&mut self, tag: u64) -> Self::Handle {
-        let p = self.alloc().expect("the run fits the pool");
-        // SAFETY: a fresh 64-byte chunk.
-        unsafe { p.cast::<u64>().write(tag) };
-        p
-    }
-
-    #[inline]
-    unsafe fn give(&mut self, p: Self::Handle) {
-        // SAFETY: the caller's contract.
-        unsafe { self.free(p) }
-    }
-}
+pool_chunks!(bento_primitives::Pool<'_>);
+pool_chunks!(bento_primitives::SharedPool<'_>);
 
 /// A slab entry of 64 bytes whose first word is written, the rest left as is.
 #[derive(Clone, Copy, Debug)]

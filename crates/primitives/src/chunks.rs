@@ -8,6 +8,8 @@ use core::ptr::NonNull;
 
 use bento_align::Alignment;
 
+use crate::alloc_api::{AllocError, dangling};
+
 /// Why a pool could not be made.
 ///
 /// ```
@@ -155,7 +157,8 @@ impl Geometry {
 ///
 /// The checks run in debug builds (`debug_assertions`); in release builds only
 /// `validate()` looks. When the hook returns instead of panicking, the operation is
-/// skipped (a bad free frees nothing), so nothing is lost and nothing overlaps.
+/// skipped (a bad free frees nothing), so nothing overlaps; after a
+/// [`BrokenLink`](Self::BrokenLink) the rest of the free list is dropped on purpose.
 ///
 /// ```
 /// use bento_primitives::{Pool, PoolMisuse};
@@ -311,6 +314,51 @@ pub(crate) fn panicking() -> bool {
     return std::thread::panicking();
     #[cfg(not(feature = "std"))]
     false
+}
+
+/// The `Allocator` side of a pool: a zero-size layout gets a dangling pointer, one
+/// that fits a chunk gets `take()`, any other is refused.
+#[inline]
+pub(crate) fn alloc_chunk(
+    geo: &Geometry,
+    layout: Layout,
+    take: impl FnOnce() -> Option<NonNull<u8>>,
+) -> Result<NonNull<u8>, AllocError> {
+    if layout.size() == 0 {
+        return Ok(dangling(layout));
+    }
+    if !geo.fits(layout) {
+        return Err(AllocError);
+    }
+    take().ok_or(AllocError)
+}
+
+/// Whether a block given back through the `Allocator` interface is a chunk to free:
+/// not for a zero-size layout (nothing was taken), and, in debug builds, not for a
+/// layout no chunk could have been allocated with (reported to `hook`).
+#[inline]
+pub(crate) fn dealloc_frees_chunk(
+    geo: &Geometry,
+    hook: MisuseHook,
+    ptr: NonNull<u8>,
+    layout: Layout,
+) -> bool {
+    if layout.size() == 0 {
+        return false;
+    }
+    if cfg!(debug_assertions) && !geo.fits(layout) {
+        report(
+            hook,
+            &PoolMisuse::WrongLayout {
+                ptr,
+                layout,
+                chunk_size: geo.stride,
+                chunk_align: geo.align.get(),
+            },
+        );
+        return false;
+    }
+    true
 }
 
 /// Access to a free list threaded through chunk indices, for the in-place sort.

@@ -454,21 +454,32 @@ impl<P: PageSource> fmt::Debug for GrowingPool<P> {
 }
 
 /// Debug builds report the chunks still in use; then the pages are decommitted and
-/// the reservation released.
+/// the reservation released (by a guard, so that a report that panics leaks nothing).
 impl<P: PageSource> Drop for GrowingPool<P> {
     fn drop(&mut self) {
-        self.list.report_leaks();
-        let committed = self.committed.get();
-        let base = self.list.geo.base;
-        // SAFETY: `[base, base + committed)` is the committed part, whole pages of the
-        // reservation, and the reservation is ours; dropping the pool ends every borrow,
-        // so nothing uses its memory any more.
-        unsafe {
-            if committed > 0 {
-                self.source.decommit(base, committed);
+        /// Gives the pool's memory back when dropped.
+        struct GiveBack<'a, P: PageSource>(&'a GrowingPool<P>);
+
+        impl<P: PageSource> Drop for GiveBack<'_, P> {
+            fn drop(&mut self) {
+                let pool = self.0;
+                let committed = pool.committed.get();
+                let base = pool.list.geo.base;
+                // SAFETY: `[base, base + committed)` is the committed part, whole pages
+                // of the reservation, and the reservation is ours; the pool is being
+                // dropped, which ends every borrow, so nothing uses its memory any more.
+                unsafe {
+                    if committed > 0 {
+                        pool.source.decommit(base, committed);
+                    }
+                    pool.source.release(base, pool.reserved);
+                }
             }
-            self.source.release(base, self.reserved);
         }
+
+        let _give_back = GiveBack(self);
+        // The leak list reads chunk memory: before the guard gives it back.
+        self.list.report_leaks();
     }
 }
 

@@ -14,8 +14,11 @@ mod frame;
 mod growing_pool;
 mod lifo;
 mod pool;
+// The head packs an index and a tag into 64 bits.
+#[cfg(target_has_atomic = "64")]
 mod shared_pool;
 mod stack;
+#[cfg(target_has_atomic = "64")]
 mod sync;
 mod typed_pool;
 
@@ -29,6 +32,7 @@ pub use crate::frame::{Frame, FrameArena, FrameBusy};
 pub use crate::growing_pool::{GROWING_POOL_COMMIT_STEP, GrowingPool};
 pub use crate::lifo::{LifoCheck, Marker, MarkerError, StackReport};
 pub use crate::pool::{Pool, PoolCorruption, PoolReport};
+#[cfg(target_has_atomic = "64")]
 pub use crate::shared_pool::{SHARED_POOL_MAX_CHUNKS, SharedPool};
 pub use crate::stack::Stack;
 pub use crate::typed_pool::{PoolBox, TypedPool};

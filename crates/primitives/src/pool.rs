@@ -8,10 +8,10 @@ use core::marker::PhantomData;
 use core::mem::MaybeUninit;
 use core::ptr::NonNull;
 
-use crate::alloc_api::{AllocError, RawAlloc, dangling, impl_allocator};
+use crate::alloc_api::{AllocError, RawAlloc, impl_allocator};
 use crate::chunks::{
-    Geometry, LeakList, Links, MisuseHook, PoolError, PoolMisuse, panic_on_misuse, panicking,
-    report, sort_list,
+    Geometry, LeakList, Links, MisuseHook, PoolError, PoolMisuse, alloc_chunk, dealloc_frees_chunk,
+    panic_on_misuse, panicking, report, sort_list,
 };
 
 /// A free chunk's first word: the next free chunk.
@@ -329,11 +329,13 @@ impl FreeList {
         keep
     }
 
-    /// Reports the leak list to the hook when chunks are still in use (debug builds).
-    /// Says nothing while the thread unwinds, or when the list is corrupt (the leak
-    /// list cannot be known then; `validate` says what is wrong).
+    /// Reports the leak list to the hook when chunks are still in use (debug builds
+    /// with `std`). Says nothing while the thread unwinds (known only with `std`, so
+    /// without it there is no report: a second panic during unwinding would abort), or
+    /// when the list is corrupt (the leak list cannot be known then; `validate` says
+    /// what is wrong).
     pub(crate) fn report_leaks(&self) {
-        if cfg!(debug_assertions)
+        if cfg!(all(debug_assertions, feature = "std"))
             && self.in_use.get() > 0
             && !panicking()
             && self.validate().is_ok()
@@ -345,8 +347,9 @@ impl FreeList {
     /// Where the free chunk's poison fill (after its link) was changed, if it was.
     fn poison_broken(&self, chunk: NonNull<u8>) -> Option<usize> {
         (size_of::<Link>()..self.geo.stride).find(|&i| {
-            // SAFETY: `i < stride`, inside the chunk, which lies in our memory; debug
-            // builds initialise every chunk they hand out, so the byte is initialised.
+            // SAFETY: `i < stride`, inside the chunk, which lies in our memory. The chunk
+            // is free (callers check free chunks only), and its bytes after the link
+            // were written by the debug fill when it was freed.
             unsafe { chunk.add(i).read() != FREED }
         })
     }
@@ -390,8 +393,11 @@ impl FreeList {
     }
 
     /// Debug check of a chunk about to be freed: a chunk boundary of ours, handed out,
-    /// and not already free (when it looks free, a walk of the list confirms). False
-    /// after reporting misuse: the free must not happen.
+    /// and not on the free list. False after reporting misuse: the free must not happen.
+    ///
+    /// The double-free test walks the free list (bounded by the free count) rather
+    /// than looking inside the chunk: a chunk in use holds the caller's bytes, which
+    /// may be uninitialised (padding, `MaybeUninit`) and must not be read.
     #[cfg(debug_assertions)]
     fn check_free(&self, chunk: NonNull<u8>) -> bool {
         let touched = self.touched();
@@ -399,25 +405,11 @@ impl FreeList {
             report(self.hook, &misuse);
             return false;
         }
-        if self.looks_free(chunk, touched) && self.is_listed(chunk) {
+        if self.is_listed(chunk) {
             report(self.hook, &PoolMisuse::DoubleFree { ptr: chunk });
             return false;
         }
         true
-    }
-
-    /// Whether `chunk` could be a free chunk: its first word a chunk of ours (or none)
-    /// and its poison intact. A live chunk can look free only by holding exactly that.
-    #[cfg(debug_assertions)]
-    fn looks_free(&self, chunk: NonNull<u8>, touched: usize) -> bool {
-        // SAFETY: `chunk` is a chunk of ours below the high-water mark, handed out at
-        // least once and so initialised (debug builds fill it); read as an address.
-        let link = unsafe { chunk.cast::<usize>().read() };
-        let link_ok = match core::num::NonZeroUsize::new(link) {
-            None => true,
-            Some(addr) => self.geo.locate(chunk.with_addr(addr), touched).is_ok(),
-        };
-        link_ok && self.poison_broken(chunk).is_none()
     }
 
     /// Whether `chunk` is on the free list (a walk, bounded by the free count).
@@ -780,34 +772,15 @@ impl Drop for Pool<'_> {
 unsafe impl RawAlloc for FreeList {
     #[inline]
     fn alloc_raw(&self, layout: Layout) -> Result<NonNull<u8>, AllocError> {
-        if layout.size() == 0 {
-            return Ok(dangling(layout));
-        }
-        if !self.geo.fits(layout) {
-            return Err(AllocError);
-        }
-        self.alloc().ok_or(AllocError)
+        alloc_chunk(&self.geo, layout, || self.alloc())
     }
 
     #[inline]
     unsafe fn dealloc_raw(&self, ptr: NonNull<u8>, layout: Layout) {
-        if layout.size() == 0 {
-            return;
+        if dealloc_frees_chunk(&self.geo, self.hook, ptr, layout) {
+            // SAFETY: the caller guarantees `ptr` is a live block of ours, so a chunk.
+            unsafe { self.free(ptr) }
         }
-        if cfg!(debug_assertions) && !self.geo.fits(layout) {
-            report(
-                self.hook,
-                &PoolMisuse::WrongLayout {
-                    ptr,
-                    layout,
-                    chunk_size: self.geo.stride,
-                    chunk_align: self.geo.align.get(),
-                },
-            );
-            return;
-        }
-        // SAFETY: the caller guarantees `ptr` is a live block of ours, so a chunk.
-        unsafe { self.free(ptr) }
     }
 
     unsafe fn resize_in_place(&self, _: NonNull<u8>, _: Layout, new_size: usize) -> bool {

@@ -7,10 +7,10 @@ use core::marker::PhantomData;
 use core::mem::MaybeUninit;
 use core::ptr::NonNull;
 
-use crate::alloc_api::{AllocError, RawAlloc, dangling, impl_allocator};
+use crate::alloc_api::{AllocError, RawAlloc, impl_allocator};
 use crate::chunks::{
-    Geometry, LeakList, Links, MisuseHook, PoolError, PoolMisuse, panic_on_misuse, panicking,
-    report, sort_list,
+    Geometry, LeakList, Links, MisuseHook, PoolError, PoolMisuse, alloc_chunk, dealloc_frees_chunk,
+    panic_on_misuse, panicking, report, sort_list,
 };
 use crate::pool::{PoolCorruption, PoolReport};
 use crate::sync::{AtomicU32, AtomicU64, Ordering};
@@ -626,7 +626,7 @@ impl fmt::Debug for SharedPool<'_> {
 /// Debug builds report the chunks still in use to the misuse hook.
 impl Drop for SharedPool<'_> {
     fn drop(&mut self) {
-        if cfg!(debug_assertions) && !panicking() && self.validate().is_ok() {
+        if cfg!(all(debug_assertions, feature = "std")) && !panicking() && self.validate().is_ok() {
             let hook = self.hook;
             let leaks = self.live_chunks();
             if !leaks.is_empty() {
@@ -642,34 +642,15 @@ impl Drop for SharedPool<'_> {
 unsafe impl RawAlloc for SharedPool<'_> {
     #[inline]
     fn alloc_raw(&self, layout: Layout) -> Result<NonNull<u8>, AllocError> {
-        if layout.size() == 0 {
-            return Ok(dangling(layout));
-        }
-        if !self.geo.fits(layout) {
-            return Err(AllocError);
-        }
-        self.alloc().ok_or(AllocError)
+        alloc_chunk(&self.geo, layout, || self.alloc())
     }
 
     #[inline]
     unsafe fn dealloc_raw(&self, ptr: NonNull<u8>, layout: Layout) {
-        if layout.size() == 0 {
-            return;
+        if dealloc_frees_chunk(&self.geo, self.hook, ptr, layout) {
+            // SAFETY: the caller guarantees `ptr` is a live block of ours, so a chunk.
+            unsafe { self.free(ptr) }
         }
-        if cfg!(debug_assertions) && !self.geo.fits(layout) {
-            report(
-                self.hook,
-                &PoolMisuse::WrongLayout {
-                    ptr,
-                    layout,
-                    chunk_size: self.geo.stride,
-                    chunk_align: self.geo.align.get(),
-                },
-            );
-            return;
-        }
-        // SAFETY: the caller guarantees `ptr` is a live block of ours, so a chunk.
-        unsafe { self.free(ptr) }
     }
 
     unsafe fn resize_in_place(&self, _: NonNull<u8>, _: Layout, new_size: usize) -> bool {

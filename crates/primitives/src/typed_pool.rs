@@ -301,12 +301,20 @@ impl<T> DerefMut for PoolBox<'_, T> {
 
 impl<T> Drop for PoolBox<'_, T> {
     fn drop(&mut self) {
-        // SAFETY: the box owns the initialised `T` and the chunk, both given up here
-        // and never used again.
-        unsafe {
-            self.ptr.drop_in_place();
-            self.pool.free(self.ptr.cast());
+        /// Frees the chunk when dropped, so that it comes back even if `T::drop`
+        /// panics.
+        struct FreeChunk<'a>(&'a Pool<'a>, NonNull<u8>);
+
+        impl Drop for FreeChunk<'_> {
+            fn drop(&mut self) {
+                // SAFETY: the box's chunk, given up with the box and never used again.
+                unsafe { self.0.free(self.1) };
+            }
         }
+
+        let _free = FreeChunk(self.pool, self.ptr.cast());
+        // SAFETY: the box owns the initialised `T`, dropped once here.
+        unsafe { self.ptr.drop_in_place() };
     }
 }
 

@@ -323,6 +323,38 @@ fn freed_chunks_are_poisoned() {
 // ---------------------------------------------------------------------------------------
 // TypedPool
 
+#[test]
+fn values_with_padding_and_uninit_bytes_come_and_go() {
+    // The debug free check must not read a chunk in use: these hold uninitialised
+    // bytes (padding, `MaybeUninit`), which Miri reports if read.
+    let mut buf = Buffer::pages(1);
+    let pool = TypedPool::<(u32, u8)>::new(buf.bytes()).unwrap();
+    let a = pool.alloc((1, 2)).ok().unwrap();
+    let b = pool.alloc((3, 4)).ok().unwrap();
+    assert_eq!((a.0 + b.0, a.1 + b.1), (4, 6));
+    drop((a, b));
+    let mut buf = Buffer::pages(1);
+    let pool = TypedPool::<MaybeUninit<[u64; 4]>>::new(buf.bytes()).unwrap();
+    drop(pool.alloc(MaybeUninit::uninit()).ok().unwrap());
+    assert_eq!(pool.validate().unwrap().in_use, 0);
+}
+
+#[test]
+fn a_value_whose_drop_panics_still_frees_its_chunk() {
+    struct Bomb;
+    impl Drop for Bomb {
+        fn drop(&mut self) {
+            panic!("boom");
+        }
+    }
+    let mut buf = Buffer::pages(1);
+    let pool = TypedPool::<Bomb>::new(buf.bytes()).unwrap();
+    let b = pool.alloc(Bomb).ok().unwrap();
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(b)));
+    assert!(caught.is_err());
+    assert_eq!(pool.in_use(), 0);
+}
+
 /// A `TypedPool` of 64-byte values as a testkit target: every block is one value,
 /// resized in place within it.
 struct TypedTarget<'p, 'buf>(&'p TypedPool<'buf, [u8; 64]>);
@@ -592,6 +624,19 @@ fn a_refused_commit_is_none_and_changes_nothing() {
     assert_eq!((pool.committed(), pool.validate().unwrap()), (4096, before));
     // SAFETY: live, freed once.
     unsafe { pool.free(a) };
+}
+
+#[cfg(debug_assertions)]
+#[test]
+fn a_panicking_leak_report_still_gives_the_memory_back() {
+    let pages = Metered::new(HeapPages::new());
+    let pool = GrowingPool::with_source(&pages, Layout::new::<u64>(), 100).unwrap();
+    let _leaked = pool.alloc().unwrap();
+    // The default hook panics on the leak.
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(pool)));
+    assert!(caught.is_err(), "the leak was not reported");
+    let stats = pages.stats();
+    assert_eq!((stats.committed, stats.reserved), (0, 0));
 }
 
 #[test]
