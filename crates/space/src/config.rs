@@ -1,0 +1,198 @@
+//! How a memory space is shaped: [`SpaceConfig`], and what is wrong with a bad one.
+
+use bento_pages::PageError;
+
+use crate::chunk::{MAX_SEGMENT, SEGMENT_OVERHEAD};
+
+/// The shape of a [`MemorySpace`](crate::MemorySpace): how much it reserves up front,
+/// the unit it commits in, the size of its segments and which requests get a segment
+/// of their own.
+///
+/// Every field has a default (see [`SpaceConfig::DEFAULT`]); the `with_*` methods
+/// change one field, and [`MemorySpace::new`](crate::MemorySpace::new) checks the
+/// whole against its page source, returning [`SpaceError`] for a bad one.
+///
+/// ```
+/// use bento_space::SpaceConfig;
+///
+/// let config = SpaceConfig::DEFAULT
+///     .with_segment_granularity(256 << 10)
+///     .with_segment_threshold(128 << 10);
+/// assert_eq!(config.page_size, 64 << 10);
+/// assert_eq!(config.segment_granularity, 256 << 10);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SpaceConfig {
+    /// Bytes reserved (as ordinary segments) when the space is created, so that the
+    /// first allocations do not wait on the page source. Rounded up to whole segments;
+    /// 0 reserves nothing until the first allocation. Like every segment, these are
+    /// released when a free leaves them empty.
+    pub initial_capacity: usize,
+    /// The unit the space commits in: a power of two, at least the page source's page
+    /// size.
+    pub page_size: usize,
+    /// The size (and alignment) of an ordinary segment: a power of two, at least four
+    /// pages. Requests that do not fit one get a dedicated segment.
+    pub segment_granularity: usize,
+    /// Requests of at least this many bytes get a segment of their own, released when
+    /// they are freed. At most what fits an ordinary segment.
+    pub segment_threshold: usize,
+}
+
+impl SpaceConfig {
+    /// 64 KiB pages, 1 MiB segments, a threshold of 512 KiB, nothing reserved up front.
+    ///
+    /// The threshold sits at half a segment so that a large block never leaves most
+    /// of an ordinary segment unusable behind it.
+    pub const DEFAULT: Self = Self {
+        initial_capacity: 0,
+        page_size: 64 << 10,
+        segment_granularity: 1 << 20,
+        segment_threshold: 512 << 10,
+    };
+
+    /// This configuration with `initial_capacity` bytes reserved up front.
+    ///
+    /// ```
+    /// use bento_space::SpaceConfig;
+    ///
+    /// assert_eq!(SpaceConfig::DEFAULT.with_initial_capacity(4 << 20).initial_capacity, 4 << 20);
+    /// ```
+    #[must_use]
+    pub const fn with_initial_capacity(mut self, bytes: usize) -> Self {
+        self.initial_capacity = bytes;
+        self
+    }
+
+    /// This configuration with `page_size` as the commit unit.
+    ///
+    /// ```
+    /// use bento_space::SpaceConfig;
+    ///
+    /// assert_eq!(SpaceConfig::DEFAULT.with_page_size(4096).page_size, 4096);
+    /// ```
+    #[must_use]
+    pub const fn with_page_size(mut self, bytes: usize) -> Self {
+        self.page_size = bytes;
+        self
+    }
+
+    /// This configuration with ordinary segments of `bytes`.
+    ///
+    /// ```
+    /// use bento_space::SpaceConfig;
+    ///
+    /// let c = SpaceConfig::DEFAULT.with_segment_granularity(4 << 20);
+    /// assert_eq!(c.segment_granularity, 4 << 20);
+    /// ```
+    #[must_use]
+    pub const fn with_segment_granularity(mut self, bytes: usize) -> Self {
+        self.segment_granularity = bytes;
+        self
+    }
+
+    /// This configuration with dedicated segments from `bytes` up.
+    ///
+    /// ```
+    /// use bento_space::SpaceConfig;
+    ///
+    /// assert_eq!(SpaceConfig::DEFAULT.with_segment_threshold(1000).segment_threshold, 1000);
+    /// ```
+    #[must_use]
+    pub const fn with_segment_threshold(mut self, bytes: usize) -> Self {
+        self.segment_threshold = bytes;
+        self
+    }
+
+    /// Checks this configuration against a page source whose page is `source_page`
+    /// bytes.
+    ///
+    /// ```
+    /// use bento_space::{SpaceConfig, SpaceError};
+    ///
+    /// assert!(SpaceConfig::DEFAULT.check(4096).is_ok());
+    /// let bad = SpaceConfig::DEFAULT.with_page_size(3000);
+    /// assert!(matches!(bad.check(4096), Err(SpaceError::PageSize { .. })));
+    /// ```
+    pub fn check(&self, source_page: usize) -> Result<(), SpaceError> {
+        let page = self.page_size;
+        if !page.is_power_of_two() || page < source_page {
+            return Err(SpaceError::PageSize { page, source_page });
+        }
+        let granularity = self.segment_granularity;
+        if !granularity.is_power_of_two()
+            || granularity < 4 * page
+            || granularity > MAX_SEGMENT
+        {
+            return Err(SpaceError::SegmentGranularity { granularity, page });
+        }
+        let threshold = self.segment_threshold;
+        if threshold == 0 || threshold > granularity - SEGMENT_OVERHEAD - 8 {
+            return Err(SpaceError::SegmentThreshold {
+                threshold,
+                granularity,
+            });
+        }
+        if self.initial_capacity > MAX_SEGMENT {
+            return Err(SpaceError::InitialCapacity(self.initial_capacity));
+        }
+        Ok(())
+    }
+}
+
+impl Default for SpaceConfig {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
+}
+
+/// Why a memory space could not be created.
+///
+/// ```
+/// use bento_space::{SpaceConfig, SpaceError};
+///
+/// let err = SpaceConfig::DEFAULT.with_segment_threshold(0).check(4096).unwrap_err();
+/// assert!(err.to_string().contains("segment threshold"));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SpaceError {
+    /// The page size is not a power of two at least the source's page.
+    #[error("page size {page} is not a power of two of at least the source's page ({source_page})")]
+    PageSize {
+        /// The page size configured.
+        page: usize,
+        /// The page source's page size.
+        source_page: usize,
+    },
+    /// The segment granularity is not a power of two of at least four pages (or is
+    /// beyond what the index can hold).
+    #[error(
+        "segment granularity {granularity} is not a power of two between four pages ({page} each) and 2^38"
+    )]
+    SegmentGranularity {
+        /// The granularity configured.
+        granularity: usize,
+        /// The page size configured.
+        page: usize,
+    },
+    /// The threshold is zero or larger than an ordinary segment can hold.
+    #[error("segment threshold {threshold} is 0 or does not fit a segment of {granularity} bytes")]
+    SegmentThreshold {
+        /// The threshold configured.
+        threshold: usize,
+        /// The granularity configured.
+        granularity: usize,
+    },
+    /// The initial capacity is beyond what can be reserved.
+    #[error("initial capacity {0} is too large")]
+    InitialCapacity(usize),
+    /// The memory given to `with_base` cannot hold a segment (too small or too large).
+    #[error("the base memory of {len} bytes cannot hold a segment")]
+    BaseSize {
+        /// The usable length, after aligning the start.
+        len: usize,
+    },
+    /// The page source refused the initial reservation or commit.
+    #[error("the page source refused the initial capacity: {0}")]
+    Pages(#[from] PageError),
+}

@@ -1,0 +1,202 @@
+//! The free-chunk index: segregated lists under a two-level bitmap (TLSF's good fit).
+//!
+//! First level `fl`: the power of two of the size (level 0 holds every size below 256
+//! in steps of 16). Second level `sl`: the next four bits, so each power of two is
+//! split into 16 lists. A request is rounded up to the next list boundary, so every
+//! chunk of the list found fits and no list is ever scanned: the waste this costs is
+//! below 1/16 of the size (1/8 at worst counting the rounding to 16).
+
+use core::ptr::{self, NonNull};
+
+use crate::chunk::raw;
+
+/// Second-level lists per first level.
+const SL_BITS: u32 = 4;
+const SL_COUNT: usize = 1 << SL_BITS;
+/// log2 of the first size that leaves level 0 (256): below it lists are 16 bytes apart.
+const LINEAR_LOG2: u32 = SL_BITS + 4;
+/// First levels: sizes below 2^(FL_COUNT + LINEAR_LOG2 - 1), beyond `MAX_SEGMENT`.
+pub(crate) const FL_COUNT: usize = 32;
+
+const _: () = assert!(crate::chunk::MAX_SEGMENT < 1 << (FL_COUNT as u32 + LINEAR_LOG2 - 1));
+
+/// The list a free chunk of `size` bytes belongs in (`size` a multiple of 16, at least
+/// 32, below `MAX_SEGMENT`).
+#[inline]
+pub(crate) const fn list_of(size: usize) -> (usize, usize) {
+    if size < 1 << LINEAR_LOG2 {
+        (0, size >> 4)
+    } else {
+        let log2 = size.ilog2();
+        let fl = (log2 - LINEAR_LOG2 + 1) as usize;
+        let sl = (size >> (log2 - SL_BITS)) & (SL_COUNT - 1);
+        (fl, sl)
+    }
+}
+
+/// The first list whose every chunk holds `size` bytes: `size` rounded up to the next
+/// list boundary, then mapped.
+#[inline]
+const fn list_at_least(size: usize) -> (usize, usize) {
+    if size < 1 << LINEAR_LOG2 {
+        (0, size >> 4)
+    } else {
+        let round = (1 << (size.ilog2() - SL_BITS)) - 1;
+        list_of(size + round)
+    }
+}
+
+/// Segregated free lists and their bitmaps.
+pub(crate) struct Index {
+    // Invariant: bit `fl` is set iff `sl_bitmap[fl] != 0`.
+    fl_bitmap: u32,
+    // Invariant: bit `sl` of `sl_bitmap[fl]` is set iff `heads[fl][sl]` is non-null.
+    sl_bitmap: [u16; FL_COUNT],
+    // Invariant: each head is null or the first free chunk of a doubly linked list (via
+    // the chunks' `fd`/`bk` words, null-terminated) of free chunks whose sizes map to
+    // this list. Every free chunk of the space is in exactly one list.
+    heads: [[*mut u8; SL_COUNT]; FL_COUNT],
+    /// Bytes in the chunks of every list.
+    pub(crate) bytes: usize,
+    /// Chunks in every list.
+    pub(crate) chunks: usize,
+}
+
+impl Index {
+    pub(crate) const fn new() -> Self {
+        Self {
+            fl_bitmap: 0,
+            sl_bitmap: [0; FL_COUNT],
+            heads: [[ptr::null_mut(); SL_COUNT]; FL_COUNT],
+            bytes: 0,
+            chunks: 0,
+        }
+    }
+
+    /// Adds free chunk `c` of `size` bytes to the front of its list.
+    ///
+    /// # Safety
+    ///
+    /// The caller must ensure that `c` is a free chunk of `size` bytes (its head
+    /// written) in committed memory of a live segment, and in no list.
+    #[inline]
+    pub(crate) unsafe fn insert(&mut self, c: NonNull<u8>, size: usize) {
+        let (fl, sl) = list_of(size);
+        let first = self.heads[fl][sl];
+        // SAFETY: `c` is a free chunk (the caller's contract); `first`, when non-null,
+        // is the free chunk at the head of the list (the invariant of `heads`).
+        unsafe {
+            raw::set_link(c, 0, first);
+            raw::set_link(c, 1, ptr::null_mut());
+            if let Some(first) = NonNull::new(first) {
+                raw::set_link(first, 1, c.as_ptr());
+            }
+        }
+        self.heads[fl][sl] = c.as_ptr();
+        self.fl_bitmap |= 1 << fl;
+        self.sl_bitmap[fl] |= 1 << sl;
+        self.bytes += size;
+        self.chunks += 1;
+    }
+
+    /// Takes free chunk `c` of `size` bytes out of its list.
+    ///
+    /// # Safety
+    ///
+    /// The caller must ensure that `c` is a free chunk of `size` bytes in a list of
+    /// this index.
+    #[inline]
+    pub(crate) unsafe fn remove(&mut self, c: NonNull<u8>, size: usize) {
+        // SAFETY: `c` is a listed free chunk, so its links are its list neighbours,
+        // themselves listed free chunks.
+        unsafe {
+            let fd = raw::link(c, 0);
+            let bk = raw::link(c, 1);
+            if let Some(fd) = NonNull::new(fd) {
+                raw::set_link(fd, 1, bk);
+            }
+            match NonNull::new(bk) {
+                Some(bk) => raw::set_link(bk, 0, fd),
+                None => {
+                    let (fl, sl) = list_of(size);
+                    debug_assert_eq!(
+                        self.heads[fl][sl],
+                        c.as_ptr(),
+                        "free chunk {c:p} of {size} bytes has no predecessor but does not head its list"
+                    );
+                    self.heads[fl][sl] = fd;
+                    if fd.is_null() {
+                        self.sl_bitmap[fl] &= !(1 << sl);
+                        if self.sl_bitmap[fl] == 0 {
+                            self.fl_bitmap &= !(1 << fl);
+                        }
+                    }
+                }
+            }
+        }
+        self.bytes -= size;
+        self.chunks -= 1;
+    }
+
+    /// Takes a free chunk of at least `size` bytes out of the index: the first chunk
+    /// of the first non-empty list whose chunks all fit. Returns it with its size.
+    ///
+    /// # Safety
+    ///
+    /// The index's invariants hold (every listed chunk is a free chunk of a live
+    /// segment with its head written).
+    #[inline]
+    pub(crate) unsafe fn take(&mut self, size: usize) -> Option<(NonNull<u8>, usize)> {
+        let (fl, sl) = list_at_least(size);
+        let (fl, sl) = self.find(fl, sl)?;
+        // Invariant of the bitmaps: the list is non-empty.
+        let c = NonNull::new(self.heads[fl][sl])?;
+        // SAFETY: `c` heads a list, so it is a free chunk with its head written.
+        let found = raw::size(unsafe { raw::head(c) });
+        // SAFETY: `c` is listed with that size.
+        unsafe { self.remove(c, found) };
+        debug_assert!(found >= size, "list ({fl}, {sl}) held a chunk of {found} < {size}");
+        Some((c, found))
+    }
+
+    /// The first non-empty list at or after `(fl, sl)`.
+    #[inline]
+    fn find(&self, fl: usize, sl: usize) -> Option<(usize, usize)> {
+        if fl >= FL_COUNT {
+            return None;
+        }
+        let here = u32::from(self.sl_bitmap[fl]) & (u32::MAX << sl);
+        if here != 0 {
+            return Some((fl, here.trailing_zeros() as usize));
+        }
+        let above = self.fl_bitmap & u32::MAX.checked_shl(fl as u32 + 1).unwrap_or(0);
+        if above == 0 {
+            return None;
+        }
+        let fl = above.trailing_zeros() as usize;
+        Some((fl, self.sl_bitmap[fl].trailing_zeros() as usize))
+    }
+
+    /// The first chunk of list `(fl, sl)`, or null.
+    pub(crate) fn head_of(&self, fl: usize, sl: usize) -> *mut u8 {
+        self.heads[fl][sl]
+    }
+
+    /// Whether the bitmaps say list `(fl, sl)` is non-empty.
+    pub(crate) fn marked(&self, fl: usize, sl: usize) -> bool {
+        self.fl_bitmap & (1 << fl) != 0 && self.sl_bitmap[fl] & (1 << sl) != 0
+    }
+
+    /// Whether the first-level bit of `fl` agrees with its second-level bitmap.
+    pub(crate) fn first_level_agrees(&self, fl: usize) -> bool {
+        (self.fl_bitmap & (1 << fl) != 0) == (self.sl_bitmap[fl] != 0)
+    }
+}
+
+/// Every list, as `(fl, sl)`.
+pub(crate) fn lists() -> impl Iterator<Item = (usize, usize)> {
+    (0..FL_COUNT).flat_map(|fl| (0..SL_COUNT).map(move |sl| (fl, sl)))
+}
+
+#[cfg(test)]
+mod tests;

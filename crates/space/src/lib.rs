@@ -1,0 +1,120 @@
+#![doc = include_str!("../README.md")]
+#![no_std]
+
+#[cfg(test)]
+extern crate std;
+
+mod alloc_api;
+mod chunk;
+mod config;
+mod core;
+mod index;
+mod locked;
+mod space;
+mod walk;
+
+use ::core::fmt;
+
+pub use crate::alloc_api::AllocError;
+pub use crate::config::{SpaceConfig, SpaceError};
+pub use crate::locked::{LockedSpace, SpinSpace};
+pub use crate::space::MemorySpace;
+pub use crate::walk::{Allocations, Block, Corruption, FreeBlocks, Rule, ValidateReport};
+
+/// A space's figures, kept as counters as it works (so [`MemorySpace::stats`] is O(1));
+/// [`MemorySpace::validate`] recomputes each by walking the segments.
+///
+/// The base segment of [`MemorySpace::with_base`] counts as reserved and committed.
+///
+/// ```
+/// use core::alloc::Layout;
+/// use bento_pages::HeapPages;
+/// use bento_space::{MemorySpace, SpaceConfig};
+///
+/// let space = MemorySpace::new(HeapPages::new(), SpaceConfig::DEFAULT.with_page_size(4096)).unwrap();
+/// let p = space.alloc(Layout::new::<[u8; 100]>()).unwrap();
+/// let s = space.stats();
+/// assert_eq!((s.live_blocks, s.live_bytes, s.segments), (1, 104, 1));
+/// assert_eq!(s.reserved, 1 << 20);
+/// // SAFETY: live.
+/// unsafe { space.free(p) };
+/// assert_eq!(space.stats().reserved, 0);
+/// assert_eq!(space.stats().max_reserved, 1 << 20);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SpaceStats {
+    /// Bytes of address space the space holds (dsmalloc's GetTotalReservedMemory).
+    pub reserved: usize,
+    /// The most `reserved` has been (dsmalloc's GetMaxReservedMemory).
+    pub max_reserved: usize,
+    /// Bytes committed.
+    pub committed: usize,
+    /// The most `committed` has been.
+    pub max_committed: usize,
+    /// Bytes the live blocks can hold (their usable sizes).
+    pub live_bytes: usize,
+    /// Live blocks.
+    pub live_blocks: usize,
+    /// Bytes in free chunks.
+    pub free_bytes: usize,
+    /// Live segments (ordinary, dedicated and base).
+    pub segments: usize,
+}
+
+/// A misuse the debug checks of [`MemorySpace::free`] (and `realloc`,
+/// `realloc_in_place`, `usable_size`) found, given to the [`MisuseHook`].
+///
+/// ```
+/// use bento_space::Misuse;
+///
+/// let m = Misuse::DoubleFree { ptr: core::ptr::null_mut() };
+/// assert!(m.to_string().contains("already free"));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Misuse {
+    /// The pointer lies in no segment of this space: another allocator's, or a block
+    /// whose segment was released when it was freed (a double free).
+    NotInSpace {
+        /// The pointer given.
+        ptr: *mut u8,
+    },
+    /// The pointer's block is already free.
+    DoubleFree {
+        /// The pointer given.
+        ptr: *mut u8,
+    },
+    /// The pointer lies in a segment but is not the start of a block (an interior
+    /// pointer, or a corrupted tag).
+    NotABlock {
+        /// The pointer given.
+        ptr: *mut u8,
+    },
+}
+
+impl fmt::Display for Misuse {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Self::NotInSpace { ptr } => write!(
+                f,
+                "{ptr:p} is not a block of this memory space (another allocator's, or freed with its segment already)"
+            ),
+            Self::DoubleFree { ptr } => write!(f, "{ptr:p} is already free (double free)"),
+            Self::NotABlock { ptr } => {
+                write!(f, "{ptr:p} points into this memory space but not at the start of a live block")
+            }
+        }
+    }
+}
+
+/// What is told about a [`Misuse`]: panics, logs, or records it for a test. A hook
+/// that returns makes the call that misused the space do nothing.
+pub type MisuseHook = fn(&Misuse);
+
+/// The default [`MisuseHook`]: panics with the misuse described.
+///
+/// ```should_panic
+/// bento_space::panic_on_misuse(&bento_space::Misuse::NotABlock { ptr: core::ptr::null_mut() });
+/// ```
+pub fn panic_on_misuse(misuse: &Misuse) {
+    panic!("MemorySpace misuse: {misuse}");
+}

@@ -1,0 +1,714 @@
+//! [`MemorySpace`]: the page-source side (segments in and out) over [`Core`].
+
+use core::alloc::Layout;
+use core::cell::UnsafeCell;
+use core::fmt;
+use core::ptr::NonNull;
+
+use bento_align::Alignment;
+use bento_pages::{PageError, PageSource};
+
+use crate::chunk::{CHUNK_ALIGN, FENCE, HEADER, Kind, MAX_SEGMENT, MIN_CHUNK, Segment, chunk_size_for, raw};
+use crate::config::{SpaceConfig, SpaceError};
+use crate::core::{Core, Freed, dedicated_chunk_offset};
+use crate::{AllocError, MisuseHook, SpaceStats, panic_on_misuse};
+
+/// A dsmalloc-style general allocator over a [`PageSource`].
+///
+/// Memory comes from the source in **segments**: ordinary ones of
+/// `segment_granularity` bytes, and a dedicated one for each request of at least
+/// `segment_threshold` bytes. Segments are never merged with each other, and the free
+/// that leaves a segment empty gives it back to the source in the same call, in O(1).
+/// Inside a segment, blocks are boundary-tagged chunks (8 bytes of overhead each, 16-byte
+/// aligned); free chunks merge with their neighbours at once and are found again in
+/// O(1) through a two-level bitmap index. See the crate documentation for the layout.
+///
+/// A space is for one thread at a time: it is `Send` but not `Sync`, and `&MemorySpace`
+/// is an allocator-api2 `Allocator`. [`LockedSpace`](crate::LockedSpace) shares one
+/// between threads.
+///
+/// ```
+/// use core::alloc::Layout;
+/// use bento_pages::SystemPages;
+/// use bento_space::{MemorySpace, SpaceConfig};
+///
+/// let space = MemorySpace::new(SystemPages::new(), SpaceConfig::DEFAULT).unwrap();
+/// let p = space.alloc(Layout::from_size_align(100, 8).unwrap()).unwrap();
+/// // SAFETY: `p` is a live block of 100 bytes from `space`.
+/// unsafe {
+///     p.as_ptr().write_bytes(7, 100);
+///     assert!(space.usable_size(p) >= 100);
+///     space.free(p);
+/// }
+/// assert_eq!(space.stats().segments, 0); // the empty segment went straight back
+/// ```
+pub struct MemorySpace<P: PageSource> {
+    // Invariant: only reached through `enter` (or `&mut self`), so at most one `&mut` exists at a time
+    // (checked in debug builds by `busy`; in release builds, guaranteed because the
+    // space is not `Sync`, no method calls out to code that can re-enter it (the page
+    // source must not, by its contract; the misuse hook must not, by its docs), and
+    // no `&mut` outlives the method that made it).
+    state: UnsafeCell<State>,
+    pages: Option<P>,
+    #[cfg(debug_assertions)]
+    busy: core::cell::Cell<bool>,
+}
+
+/// What a space changes as it works (the source sits beside it, used through `&P`).
+pub(crate) struct State {
+    pub(crate) core: Core,
+    config: SpaceConfig,
+    /// The source's page size: what dedicated segments are rounded to.
+    source_page: usize,
+}
+
+// SAFETY: the space owns its segments (raw pointers into memory only it reaches), so
+// moving it to another thread moves that ownership; the source moves with it.
+unsafe impl<P: PageSource + Send> Send for MemorySpace<P> {}
+
+/// The exclusive access of one method call (see `MemorySpace::inner`).
+pub(crate) struct Entered<'a, P: PageSource> {
+    space: &'a MemorySpace<P>,
+}
+
+impl<P: PageSource> core::ops::Deref for Entered<'_, P> {
+    type Target = State;
+
+    #[inline]
+    fn deref(&self) -> &State {
+        // SAFETY: `Entered` exists once at a time per space (see `state`'s invariant).
+        unsafe { &*self.space.state.get() }
+    }
+}
+
+impl<P: PageSource> core::ops::DerefMut for Entered<'_, P> {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut State {
+        // SAFETY: as for `deref`; `&mut self` makes this the only live reference.
+        unsafe { &mut *self.space.state.get() }
+    }
+}
+
+impl<P: PageSource> Drop for Entered<'_, P> {
+    #[inline]
+    fn drop(&mut self) {
+        #[cfg(debug_assertions)]
+        self.space.busy.set(false);
+    }
+}
+
+impl<P: PageSource> MemorySpace<P> {
+    /// A space over `pages`, shaped by `config`; reserves `config.initial_capacity`
+    /// (rounded up to whole segments) at once.
+    ///
+    /// # Errors
+    ///
+    /// [`SpaceError`] when `config` is invalid for the source (see
+    /// [`SpaceConfig::check`]) or the source refuses the initial capacity.
+    ///
+    /// ```
+    /// use bento_pages::HeapPages;
+    /// use bento_space::{MemorySpace, SpaceConfig};
+    ///
+    /// let config = SpaceConfig::DEFAULT.with_page_size(4096).with_initial_capacity(1);
+    /// let space = MemorySpace::new(HeapPages::new(), config).unwrap();
+    /// assert_eq!(space.stats().reserved, 1 << 20);
+    /// ```
+    pub fn new(pages: P, config: SpaceConfig) -> Result<Self, SpaceError> {
+        config.check(pages.page_size())?;
+        let source_page = pages.page_size();
+        let space = Self::from_parts(
+            State {
+                core: Core::new(config.segment_granularity, config.segment_threshold, panic_on_misuse),
+                config,
+                source_page,
+            },
+            Some(pages),
+        );
+        let segments = config.initial_capacity.div_ceil(config.segment_granularity);
+        {
+            let mut inner = space.enter();
+            for _ in 0..segments {
+                let (c, size) = inner.add_segment()?;
+                // SAFETY: a fresh segment's one free chunk, in no list.
+                unsafe { inner.core.index.insert(c, size) };
+            }
+        }
+        Ok(space)
+    }
+
+    /// A space whose first segment is the caller's memory `[base, base + len)`, never
+    /// released; it grows through `pages` when given, and never grows without.
+    ///
+    /// # Safety
+    ///
+    /// The caller must ensure that `[base, base + len)` is valid for reads and writes
+    /// for the life of the space and is reached by nothing else while the space lives.
+    ///
+    /// # Errors
+    ///
+    /// [`SpaceError::BaseSize`] when the memory cannot hold a segment (after aligning
+    /// its start to 16 it must hold at least 128 bytes, and at most 2^38), and what
+    /// [`new`](Self::new) returns for a bad `config`.
+    ///
+    /// ```
+    /// use core::alloc::Layout;
+    /// use core::ptr::NonNull;
+    /// use bento_pages::HeapPages;
+    /// use bento_space::{MemorySpace, SpaceConfig};
+    ///
+    /// let mut buf = vec![0u8; 4096];
+    /// let base = NonNull::new(buf.as_mut_ptr()).unwrap();
+    /// // SAFETY: `buf` outlives the space and is used only through it.
+    /// let space = unsafe {
+    ///     MemorySpace::<HeapPages>::with_base(base, buf.len(), None, SpaceConfig::DEFAULT)
+    /// }
+    /// .unwrap();
+    /// let p = space.alloc(Layout::new::<[u8; 1000]>()).unwrap();
+    /// assert!(space.alloc(Layout::new::<[u8; 4000]>()).is_err()); // no source: no growth
+    /// // SAFETY: `p` is live.
+    /// unsafe { space.free(p) };
+    /// assert_eq!(space.stats().segments, 1); // the base segment stays
+    /// drop(space);
+    /// ```
+    pub unsafe fn with_base(
+        base: NonNull<u8>,
+        len: usize,
+        pages: Option<P>,
+        config: SpaceConfig,
+    ) -> Result<Self, SpaceError> {
+        let source_page = pages.as_ref().map_or(config.page_size, P::page_size);
+        config.check(source_page)?;
+        let pad = base.as_ptr().align_offset(CHUNK_ALIGN);
+        let usable = len.saturating_sub(pad) & !(CHUNK_ALIGN - 1);
+        if pad == usize::MAX || usable < HEADER + MIN_CHUNK + FENCE || usable > MAX_SEGMENT {
+            return Err(SpaceError::BaseSize { len: usable });
+        }
+        let space = Self::from_parts(
+            State {
+                core: Core::new(config.segment_granularity, config.segment_threshold, panic_on_misuse),
+                config,
+                source_page,
+            },
+            pages,
+        );
+        {
+            let mut inner = space.enter();
+            // SAFETY: `pad` keeps inside `[base, base + len)` (`usable > 0`).
+            let start = unsafe { base.add(pad) };
+            // SAFETY: the caller lends the memory; `start` is 16-aligned and `usable`
+            // bytes (a multiple of 16, large enough) follow it.
+            unsafe {
+                let seg = inner.core.link_segment(start, usable, Kind::Base);
+                inner.core.base = seg.as_ptr();
+                let (c, size) = inner.core.init_area(seg);
+                inner.core.index.insert(c, size);
+            }
+        }
+        Ok(space)
+    }
+
+    fn from_parts(state: State, pages: Option<P>) -> Self {
+        Self {
+            state: UnsafeCell::new(state),
+            pages,
+            #[cfg(debug_assertions)]
+            busy: core::cell::Cell::new(false),
+        }
+    }
+
+    /// Exclusive access for one call; in debug builds, a re-entrant call panics.
+    #[inline]
+    fn enter(&self) -> Entered<'_, P> {
+        #[cfg(debug_assertions)]
+        assert!(
+            !self.busy.replace(true),
+            "MemorySpace re-entered: a page source or misuse hook called back into the space it serves"
+        );
+        Entered { space: self }
+    }
+
+    /// Allocates a block for `layout`: any power-of-two alignment (beyond 16, by
+    /// splitting off a leading free chunk, or through a dedicated segment). A
+    /// zero-size layout gets a dangling, aligned pointer and costs nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`AllocError`] when the source refuses memory or the size is beyond what a
+    /// segment can hold; nothing changes.
+    ///
+    /// ```
+    /// use core::alloc::Layout;
+    /// use bento_pages::HeapPages;
+    /// use bento_space::{MemorySpace, SpaceConfig};
+    ///
+    /// let space = MemorySpace::new(HeapPages::new(), SpaceConfig::DEFAULT.with_page_size(4096)).unwrap();
+    /// let p = space.alloc(Layout::from_size_align(256, 4096).unwrap()).unwrap();
+    /// assert_eq!(p.addr().get() % 4096, 0);
+    /// // SAFETY: live.
+    /// unsafe { space.free(p) };
+    /// ```
+    #[inline]
+    pub fn alloc(&self, layout: Layout) -> Result<NonNull<u8>, AllocError> {
+        if layout.size() == 0 {
+            return Ok(dangling(layout.align()));
+        }
+        self.enter().alloc(layout.size(), layout.align(), 0)
+    }
+
+    /// Allocates a block of `layout.size()` bytes whose address plus `offset` is
+    /// aligned to `layout.align()`: room for a header in front of an aligned body.
+    ///
+    /// # Errors
+    ///
+    /// As [`alloc`](Self::alloc), and [`AllocError`] when `offset` is not a multiple of
+    /// `min(align, 16)` (every block starts on 16 bytes, so no other offset can be met).
+    ///
+    /// ```
+    /// use core::alloc::Layout;
+    /// use bento_pages::HeapPages;
+    /// use bento_space::{MemorySpace, SpaceConfig};
+    ///
+    /// let space = MemorySpace::new(HeapPages::new(), SpaceConfig::DEFAULT.with_page_size(4096)).unwrap();
+    /// let p = space.alloc_at_offset(Layout::from_size_align(160, 64).unwrap(), 32).unwrap();
+    /// assert_eq!((p.addr().get() + 32) % 64, 0);
+    /// // SAFETY: live.
+    /// unsafe { space.free(p) };
+    /// ```
+    pub fn alloc_at_offset(&self, layout: Layout, offset: usize) -> Result<NonNull<u8>, AllocError> {
+        if !offset.is_multiple_of(layout.align().min(CHUNK_ALIGN)) {
+            return Err(AllocError);
+        }
+        if layout.size() == 0 {
+            // The first non-zero address `a` with `a + offset` aligned.
+            let align = layout.align();
+            let addr = (offset / align)
+                .checked_add(1)
+                .and_then(|k| k.checked_mul(align))
+                .ok_or(AllocError)?
+                - offset;
+            return Ok(NonNull::without_provenance(
+                core::num::NonZeroUsize::new(addr).ok_or(AllocError)?,
+            ));
+        }
+        let offset = if layout.align() <= CHUNK_ALIGN { 0 } else { offset % layout.align() };
+        self.enter().alloc(layout.size(), layout.align(), offset)
+    }
+
+    /// Frees a block. Its size comes from its boundary tag. When this leaves its
+    /// segment empty, the segment goes back to the page source before this returns.
+    ///
+    /// In debug builds a pointer that is not a live block of this space (from another
+    /// allocator, freed twice, or pointing inside a block) is reported to the misuse
+    /// hook (which panics by default) and the call does nothing. In release builds
+    /// such a call is undefined behaviour; [`validate`](Self::validate) finds most of
+    /// the damage afterwards.
+    ///
+    /// # Safety
+    ///
+    /// The caller must ensure `ptr` is a live block of this space from a non-zero-size
+    /// allocation (the pointer of a zero-size allocation is never freed), not used
+    /// afterwards.
+    #[inline]
+    pub unsafe fn free(&self, ptr: NonNull<u8>) {
+        let mut inner = self.enter();
+        if cfg!(debug_assertions)
+            && let Err(misuse) = inner.core.check_block(ptr)
+        {
+            inner.core.report(&misuse);
+            return;
+        }
+        // SAFETY: the caller's contract (checked in debug builds above).
+        unsafe { inner.free(ptr) }
+    }
+
+    /// Resizes a block to `new_size` bytes: in place when it can (shrinking always
+    /// can; growing can when the next chunk is free and large enough), else by
+    /// allocating a new block (aligned to 16), copying and freeing the old one. A new
+    /// size of 0 shrinks the block to the minimum.
+    ///
+    /// # Errors
+    ///
+    /// [`AllocError`] when the block must move and no memory is to be had; the block
+    /// is then unchanged.
+    ///
+    /// # Safety
+    ///
+    /// As for [`free`](Self::free). The old pointer must not be used after `Ok`.
+    ///
+    /// ```
+    /// use core::alloc::Layout;
+    /// use bento_pages::HeapPages;
+    /// use bento_space::{MemorySpace, SpaceConfig};
+    ///
+    /// let space = MemorySpace::new(HeapPages::new(), SpaceConfig::DEFAULT.with_page_size(4096)).unwrap();
+    /// let p = space.alloc(Layout::new::<[u8; 40]>()).unwrap();
+    /// // SAFETY: `p` is live; it is replaced by what `realloc` returns.
+    /// unsafe {
+    ///     p.as_ptr().write(42);
+    ///     let q = space.realloc(p, 4000).unwrap();
+    ///     assert_eq!(q.as_ptr().read(), 42);
+    ///     space.free(q);
+    /// }
+    /// ```
+    pub unsafe fn realloc(&self, ptr: NonNull<u8>, new_size: usize) -> Result<NonNull<u8>, AllocError> {
+        let mut inner = self.enter();
+        if cfg!(debug_assertions)
+            && let Err(misuse) = inner.core.check_block(ptr)
+        {
+            inner.core.report(&misuse);
+            return Err(AllocError);
+        }
+        // SAFETY: the caller's contract.
+        unsafe {
+            if inner.core.resize_in_place(raw::chunk_of(ptr), new_size) {
+                return Ok(ptr);
+            }
+            let new = inner.alloc(new_size, CHUNK_ALIGN, 0)?;
+            let keep = Core::usable(raw::chunk_of(ptr)).min(new_size);
+            core::ptr::copy_nonoverlapping(ptr.as_ptr(), new.as_ptr(), keep);
+            inner.free(ptr);
+            Ok(new)
+        }
+    }
+
+    /// Resizes a block to hold `new_size` bytes without moving it; false (and nothing
+    /// changes) when it cannot. Shrinking splits off a free tail; growing absorbs a
+    /// free successor.
+    ///
+    /// # Safety
+    ///
+    /// As for [`free`](Self::free), except that the block stays live.
+    ///
+    /// ```
+    /// use core::alloc::Layout;
+    /// use bento_pages::HeapPages;
+    /// use bento_space::{MemorySpace, SpaceConfig};
+    ///
+    /// let space = MemorySpace::new(HeapPages::new(), SpaceConfig::DEFAULT.with_page_size(4096)).unwrap();
+    /// let p = space.alloc(Layout::new::<[u8; 64]>()).unwrap();
+    /// // SAFETY: `p` is live; it is the last block, so a free chunk follows it.
+    /// unsafe {
+    ///     assert!(space.realloc_in_place(p, 1000));
+    ///     assert!(space.usable_size(p) >= 1000);
+    ///     space.free(p);
+    /// }
+    /// ```
+    pub unsafe fn realloc_in_place(&self, ptr: NonNull<u8>, new_size: usize) -> bool {
+        let mut inner = self.enter();
+        if cfg!(debug_assertions)
+            && let Err(misuse) = inner.core.check_block(ptr)
+        {
+            inner.core.report(&misuse);
+            return false;
+        }
+        // SAFETY: the caller's contract.
+        unsafe { inner.core.resize_in_place(raw::chunk_of(ptr), new_size) }
+    }
+
+    /// The bytes the block at `ptr` can hold: at least what was asked for.
+    ///
+    /// # Safety
+    ///
+    /// As for [`free`](Self::free), except that the block stays live.
+    ///
+    /// ```
+    /// use core::alloc::Layout;
+    /// use bento_pages::HeapPages;
+    /// use bento_space::{MemorySpace, SpaceConfig};
+    ///
+    /// let space = MemorySpace::new(HeapPages::new(), SpaceConfig::DEFAULT.with_page_size(4096)).unwrap();
+    /// let p = space.alloc(Layout::new::<[u8; 20]>()).unwrap();
+    /// // SAFETY: live.
+    /// unsafe {
+    ///     assert_eq!(space.usable_size(p), 24); // a 32-byte chunk less its 8-byte tag
+    ///     space.free(p);
+    /// }
+    /// ```
+    pub unsafe fn usable_size(&self, ptr: NonNull<u8>) -> usize {
+        let inner = self.enter();
+        if cfg!(debug_assertions)
+            && let Err(misuse) = inner.core.check_block(ptr)
+        {
+            inner.core.report(&misuse);
+            return 0;
+        }
+        // SAFETY: the caller's contract.
+        unsafe { Core::usable(raw::chunk_of(ptr)) }
+    }
+
+    /// The space's figures, from its counters (O(1)).
+    ///
+    /// ```
+    /// use bento_pages::HeapPages;
+    /// use bento_space::{MemorySpace, SpaceConfig};
+    ///
+    /// let space = MemorySpace::new(HeapPages::new(), SpaceConfig::DEFAULT.with_page_size(4096)).unwrap();
+    /// assert_eq!(space.stats().live_blocks, 0);
+    /// ```
+    pub fn stats(&self) -> SpaceStats {
+        self.enter().core.stats()
+    }
+
+    /// Sets the function told about misuse found by the debug checks (the default,
+    /// [`panic_on_misuse`], panics). A hook that returns makes the bad call do nothing.
+    /// The hook must not call back into this space.
+    ///
+    /// ```
+    /// use bento_pages::HeapPages;
+    /// use bento_space::{MemorySpace, Misuse, SpaceConfig};
+    ///
+    /// let mut space = MemorySpace::new(HeapPages::new(), SpaceConfig::DEFAULT.with_page_size(4096)).unwrap();
+    /// space.set_misuse_hook(|m: &Misuse| eprintln!("{m}"));
+    /// ```
+    pub fn set_misuse_hook(&mut self, hook: MisuseHook) {
+        self.state.get_mut().core.hook = hook;
+    }
+
+    /// The page source, when the space has one.
+    ///
+    /// ```
+    /// use bento_pages::{HeapPages, PageSource};
+    /// use bento_space::{MemorySpace, SpaceConfig};
+    ///
+    /// let space = MemorySpace::new(HeapPages::new(), SpaceConfig::DEFAULT.with_page_size(4096)).unwrap();
+    /// assert_eq!(space.pages().unwrap().page_size(), 4096);
+    /// ```
+    pub fn pages(&self) -> Option<&P> {
+        self.pages.as_ref()
+    }
+
+    /// The configuration the space was made with.
+    ///
+    /// ```
+    /// use bento_pages::HeapPages;
+    /// use bento_space::{MemorySpace, SpaceConfig};
+    ///
+    /// let config = SpaceConfig::DEFAULT.with_page_size(4096);
+    /// let space = MemorySpace::new(HeapPages::new(), config).unwrap();
+    /// assert_eq!(space.config(), config);
+    /// ```
+    pub fn config(&self) -> SpaceConfig {
+        self.enter().config
+    }
+
+    /// Releases every segment to the page source (the base segment stays the
+    /// caller's) and returns the bytes given back. Blocks still live are lost.
+    ///
+    /// ```
+    /// use core::alloc::Layout;
+    /// use bento_pages::HeapPages;
+    /// use bento_space::{MemorySpace, SpaceConfig};
+    ///
+    /// let space = MemorySpace::new(HeapPages::new(), SpaceConfig::DEFAULT.with_page_size(4096)).unwrap();
+    /// space.alloc(Layout::new::<u64>()).unwrap();
+    /// assert_eq!(space.destroy(), 1 << 20);
+    /// ```
+    pub fn destroy(mut self) -> usize {
+        // `Drop` then finds only the base segment left, which it keeps.
+        release_all(self.state.get_mut(), self.pages.as_ref())
+    }
+
+    /// Exclusive access to the inner state, for the walkers and `validate`.
+    pub(crate) fn entered(&self) -> Entered<'_, P> {
+        self.enter()
+    }
+}
+
+impl<P: PageSource> Entered<'_, P> {
+    /// The allocation path: `size > 0`, `align` a power of two, `offset < align` a
+    /// multiple of 16 when `align > 16` (0 otherwise).
+    #[inline]
+    fn alloc(&mut self, size: usize, align: usize, offset: usize) -> Result<NonNull<u8>, AllocError> {
+        let csize = chunk_size_for(size).ok_or(AllocError)?;
+        if align <= CHUNK_ALIGN {
+            if self.core.wants_dedicated(size, csize) {
+                return self.alloc_dedicated(size, align, 0);
+            }
+            let (c, found) = match self.core.take(csize) {
+                Some(hit) => hit,
+                None => self.add_segment().map_err(|_| AllocError)?,
+            };
+            // SAFETY: a free chunk of at least `csize` bytes, out of the index.
+            return Ok(unsafe { self.core.carve(c, found, csize) });
+        }
+        self.alloc_aligned(size, csize, align, offset)
+    }
+
+    #[cold]
+    fn alloc_aligned(&mut self, size: usize, csize: usize, align: usize, offset: usize) -> Result<NonNull<u8>, AllocError> {
+        let need = csize.checked_add(align).and_then(|n| n.checked_add(MIN_CHUNK)).ok_or(AllocError)?;
+        if self.core.wants_dedicated(size, need) {
+            return self.alloc_dedicated(size, align, offset);
+        }
+        let (c, found) = match self.core.take(need) {
+            Some(hit) => hit,
+            None => self.add_segment().map_err(|_| AllocError)?,
+        };
+        // SAFETY: a free chunk of at least `csize + align + MIN_CHUNK` bytes, out of
+        // the index; `align > 16`, `offset` a multiple of 16 (the callers' contract).
+        Ok(unsafe { self.core.carve_aligned(c, found, csize, align, offset) })
+    }
+
+    /// Frees the block at `payload`, releasing its segment if that empties it.
+    ///
+    /// # Safety
+    ///
+    /// `payload` is a live block of this space.
+    #[inline]
+    unsafe fn free(&mut self, payload: NonNull<u8>) {
+        // SAFETY: the caller's contract.
+        if let Freed::Release(seg) = unsafe { self.core.free_chunk(raw::chunk_of(payload)) } {
+            let pages = self.space.pages.as_ref();
+            // SAFETY: `free_chunk` unlinked the empty segment for us to release.
+            unsafe { release_segment(pages, seg) };
+        }
+    }
+
+    /// Reserves and commits an ordinary segment and returns its one free chunk (in no
+    /// list) with its size.
+    #[cold]
+    #[inline(never)]
+    fn add_segment(&mut self) -> Result<(NonNull<u8>, usize), PageError> {
+        let size = self.config.segment_granularity;
+        let align = Alignment::new(size).expect("the granularity is a power of two");
+        let base = self.reserve_committed(size, align)?;
+        // SAFETY: `size` fresh committed bytes at a granularity-aligned base, which
+        // holds a header, a chunk and the fence (`SpaceConfig::check`).
+        unsafe {
+            let seg = self.core.link_segment(base, size, Kind::Normal);
+            Ok(self.core.init_area(seg))
+        }
+    }
+
+    /// A segment of its own for a request of `size` bytes whose payload plus
+    /// `offset` is aligned to `align`.
+    #[cold]
+    #[inline(never)]
+    fn alloc_dedicated(&mut self, size: usize, align: usize, offset: usize) -> Result<NonNull<u8>, AllocError> {
+        let chunk_offset = dedicated_chunk_offset(align.max(CHUNK_ALIGN), offset).ok_or(AllocError)?;
+        let csize = chunk_size_for(size).ok_or(AllocError)?;
+        let total = chunk_offset
+            .checked_add(csize)
+            .and_then(|t| t.checked_add(FENCE))
+            .and_then(|t| t.checked_next_multiple_of(self.source_page))
+            .filter(|&t| t <= MAX_SEGMENT)
+            .ok_or(AllocError)?;
+        let align = Alignment::new(align).expect("Layout alignments are powers of two");
+        let base = self.reserve_committed(total, align).map_err(|_| AllocError)?;
+        // SAFETY: `total` fresh committed bytes aligned to `align` (so the payload
+        // `chunk_offset + 16` in meets `align` and `offset`), holding the header, the
+        // chunk and the fence.
+        unsafe {
+            let seg = self.core.link_segment(base, total, Kind::Dedicated);
+            Ok(self.core.install_dedicated(seg, chunk_offset))
+        }
+    }
+
+    /// Reserves `size` bytes aligned to `align` and commits them all; on a refused
+    /// commit gives the reservation back.
+    fn reserve_committed(&self, size: usize, align: Alignment) -> Result<NonNull<u8>, PageError> {
+        let pages = self.space.pages.as_ref().ok_or(PageError::OutOfAddressSpace { size })?;
+        let base = pages.reserve(size, align)?;
+        // SAFETY: the whole of a fresh reservation of `size` bytes (a multiple of the
+        // source's page); on failure nothing is committed, so it is released whole.
+        unsafe {
+            if let Err(e) = pages.commit(base, size) {
+                pages.release(base, size);
+                return Err(e);
+            }
+        }
+        Ok(base)
+    }
+}
+
+/// Gives an unlinked, empty segment back to the source.
+///
+/// # Safety
+///
+/// `seg` was unlinked by `Core::free_chunk` (or is being torn down) and is not the
+/// base segment, so it came from `pages`.
+#[cold]
+unsafe fn release_segment<P: PageSource>(pages: Option<&P>, seg: NonNull<Segment>) {
+    // SAFETY: the header is still readable: nothing released it yet.
+    let (size, committed) = unsafe { ((*seg.as_ptr()).size, (*seg.as_ptr()).committed) };
+    let pages = pages.expect("a segment that is not the base came from the source");
+    // SAFETY: `[seg, seg + committed)` is committed, `[seg, seg + size)` is the whole
+    // reservation, and nothing of it is used again.
+    unsafe {
+        pages.decommit(seg.cast(), committed);
+        pages.release(seg.cast(), size);
+    }
+}
+
+/// Releases every segment but the base one; returns the bytes released. The space is
+/// left with only its base segment (if any) and must not allocate again.
+fn release_all<P: PageSource>(state: &mut State, pages: Option<&P>) -> usize {
+    let core = &mut state.core;
+    let mut released = 0;
+    let mut seg = core.segments;
+    while let Some(s) = NonNull::new(seg) {
+        // SAFETY: a live segment header on the list.
+        let (next, size) = unsafe { ((*s.as_ptr()).next, (*s.as_ptr()).size) };
+        if s.as_ptr() != core.base {
+            released += size;
+            // SAFETY: a segment of this space that is not the base; the list is
+            // rebuilt below, so it is not reached again.
+            unsafe { release_segment(pages, s) };
+        }
+        seg = next;
+    }
+    core.segments = core.base;
+    if let Some(base) = NonNull::new(core.base) {
+        // SAFETY: the base segment stays; it is now alone on the list.
+        unsafe {
+            (*base.as_ptr()).next = core::ptr::null_mut();
+            (*base.as_ptr()).prev = core::ptr::null_mut();
+        }
+    }
+    released
+}
+
+impl<P: PageSource> Drop for MemorySpace<P> {
+    fn drop(&mut self) {
+        release_all(self.state.get_mut(), self.pages.as_ref());
+    }
+}
+
+impl<P: PageSource + fmt::Debug> fmt::Debug for MemorySpace<P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let inner = self.enter();
+        f.debug_struct("MemorySpace")
+            .field("config", &inner.config)
+            .field("stats", &inner.core.stats())
+            .field("pages", &self.pages)
+            .finish()
+    }
+}
+
+/// The dangling, aligned pointer a zero-size request gets.
+#[inline]
+pub(crate) fn dangling(align: usize) -> NonNull<u8> {
+    NonNull::without_provenance(core::num::NonZeroUsize::new(align).expect("alignments are non-zero"))
+}
+
+// SAFETY: the methods are `MemorySpace`'s own, which keep `RawSpace`'s promises.
+unsafe impl<P: PageSource> crate::alloc_api::RawSpace for MemorySpace<P> {
+    #[inline]
+    fn raw_alloc(&self, layout: Layout) -> Result<NonNull<u8>, AllocError> {
+        self.alloc(layout)
+    }
+
+    #[inline]
+    unsafe fn raw_free(&self, ptr: NonNull<u8>) {
+        // SAFETY: the caller's contract.
+        unsafe { self.free(ptr) }
+    }
+
+    unsafe fn raw_resize(&self, ptr: NonNull<u8>, new_size: usize) -> bool {
+        // SAFETY: the caller's contract.
+        unsafe { self.realloc_in_place(ptr, new_size) }
+    }
+}
+
+crate::alloc_api::impl_allocator!(impl['a, P: PageSource] for &'a MemorySpace<P>);

@@ -1,0 +1,582 @@
+//! Walking a space: the [`Allocations`] and [`FreeBlocks`] iterators, and
+//! [`MemorySpace::validate`], which recomputes every figure from the tags.
+
+use core::fmt;
+use core::marker::PhantomData;
+use core::ptr::NonNull;
+
+use bento_pages::PageSource;
+
+use crate::chunk::{FENCE, Flags, HEADER, IN_USE_OVERHEAD, Kind, MIN_CHUNK, Segment, raw};
+use crate::core::Core;
+use crate::index::{self, list_of};
+use crate::MemorySpace;
+
+const IN_USE: usize = Flags::IN_USE.bits();
+const PREV_IN_USE: usize = Flags::PREV_IN_USE.bits();
+/// On a free chunk, the validation walk's mark "seen in a list" (the bit is otherwise
+/// only set on in-use chunks of dedicated segments).
+const MARK: usize = Flags::DEDICATED.bits();
+const BASE: usize = Flags::BASE.bits();
+
+/// A block found by walking a space: an allocation's payload and usable size, or a
+/// free chunk's address and size.
+///
+/// ```
+/// use core::alloc::Layout;
+/// use bento_pages::HeapPages;
+/// use bento_space::{MemorySpace, SpaceConfig};
+///
+/// let mut space = MemorySpace::new(HeapPages::new(), SpaceConfig::DEFAULT.with_page_size(4096)).unwrap();
+/// let p = space.alloc(Layout::new::<[u8; 40]>()).unwrap();
+/// let blocks: Vec<_> = space.allocations().collect();
+/// assert_eq!((blocks[0].ptr, blocks[0].size), (p, 40));
+/// // SAFETY: live.
+/// unsafe { space.free(p) };
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Block {
+    /// Where the block starts.
+    pub ptr: NonNull<u8>,
+    /// Its size in bytes.
+    pub size: usize,
+}
+
+/// Steps through every chunk of every segment.
+struct Cursor {
+    seg: *mut Segment,
+    next: Option<NonNull<u8>>,
+}
+
+impl Cursor {
+    /// The next chunk and its head.
+    ///
+    /// # Safety
+    ///
+    /// The space's segments and tags are intact and unchanged since the cursor began.
+    unsafe fn step(&mut self) -> Option<(NonNull<u8>, usize)> {
+        loop {
+            let seg = NonNull::new(self.seg)?;
+            // SAFETY: `seg` is a live segment; `next` is its first chunk or the chunk
+            // after the last one returned, which the intact tags keep inside it.
+            unsafe {
+                let c = self.next.unwrap_or_else(|| seg.cast::<u8>().add((*seg.as_ptr()).first));
+                let head = raw::head(c);
+                let size = raw::size(head);
+                if size == 0 {
+                    self.seg = (*seg.as_ptr()).next;
+                    self.next = None;
+                    continue;
+                }
+                self.next = Some(c.add(size));
+                return Some((c, head));
+            }
+        }
+    }
+}
+
+/// Every live block of a space, segment by segment in address order within each
+/// segment (dsmalloc's FindFirst/NextAllocation). From [`MemorySpace::allocations`].
+pub struct Allocations<'a> {
+    cursor: Cursor,
+    _space: PhantomData<&'a mut ()>,
+}
+
+/// Every free chunk of a space (dsmalloc's FindFirst/NextFreeBlock); each block is a
+/// whole chunk, tags included. From [`MemorySpace::free_blocks`].
+pub struct FreeBlocks<'a> {
+    cursor: Cursor,
+    _space: PhantomData<&'a mut ()>,
+}
+
+impl Iterator for Allocations<'_> {
+    type Item = Block;
+
+    fn next(&mut self) -> Option<Block> {
+        loop {
+            // SAFETY: the iterator borrows the space exclusively, so nothing changes
+            // its tags while it walks.
+            let (c, head) = unsafe { self.cursor.step()? };
+            if head & IN_USE != 0 {
+                return Some(Block {
+                    ptr: raw::payload(c),
+                    size: raw::size(head) - IN_USE_OVERHEAD,
+                });
+            }
+        }
+    }
+}
+
+impl Iterator for FreeBlocks<'_> {
+    type Item = Block;
+
+    fn next(&mut self) -> Option<Block> {
+        loop {
+            // SAFETY: as for `Allocations`.
+            let (c, head) = unsafe { self.cursor.step()? };
+            if head & IN_USE == 0 {
+                return Some(Block { ptr: c, size: raw::size(head) });
+            }
+        }
+    }
+}
+
+impl fmt::Debug for Allocations<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Allocations").field("next", &self.cursor.next).finish()
+    }
+}
+
+impl fmt::Debug for FreeBlocks<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FreeBlocks").field("next", &self.cursor.next).finish()
+    }
+}
+
+/// The figures [`MemorySpace::validate`] counted by walking the segments.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ValidateReport {
+    /// Segments walked.
+    pub segments: usize,
+    /// In-use chunks.
+    pub live_blocks: usize,
+    /// Their usable bytes.
+    pub live_bytes: usize,
+    /// Free chunks.
+    pub free_blocks: usize,
+    /// Their bytes.
+    pub free_bytes: usize,
+    /// Segment headers, end fences and the tag of each in-use chunk.
+    pub overhead: usize,
+    /// Bytes committed in the segments walked: `live_bytes + free_bytes + overhead`.
+    pub committed: usize,
+    /// Bytes reserved by the segments walked.
+    pub reserved: usize,
+}
+
+/// The rule a corrupted space breaks, as [`MemorySpace::validate`] names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Rule {
+    /// A chunk's size is below the minimum or runs past the segment's end fence.
+    #[error("a chunk's size is below the minimum or runs past the end fence")]
+    Overrun,
+    /// The walk does not end on an end fence at the segment's end.
+    #[error("the walk does not end on the end fence")]
+    Fence,
+    /// A chunk's PREV_IN_USE bit disagrees with the chunk before it.
+    #[error("PREV_IN_USE disagrees with the previous chunk")]
+    PrevInUse,
+    /// Two free chunks are adjacent (they should have merged).
+    #[error("two free chunks are adjacent")]
+    AdjacentFree,
+    /// A free chunk's footer does not repeat its size.
+    #[error("a free chunk's footer does not match its size")]
+    Footer,
+    /// A chunk's kind bits (dedicated, base) disagree with its segment.
+    #[error("a chunk's kind bits disagree with its segment")]
+    KindFlag,
+    /// A free chunk is in no free list.
+    #[error("a free chunk is in no free list")]
+    Unlisted,
+    /// A list holds something that is not a free chunk of this space of the list's
+    /// size class, or its back link is wrong.
+    #[error("list ({fl}, {sl}) holds an entry that is not a free chunk of its class, or a wrong back link")]
+    ListEntry {
+        /// First level of the list.
+        fl: usize,
+        /// Second level.
+        sl: usize,
+    },
+    /// A list holds a chunk twice (a cycle).
+    #[error("list ({fl}, {sl}) holds a chunk twice")]
+    ListCycle {
+        /// First level of the list.
+        fl: usize,
+        /// Second level.
+        sl: usize,
+    },
+    /// A bitmap bit disagrees with its list.
+    #[error("the bitmaps disagree with list ({fl}, {sl})")]
+    Bitmap {
+        /// First level of the list.
+        fl: usize,
+        /// Second level.
+        sl: usize,
+    },
+    /// A segment's occupancy count disagrees with its in-use chunks.
+    #[error("the segment's occupancy count is {recorded} but it holds {counted} in-use chunks")]
+    Occupancy {
+        /// In-use chunks found.
+        counted: usize,
+        /// The segment's count.
+        recorded: usize,
+    },
+    /// A figure kept as a counter disagrees with the walk.
+    #[error("{name} is {recorded} but the walk counts {counted}")]
+    Figure {
+        /// Which figure.
+        name: &'static str,
+        /// What the walk counted.
+        counted: usize,
+        /// What the counter says.
+        recorded: usize,
+    },
+}
+
+/// Where a space is corrupt and which rule is broken: the segment's base address (0
+/// when the rule concerns the whole space or a list entry outside every segment) and
+/// the byte offset in it (or the address of the entry).
+///
+/// ```
+/// use bento_space::{Corruption, Rule};
+///
+/// let c = Corruption { segment: 0x10000, offset: 64, rule: Rule::AdjacentFree };
+/// assert_eq!(c.to_string(), "segment 0x10000, offset 64: two free chunks are adjacent");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("segment {segment:#x}, offset {offset}: {rule}")]
+pub struct Corruption {
+    /// The base address of the segment.
+    pub segment: usize,
+    /// The byte offset of the chunk in the segment.
+    pub offset: usize,
+    /// The rule broken.
+    pub rule: Rule,
+}
+
+impl<P: PageSource> MemorySpace<P> {
+    /// Every live block, as payload and usable size. Borrows the space exclusively, so
+    /// nothing can allocate or free while it walks.
+    ///
+    /// ```
+    /// use core::alloc::Layout;
+    /// use bento_pages::HeapPages;
+    /// use bento_space::{MemorySpace, SpaceConfig};
+    ///
+    /// let mut space = MemorySpace::new(HeapPages::new(), SpaceConfig::DEFAULT.with_page_size(4096)).unwrap();
+    /// let a = space.alloc(Layout::new::<[u8; 100]>()).unwrap();
+    /// let b = space.alloc(Layout::new::<[u8; 200]>()).unwrap();
+    /// let live: usize = space.allocations().map(|b| b.size).sum();
+    /// assert_eq!(live, space.stats().live_bytes);
+    /// // SAFETY: live.
+    /// unsafe { space.free(a); space.free(b) };
+    /// ```
+    pub fn allocations(&mut self) -> Allocations<'_> {
+        Allocations {
+            cursor: self.cursor(),
+            _space: PhantomData,
+        }
+    }
+
+    /// Every free chunk, whole (address and size). Borrows the space exclusively.
+    ///
+    /// ```
+    /// use core::alloc::Layout;
+    /// use bento_pages::HeapPages;
+    /// use bento_space::{MemorySpace, SpaceConfig};
+    ///
+    /// let mut space = MemorySpace::new(HeapPages::new(), SpaceConfig::DEFAULT.with_page_size(4096)).unwrap();
+    /// let a = space.alloc(Layout::new::<[u8; 100]>()).unwrap();
+    /// let free: usize = space.free_blocks().map(|b| b.size).sum();
+    /// assert_eq!(free, space.stats().free_bytes);
+    /// // SAFETY: live.
+    /// unsafe { space.free(a) };
+    /// ```
+    pub fn free_blocks(&mut self) -> FreeBlocks<'_> {
+        FreeBlocks {
+            cursor: self.cursor(),
+            _space: PhantomData,
+        }
+    }
+
+    fn cursor(&mut self) -> Cursor {
+        Cursor {
+            seg: self.entered().core.segments,
+            next: None,
+        }
+    }
+
+    /// Walks every segment's boundary tags and every free list and checks that they
+    /// agree: each walk ends on its segment's end fence, PREV_IN_USE bits are right,
+    /// no two free chunks are adjacent, footers match, every free chunk is in exactly
+    /// one list (the one its size maps to) and the lists hold nothing else, the
+    /// bitmaps match the lists, each segment's occupancy count matches its in-use
+    /// chunks, and every counter of [`stats`](Self::stats) equals what the walk
+    /// counts, with `committed == live + free + overhead` each counted by the walk.
+    ///
+    /// It reads the tags only (and a mark bit in free chunks it sets and clears
+    /// again), so a space corrupted by a stray write is reported, not repaired.
+    ///
+    /// # Errors
+    ///
+    /// [`Corruption`]: the segment, offset and rule of the first problem found.
+    ///
+    /// ```
+    /// use core::alloc::Layout;
+    /// use bento_pages::HeapPages;
+    /// use bento_space::{MemorySpace, SpaceConfig};
+    ///
+    /// let space = MemorySpace::new(HeapPages::new(), SpaceConfig::DEFAULT.with_page_size(4096)).unwrap();
+    /// let p = space.alloc(Layout::new::<[u8; 100]>()).unwrap();
+    /// let report = space.validate().unwrap();
+    /// assert_eq!(report.live_bytes + report.free_bytes + report.overhead, report.committed);
+    /// assert_eq!(report.committed, space.stats().committed);
+    /// // SAFETY: live.
+    /// unsafe { space.free(p) };
+    /// ```
+    pub fn validate(&self) -> Result<ValidateReport, Corruption> {
+        let mut entered = self.entered();
+        let core = &mut entered.core;
+        // No list can be longer than the chunks the segments could hold.
+        let limit = core.counters.reserved / MIN_CHUNK + 1;
+        // SAFETY: `validate` reads only inside live segments (each entry is located
+        // in one before it is read) and writes only mark bits it clears again.
+        unsafe {
+            let result = check_lists(core, limit).and_then(|listed| walk_segments(core, listed));
+            if result.is_err() {
+                unmark_lists(core, limit);
+            }
+            result
+        }
+    }
+}
+
+/// The segment whose chunk area holds `c`, as (header, base address).
+fn segment_holding(core: &Core, c: NonNull<u8>) -> Option<&Segment> {
+    let addr = c.addr().get();
+    let mut seg = core.segments;
+    // SAFETY: every header on the list is a live segment's.
+    while let Some(s) = unsafe { seg.as_ref() } {
+        let base = core::ptr::from_ref(s).addr();
+        if addr >= base + HEADER && addr + MIN_CHUNK <= base + s.size - FENCE {
+            return Some(s);
+        }
+        seg = s.next;
+    }
+    None
+}
+
+/// Walks every list, checks each entry and marks it; returns how many are listed.
+///
+/// # Safety
+///
+/// The segment list is intact.
+unsafe fn check_lists(core: &mut Core, limit: usize) -> Result<usize, Corruption> {
+    let whole = |rule| Corruption { segment: 0, offset: 0, rule };
+    let mut listed = 0;
+    for fl in 0..index::FL_COUNT {
+        if !core.index.first_level_agrees(fl) {
+            return Err(whole(Rule::Bitmap { fl, sl: 0 }));
+        }
+    }
+    for (fl, sl) in index::lists() {
+        let first = core.index.head_of(fl, sl);
+        if core.index.marked(fl, sl) == first.is_null() {
+            return Err(whole(Rule::Bitmap { fl, sl }));
+        }
+        let mut prev: *mut u8 = core::ptr::null_mut();
+        let mut cur = first;
+        let mut steps = 0;
+        while let Some(c) = NonNull::new(cur) {
+            let at = |rule| Corruption { segment: 0, offset: c.addr().get(), rule };
+            steps += 1;
+            if steps > limit {
+                return Err(at(Rule::ListCycle { fl, sl }));
+            }
+            let Some(seg) = segment_holding(core, c) else {
+                return Err(at(Rule::ListEntry { fl, sl }));
+            };
+            let end = core::ptr::from_ref(seg).addr() + seg.size - FENCE;
+            // SAFETY: `c` lies in the chunk area of a live segment, at least a minimum
+            // chunk before its end fence, so its head and links are readable.
+            unsafe {
+                let head = raw::head(c);
+                if head & MARK != 0 && head & IN_USE == 0 {
+                    return Err(at(Rule::ListCycle { fl, sl }));
+                }
+                let size = raw::size(head);
+                if !c.addr().get().is_multiple_of(16)
+                    || head & IN_USE != 0
+                    || size < MIN_CHUNK
+                    || c.addr().get() + size > end
+                    || list_of(size) != (fl, sl)
+                    || raw::link(c, 1) != prev
+                {
+                    return Err(at(Rule::ListEntry { fl, sl }));
+                }
+                raw::set_head(c, head | MARK);
+                prev = c.as_ptr();
+                cur = raw::link(c, 0);
+            }
+            listed += 1;
+        }
+    }
+    Ok(listed)
+}
+
+/// Clears the marks `check_lists` may have left after it or the walk found a problem.
+///
+/// # Safety
+///
+/// The segment list is intact.
+unsafe fn unmark_lists(core: &mut Core, limit: usize) {
+    for (fl, sl) in index::lists() {
+        let mut cur = core.index.head_of(fl, sl);
+        let mut steps = 0;
+        while let Some(c) = NonNull::new(cur) {
+            steps += 1;
+            if steps > limit || segment_holding(core, c).is_none() || !c.addr().get().is_multiple_of(16) {
+                break;
+            }
+            // SAFETY: `c` lies in the chunk area of a live segment (checked).
+            unsafe {
+                let head = raw::head(c);
+                if head & IN_USE == 0 {
+                    raw::set_head(c, head & !MARK);
+                }
+                cur = raw::link(c, 0);
+            }
+        }
+    }
+}
+
+/// Walks every segment's tags, clearing the marks of listed free chunks, and compares
+/// the counts with the counters.
+///
+/// # Safety
+///
+/// The segment list is intact.
+unsafe fn walk_segments(core: &mut Core, listed: usize) -> Result<ValidateReport, Corruption> {
+    let mut r = ValidateReport::default();
+    let mut seg = core.segments;
+    let mut guard = core.counters.segments + 1;
+    // SAFETY: every header on the list is a live segment's.
+    while let Some(s) = unsafe { seg.as_ref() } {
+        guard = guard.checked_sub(1).ok_or(Corruption {
+            segment: 0,
+            offset: 0,
+            rule: Rule::Figure {
+                name: "segments",
+                counted: core.counters.segments + 1,
+                recorded: core.counters.segments,
+            },
+        })?;
+        // SAFETY: the segment is live (the caller's contract).
+        let live = unsafe { walk_segment(s, &mut r)? };
+        if live != s.live {
+            return Err(Corruption {
+                segment: core::ptr::from_ref(s).addr(),
+                offset: 0,
+                rule: Rule::Occupancy { counted: live, recorded: s.live },
+            });
+        }
+        seg = s.next;
+    }
+    let c = &core.counters;
+    let whole = |name, counted, recorded| {
+        if counted == recorded {
+            Ok(())
+        } else {
+            Err(Corruption { segment: 0, offset: 0, rule: Rule::Figure { name, counted, recorded } })
+        }
+    };
+    whole("listed free chunks", r.free_blocks, listed)?;
+    whole("free chunks in the index", r.free_blocks, core.index.chunks)?;
+    whole("free_bytes", r.free_bytes, core.index.bytes)?;
+    whole("live_bytes", r.live_bytes, c.live_bytes)?;
+    whole("live_blocks", r.live_blocks, c.live_blocks)?;
+    whole("segments", r.segments, c.segments)?;
+    whole("reserved", r.reserved, c.reserved)?;
+    whole("committed", r.committed, c.committed)?;
+    whole("max_committed below committed", c.max_committed.max(c.committed), c.max_committed)?;
+    whole("max_reserved below reserved", c.max_reserved.max(c.reserved), c.max_reserved)?;
+    Ok(r)
+}
+
+/// Walks one segment's chunks into `r`; returns its in-use chunks.
+///
+/// # Safety
+///
+/// `s` is a live segment header.
+unsafe fn walk_segment(s: &Segment, r: &mut ValidateReport) -> Result<usize, Corruption> {
+    let base_ptr = NonNull::from(s).cast::<u8>();
+    let base = base_ptr.addr().get();
+    let fence = base + s.size - FENCE;
+    let kind_bits = match s.kind {
+        k if k == Kind::Dedicated as usize => MARK,
+        k if k == Kind::Base as usize => BASE,
+        _ => 0,
+    };
+    let at = |c: NonNull<u8>, rule| Corruption { segment: base, offset: c.addr().get() - base, rule };
+    if s.first < HEADER || s.first > s.size - FENCE - MIN_CHUNK {
+        return Err(Corruption { segment: base, offset: 0, rule: Rule::Overrun });
+    }
+    // SAFETY: the segment is live, so its header is readable and its first chunk
+    // starts `first` bytes in (checked to lie inside).
+    let mut c = unsafe { base_ptr.add(s.first) };
+    let mut prev_free = false;
+    let mut live = 0;
+    let mut walked = s.first + FENCE;
+    loop {
+        // SAFETY: `c` is at most the end fence (checked each step below), so its head
+        // is committed memory of the segment.
+        let head = unsafe { raw::head(c) };
+        let size = raw::size(head);
+        if (head & PREV_IN_USE == 0) != prev_free {
+            return Err(at(c, Rule::PrevInUse));
+        }
+        if size == 0 {
+            if c.addr().get() != fence || head & IN_USE == 0 {
+                return Err(at(c, Rule::Fence));
+            }
+            break;
+        }
+        if size < MIN_CHUNK || c.addr().get() + size > fence {
+            return Err(at(c, Rule::Overrun));
+        }
+        if head & IN_USE != 0 {
+            if head & (MARK | BASE) != kind_bits {
+                return Err(at(c, Rule::KindFlag));
+            }
+            live += 1;
+            r.live_blocks += 1;
+            r.live_bytes += size - IN_USE_OVERHEAD;
+            r.overhead += IN_USE_OVERHEAD;
+            prev_free = false;
+        } else {
+            if prev_free {
+                return Err(at(c, Rule::AdjacentFree));
+            }
+            if head & BASE != kind_bits & BASE || kind_bits & MARK != 0 {
+                return Err(at(c, Rule::KindFlag));
+            }
+            // SAFETY: `c + size` is at most the fence, inside the segment.
+            if unsafe { raw::prev_foot(c.add(size)) } != size {
+                return Err(at(c, Rule::Footer));
+            }
+            if head & MARK == 0 {
+                return Err(at(c, Rule::Unlisted));
+            }
+            // SAFETY: as above; clears the mark `check_lists` set.
+            unsafe { raw::set_head(c, head & !MARK) };
+            r.free_blocks += 1;
+            r.free_bytes += size;
+            prev_free = true;
+        }
+        walked += size;
+        // SAFETY: `c + size <= fence`, inside the segment.
+        c = unsafe { c.add(size) };
+    }
+    if walked != s.committed {
+        return Err(Corruption {
+            segment: base,
+            offset: 0,
+            rule: Rule::Figure { name: "segment committed", counted: walked, recorded: s.committed },
+        });
+    }
+    r.overhead += s.first + FENCE;
+    r.committed += walked;
+    r.reserved += s.size;
+    r.segments += 1;
+    Ok(live)
+}

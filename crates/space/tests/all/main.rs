@@ -1,0 +1,33 @@
+//! bento-space's integration tests: one binary, a module per concern.
+
+mod bad_input;
+mod interop;
+mod model;
+mod segments;
+
+use bento_pages::PageSource;
+use bento_space::{MemorySpace, SpaceConfig};
+use bento_testkit::Figures;
+
+/// Small segments, so that programs cross segment and threshold boundaries and Miri
+/// stays quick: 4 KiB pages, 64 KiB segments, dedicated from 16 KiB.
+pub(crate) const SMALL: SpaceConfig = SpaceConfig::DEFAULT
+    .with_page_size(4096)
+    .with_segment_granularity(64 << 10)
+    .with_segment_threshold(16 << 10);
+
+/// `validate()` as the testkit's self-check, with the figures the model compares.
+pub(crate) fn check<P: PageSource>(space: &&MemorySpace<P>) -> Result<Figures, String> {
+    let report = space.validate().map_err(|c| c.to_string())?;
+    let stats = space.stats();
+    if report.live_bytes + report.free_bytes + report.overhead != report.committed {
+        return Err(format!("walk does not add up: {report:?}"));
+    }
+    if stats.reserved < stats.committed {
+        return Err(format!("reserved below committed: {stats:?}"));
+    }
+    Ok(Figures {
+        live_blocks: Some(stats.live_blocks),
+        live_bytes: Some(stats.live_bytes),
+    })
+}

@@ -1,0 +1,216 @@
+//! Segments come and go with their blocks; figures, walking and resizing.
+
+use core::alloc::Layout;
+use core::ptr::NonNull;
+
+use bento_pages::{HeapPages, Metered};
+use bento_space::{Block, MemorySpace, SpaceConfig};
+
+use crate::SMALL;
+
+fn layout(size: usize) -> Layout {
+    Layout::from_size_align(size, 8).unwrap()
+}
+
+#[test]
+fn the_free_that_empties_a_segment_releases_it_at_once() {
+    let pages = Metered::new(HeapPages::new());
+    let space = MemorySpace::new(&pages, SMALL).unwrap();
+    let blocks: Vec<_> = (0..100).map(|_| space.alloc(layout(1000)).unwrap()).collect();
+    // 100 blocks of 1008-byte chunks need two 64 KiB segments.
+    assert_eq!(space.stats().segments, 2);
+    assert_eq!(pages.stats().reserved, 128 << 10);
+    for (i, p) in blocks.iter().enumerate() {
+        // SAFETY: each block is live and freed once.
+        unsafe { space.free(*p) };
+        space.validate().unwrap();
+        if i == 63 {
+            // The first segment held 64 blocks; its last free gave it back.
+            assert_eq!(space.stats().segments, 1, "after {} frees", i + 1);
+            assert_eq!(pages.stats().releases, 1);
+        }
+    }
+    let s = space.stats();
+    assert_eq!((s.segments, s.reserved, s.committed, s.live_blocks, s.free_bytes), (0, 0, 0, 0, 0));
+    assert_eq!(pages.stats().reserved, 0);
+    assert_eq!(pages.stats().committed, 0);
+    assert_eq!((s.max_reserved, s.max_committed), (128 << 10, 128 << 10));
+}
+
+#[test]
+fn requests_at_the_threshold_get_a_segment_of_their_own() {
+    let pages = Metered::new(HeapPages::new());
+    let space = MemorySpace::new(&pages, SMALL).unwrap();
+    let below = space.alloc(layout((16 << 10) - 1)).unwrap();
+    assert_eq!(space.stats().segments, 1);
+    let at = space.alloc(layout(16 << 10)).unwrap();
+    assert_eq!(space.stats().segments, 2);
+    // Header, chunk (request + tag, rounded) and fence, rounded to the page.
+    assert_eq!(pages.stats().reserved, (64 << 10) + (20 << 10));
+    // SAFETY: live blocks, each freed once.
+    unsafe {
+        assert!(space.usable_size(at) >= 16 << 10);
+        at.as_ptr().write_bytes(1, 16 << 10);
+        space.free(at);
+        assert_eq!(space.stats().segments, 1, "the dedicated segment went back");
+        space.free(below);
+    }
+    assert_eq!(pages.stats().reserved, 0);
+}
+
+#[test]
+fn initial_capacity_is_reserved_up_front_and_released_like_any_segment() {
+    let pages = Metered::new(HeapPages::new());
+    let space = MemorySpace::new(&pages, SMALL.with_initial_capacity(100 << 10)).unwrap();
+    assert_eq!(space.stats().segments, 2);
+    assert_eq!(pages.stats().reserved, 128 << 10);
+    space.validate().unwrap();
+    let p = space.alloc(layout(100)).unwrap();
+    assert_eq!(pages.stats().reserves, 2, "served from the initial capacity");
+    // SAFETY: live.
+    unsafe { space.free(p) };
+    assert_eq!(space.stats().segments, 1);
+    assert_eq!(space.destroy(), 64 << 10);
+    assert_eq!(pages.stats().reserved, 0);
+}
+
+#[test]
+fn destroy_and_drop_give_everything_back() {
+    let pages = Metered::new(HeapPages::new());
+    let space = MemorySpace::new(&pages, SMALL).unwrap();
+    for size in [10, 1000, 20_000, 40_000] {
+        space.alloc(layout(size)).unwrap();
+    }
+    let reserved = space.stats().reserved;
+    assert_eq!(space.destroy(), reserved);
+    assert_eq!(pages.stats().reserved, 0);
+    assert_eq!(pages.stats().committed, 0);
+
+    let space = MemorySpace::new(&pages, SMALL).unwrap();
+    space.alloc(layout(100)).unwrap();
+    drop(space);
+    assert_eq!(pages.stats().reserved, 0);
+}
+
+#[test]
+fn walking_finds_every_block_and_every_free_chunk() {
+    let mut space = MemorySpace::new(HeapPages::new(), SMALL).unwrap();
+    let blocks: Vec<_> = (1..40).map(|i| space.alloc(layout(i * 50)).unwrap()).collect();
+    for p in blocks.iter().step_by(3) {
+        // SAFETY: live, freed once.
+        unsafe { space.free(*p) };
+    }
+    let mut live: Vec<Block> = space.allocations().collect();
+    live.sort_by_key(|b| b.ptr);
+    let mut expected: Vec<NonNull<u8>> = blocks.iter().skip(1).copied().collect();
+    expected.retain(|p| !blocks.iter().step_by(3).any(|q| q == p));
+    expected.sort();
+    assert_eq!(live.iter().map(|b| b.ptr).collect::<Vec<_>>(), expected);
+    let stats = space.stats();
+    assert_eq!(live.iter().map(|b| b.size).sum::<usize>(), stats.live_bytes);
+    let free: Vec<Block> = space.free_blocks().collect();
+    assert_eq!(free.iter().map(|b| b.size).sum::<usize>(), stats.free_bytes);
+    // Free chunks never overlap live blocks.
+    for f in &free {
+        for l in &live {
+            let (fs, fe) = (f.ptr.addr().get(), f.ptr.addr().get() + f.size);
+            assert!(l.ptr.addr().get() + l.size <= fs + 8 || l.ptr.addr().get() >= fe, "{f:?} overlaps {l:?}");
+        }
+    }
+    let report = space.validate().unwrap();
+    assert_eq!(report.free_blocks, free.len());
+    assert_eq!(report.live_blocks, live.len());
+    for b in live {
+        // SAFETY: the live blocks, each freed once.
+        unsafe { space.free(b.ptr) };
+    }
+    assert_eq!(space.stats().segments, 0);
+}
+
+#[test]
+fn realloc_shrinks_and_grows_in_place_and_moves_when_it_must() {
+    let space = MemorySpace::new(HeapPages::new(), SMALL).unwrap();
+    let a = space.alloc(layout(1000)).unwrap();
+    let b = space.alloc(layout(1000)).unwrap();
+    // SAFETY: `a` and `b` are live; each pointer is replaced by what realloc returns.
+    unsafe {
+        a.as_ptr().write_bytes(0xA5, 1000);
+        // Shrinking splits off a tail that the next grow takes back.
+        assert!(space.realloc_in_place(a, 100));
+        assert_eq!(space.usable_size(a), 104);
+        space.validate().unwrap();
+        assert!(space.realloc_in_place(a, 1000));
+        assert!(!space.realloc_in_place(a, 2000), "`b` is in the way");
+        let moved = space.realloc(a, 2000).unwrap();
+        assert_ne!(moved, a);
+        // The bytes beyond 100 went with the tail the shrink gave back.
+        assert!((0..100).all(|i| moved.as_ptr().add(i).read() == 0xA5));
+        // `b` is the last block: it can grow into the rest of the segment.
+        space.free(moved);
+        assert!(space.realloc_in_place(b, 30_000));
+        space.validate().unwrap();
+        // Beyond the segment, realloc moves it to a dedicated one.
+        b.as_ptr().write(7);
+        let big = space.realloc(b, 100_000).unwrap();
+        assert_eq!(big.as_ptr().read(), 7);
+        assert_eq!(space.stats().segments, 1, "the ordinary segment emptied");
+        assert!(space.realloc_in_place(big, 50_000), "a dedicated block shrinks in place");
+        space.free(big);
+    }
+    assert_eq!(space.stats().segments, 0);
+}
+
+#[test]
+fn aligned_and_offset_blocks_land_where_asked() {
+    let space = MemorySpace::new(HeapPages::new(), SMALL).unwrap();
+    let mut live = Vec::new();
+    for align in [32, 64, 256, 4096, 8192, 65536, 1 << 17] {
+        for size in [1, 100, 5000] {
+            let p = space.alloc(Layout::from_size_align(size, align).unwrap()).unwrap();
+            assert_eq!(p.addr().get() % align, 0, "size {size} align {align}");
+            live.push(p);
+            let q = space.alloc_at_offset(Layout::from_size_align(size, align).unwrap(), 48).unwrap();
+            assert_eq!((q.addr().get() + 48) % align, 0, "size {size} align {align} offset 48");
+            live.push(q);
+            space.validate().unwrap();
+        }
+    }
+    // An offset no 16-aligned block can meet is refused.
+    assert!(space.alloc_at_offset(Layout::from_size_align(8, 64).unwrap(), 8).is_err());
+    // A zero-size block at an offset is dangling and aligned there.
+    let z = space.alloc_at_offset(Layout::from_size_align(0, 64).unwrap(), 16).unwrap();
+    assert_eq!((z.addr().get() + 16) % 64, 0);
+    for p in live {
+        // SAFETY: live, freed once.
+        unsafe { space.free(p) };
+    }
+    space.validate().unwrap();
+    assert_eq!(space.stats().segments, 0);
+}
+
+#[test]
+fn the_configuration_is_checked() {
+    use bento_space::SpaceError;
+    let pages = HeapPages::new();
+    let bad = [
+        SpaceConfig::DEFAULT.with_page_size(1024),
+        SpaceConfig::DEFAULT.with_page_size(5000),
+        SpaceConfig::DEFAULT.with_segment_granularity(3 << 20),
+        SpaceConfig::DEFAULT.with_segment_granularity(128 << 10),
+        SpaceConfig::DEFAULT.with_segment_threshold(0),
+        SpaceConfig::DEFAULT.with_segment_threshold(1 << 20),
+        SpaceConfig::DEFAULT.with_initial_capacity(usize::MAX),
+    ];
+    for config in bad {
+        let err = MemorySpace::new(&pages, config).unwrap_err();
+        assert!(!matches!(err, SpaceError::Pages(_)), "{config:?}: {err}");
+    }
+    assert!(MemorySpace::new(&pages, SpaceConfig::default()).is_ok());
+    let mut tiny = [0u8; 64];
+    // SAFETY: `tiny` outlives the attempt (which fails).
+    let err = unsafe {
+        MemorySpace::<HeapPages>::with_base(NonNull::new(tiny.as_mut_ptr()).unwrap(), 64, None, SMALL)
+    }
+    .unwrap_err();
+    assert!(matches!(err, SpaceError::BaseSize { .. }));
+}
