@@ -1,6 +1,8 @@
 //! Shared workloads for bento's benchmarks, so that the criterion benches and the
 //! callgrind driver (`src/bin/insns.rs`) measure the same loops.
 
+pub mod heap;
+
 use core::mem::MaybeUninit;
 
 use bento_pages::PageSource;

@@ -3,7 +3,12 @@
 use crate::step::{Outcome, STABLE, Step, cargo, ensure_target, status};
 
 /// The crates that must build without `std`.
-const NO_STD_CRATES: &[&str] = &["bento-align", "bento-pages", "bento-primitives"];
+const NO_STD_CRATES: &[&str] = &[
+    "bento-align",
+    "bento-pages",
+    "bento-primitives",
+    "bento-space",
+];
 
 const TARGET: &str = "thumbv7em-none-eabihf";
 

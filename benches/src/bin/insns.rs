@@ -9,12 +9,49 @@
 //! ```
 //! Instructions per allocation = the loop's total / n.
 
+use bento_benches::heap::{
+    Api, GlobalHeap, Heap, Mixed, Rlsf, Talc, mixed_drain, mixed_fill, mixed_replace,
+    pairs_with_anchor,
+};
 use bento_benches::{
     BATCH, BareFreeList, CHUNK, bento_arena_16, bento_bump_16, bento_bump_layout_16,
     bento_stack_16, buffer, bumpalo_16, lifo_bare, lifo_mimalloc, lifo_pool, lifo_shared_pool,
     lifo_slab, lifo_system, system_16,
 };
 use bento_primitives::{Arena, Bump, Pool, SharedPool, Stack};
+
+/// The space modes: `space-mixed-<peer>` runs `n` steps of the mixed workload (10k
+/// live; count with `--toggle-collect='bento_benches::heap::mixed_replace*'`, two
+/// operations per step), `space-pairs-<peer>` `n` 64-byte pairs with one other block
+/// live (`--toggle-collect='bento_benches::heap::pairs_64*'`).
+fn space_mode(which: &str, n: usize) -> Option<u64> {
+    let (workload, peer) = which.strip_prefix("space-")?.split_once('-')?;
+    let space = bento_space::MemorySpace::new(
+        bento_pages::SystemPages::new(),
+        bento_space::SpaceConfig::DEFAULT,
+    )
+    .expect("a space");
+    fn go<H: Heap>(mut heap: H, workload: &str, n: usize) -> u64 {
+        if workload == "pairs" {
+            return pairs_with_anchor(&mut heap, n);
+        }
+        let plan = Mixed::new(10_000, n);
+        let mut live = mixed_fill(&mut heap, &plan);
+        let sum = mixed_replace(&mut heap, &mut live, &plan);
+        mixed_drain(&mut heap, live);
+        sum
+    }
+    Some(match peer {
+        "bento" => go(Api(&space), workload, n),
+        "glibc" => go(GlobalHeap(std::alloc::System), workload, n),
+        "dlmalloc" => go(GlobalHeap(dlmalloc::GlobalDlmalloc), workload, n),
+        "rlsf" => go(Rlsf::new(256 << 20), workload, n),
+        "talc" => go(Talc::new(256 << 20), workload, n),
+        "mimalloc" => go(GlobalHeap(mimalloc::MiMalloc), workload, n),
+        "jemalloc" => go(GlobalHeap(tikv_jemallocator::Jemalloc), workload, n),
+        _ => return None,
+    })
+}
 
 fn main() {
     let mut args = std::env::args().skip(1);
@@ -23,6 +60,10 @@ fn main() {
         .next()
         .and_then(|s| s.parse().ok())
         .unwrap_or(1_000_000);
+    if let Some(sum) = space_mode(&which, n) {
+        println!("{which}: {n} steps, checksum {sum}");
+        return;
+    }
     let sum = match which.as_str() {
         "bento" => {
             let mut buf = buffer(16 * n + 64);
@@ -70,7 +111,8 @@ fn main() {
         "pool-mimalloc" => lifo_mimalloc(n / BATCH),
         other => panic!(
             "unknown allocator `{other}`: bento, bumpalo, system, bump-layout, stack, arena, \
-             pool-bare, pool, pool-shared, pool-slab, pool-system or pool-mimalloc"
+             pool-bare, pool, pool-shared, pool-slab, pool-system, pool-mimalloc, or \
+             space-{{mixed,pairs}}-{{bento,glibc,dlmalloc,rlsf,talc,mimalloc,jemalloc}}"
         ),
     };
     println!("{which}: {n} allocations, checksum {sum}");

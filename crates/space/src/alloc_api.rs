@@ -62,7 +62,11 @@ pub(crate) unsafe fn resize<S: RawSpace + ?Sized>(
     new: Layout,
 ) -> Result<NonNull<u8>, AllocError> {
     if old.size() == 0 {
-        return if new.size() == 0 { Ok(dangling(new.align())) } else { space.raw_alloc(new) };
+        return if new.size() == 0 {
+            Ok(dangling(new.align()))
+        } else {
+            space.raw_alloc(new)
+        };
     }
     if new.size() == 0 {
         // SAFETY: the caller's contract.

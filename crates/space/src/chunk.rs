@@ -47,8 +47,13 @@ pub(crate) const PAYLOAD: usize = 16;
 pub(crate) const IN_USE_OVERHEAD: usize = 8;
 /// The end fence: a `prev_foot` word and a head that reads "in use, size 0".
 pub(crate) const FENCE: usize = 16;
-/// The largest segment, and so the largest chunk the index can hold.
-pub(crate) const MAX_SEGMENT: usize = 1 << 38;
+/// The largest segment, and so the largest chunk the index can hold (1 GiB on 32-bit
+/// targets).
+pub(crate) const MAX_SEGMENT: usize = if usize::BITS >= 64 {
+    (1u64 << 38) as usize
+} else {
+    1 << 30
+};
 
 /// The header at the base of every segment. The first chunk follows it.
 #[repr(C)]
@@ -121,7 +126,8 @@ pub(crate) mod raw {
     #[inline]
     pub(crate) fn chunk_of(payload: NonNull<u8>) -> NonNull<u8> {
         // A pointer below 16 is no block; keep it non-null (the checks then reject it).
-        payload.map_addr(|a| core::num::NonZeroUsize::new(a.get().wrapping_sub(PAYLOAD)).unwrap_or(a))
+        payload
+            .map_addr(|a| core::num::NonZeroUsize::new(a.get().wrapping_sub(PAYLOAD)).unwrap_or(a))
     }
 
     /// The payload of chunk `c`.

@@ -120,10 +120,7 @@ impl SpaceConfig {
             return Err(SpaceError::PageSize { page, source_page });
         }
         let granularity = self.segment_granularity;
-        if !granularity.is_power_of_two()
-            || granularity < 4 * page
-            || granularity > MAX_SEGMENT
-        {
+        if !granularity.is_power_of_two() || granularity < 4 * page || granularity > MAX_SEGMENT {
             return Err(SpaceError::SegmentGranularity { granularity, page });
         }
         let threshold = self.segment_threshold;
@@ -167,7 +164,7 @@ pub enum SpaceError {
     /// The segment granularity is not a power of two of at least four pages (or is
     /// beyond what the index can hold).
     #[error(
-        "segment granularity {granularity} is not a power of two between four pages ({page} each) and 2^38"
+        "segment granularity {granularity} is not a power of two between four pages ({page} each) and 2^38 (2^30 on 32-bit targets)"
     )]
     SegmentGranularity {
         /// The granularity configured.

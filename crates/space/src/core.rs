@@ -100,8 +100,16 @@ impl Core {
     /// The caller must ensure `c` is a free chunk of `found >= csize` bytes with its
     /// head written, in no list, in a live segment, and `csize` a chunk size.
     #[inline]
-    pub(crate) unsafe fn carve(&mut self, c: NonNull<u8>, found: usize, csize: usize) -> NonNull<u8> {
-        debug_assert!(found >= csize && csize >= MIN_CHUNK, "carving {csize} from {found}");
+    pub(crate) unsafe fn carve(
+        &mut self,
+        c: NonNull<u8>,
+        found: usize,
+        csize: usize,
+    ) -> NonNull<u8> {
+        debug_assert!(
+            found >= csize && csize >= MIN_CHUNK,
+            "carving {csize} from {found}"
+        );
         // SAFETY: `c` is a free chunk of `found` bytes in a live segment (the caller's
         // contract): its head, the next chunk's head and, for a split, the words of
         // the remainder lie inside the segment.
@@ -204,7 +212,10 @@ impl Core {
         // the segment.
         unsafe {
             let head = raw::head(c);
-            debug_assert!(head & IN_USE != 0, "freeing chunk {c:p}, which is not in use");
+            debug_assert!(
+                head & IN_USE != 0,
+                "freeing chunk {c:p}, which is not in use"
+            );
             let size = raw::size(head);
             let kind = head & KIND_MASK;
             self.counters.live_bytes -= size - IN_USE_OVERHEAD;
@@ -285,7 +296,12 @@ impl Core {
     /// The caller must ensure `base` is the 16-aligned start of `size` committed,
     /// writable bytes that belong to this space from now on, with
     /// `size >= HEADER + MIN_CHUNK + FENCE`.
-    pub(crate) unsafe fn link_segment(&mut self, base: NonNull<u8>, size: usize, kind: Kind) -> NonNull<Segment> {
+    pub(crate) unsafe fn link_segment(
+        &mut self,
+        base: NonNull<u8>,
+        size: usize,
+        kind: Kind,
+    ) -> NonNull<Segment> {
         let seg = base.cast::<Segment>();
         // SAFETY: the caller's contract: the header fits and is ours to write; the old
         // list head is a live segment header.
@@ -347,7 +363,11 @@ impl Core {
     /// The caller must ensure `seg` was just linked by `link_segment` with
     /// `Kind::Dedicated`, and that `chunk_offset >= HEADER` is a multiple of 16 with
     /// `chunk_offset + MIN_CHUNK + FENCE <= size`.
-    pub(crate) unsafe fn install_dedicated(&mut self, seg: NonNull<Segment>, chunk_offset: usize) -> NonNull<u8> {
+    pub(crate) unsafe fn install_dedicated(
+        &mut self,
+        seg: NonNull<Segment>,
+        chunk_offset: usize,
+    ) -> NonNull<u8> {
         // SAFETY: the segment's bytes are committed and ours (the caller's contract).
         unsafe {
             let size = (*seg.as_ptr()).size;
@@ -388,7 +408,11 @@ impl Core {
             let next = c.add(size);
             let next_head = raw::head(next);
             let next_free = next_head & IN_USE == 0;
-            let room = if next_free { size + raw::size(next_head) } else { size };
+            let room = if next_free {
+                size + raw::size(next_head)
+            } else {
+                size
+            };
             if want > room {
                 return false;
             }
@@ -448,13 +472,20 @@ impl Core {
             }
             seg = s.next;
         }
-        Err(Misuse::NotInSpace { ptr: payload.as_ptr() })
+        Err(Misuse::NotInSpace {
+            ptr: payload.as_ptr(),
+        })
     }
 
     /// # Safety
     ///
     /// `c` lies in the chunk area of segment `s` (at `base`), before its end fence.
-    unsafe fn check_chunk(s: &Segment, base: usize, c: NonNull<u8>, payload: NonNull<u8>) -> Result<(), Misuse> {
+    unsafe fn check_chunk(
+        s: &Segment,
+        base: usize,
+        c: NonNull<u8>,
+        payload: NonNull<u8>,
+    ) -> Result<(), Misuse> {
         let ptr = payload.as_ptr();
         if !c.addr().get().is_multiple_of(CHUNK_ALIGN) {
             return Err(Misuse::NotABlock { ptr });
@@ -483,7 +514,11 @@ impl Core {
             raw::head(c.add(size)) & PREV_IN_USE != 0
                 && (expected_kind != DEDICATED || raw::prev_foot(c) == c.addr().get() - base)
         };
-        if plausible { Ok(()) } else { Err(Misuse::NotABlock { ptr }) }
+        if plausible {
+            Ok(())
+        } else {
+            Err(Misuse::NotABlock { ptr })
+        }
     }
 
     /// Reports `misuse` through the hook.
@@ -511,6 +546,9 @@ impl Core {
 /// The offset of a dedicated chunk from its segment's base such that its payload `p`
 /// has `p + offset` aligned to `align` (the base being aligned to `align`).
 pub(crate) fn dedicated_chunk_offset(align: usize, offset: usize) -> Option<usize> {
-    let payload = (HEADER + PAYLOAD).checked_add(offset)?.checked_next_multiple_of(align)? - offset;
+    let payload = (HEADER + PAYLOAD)
+        .checked_add(offset)?
+        .checked_next_multiple_of(align)?
+        - offset;
     Some(payload - PAYLOAD)
 }

@@ -18,7 +18,8 @@ const LINEAR_LOG2: u32 = SL_BITS + 4;
 /// First levels: sizes below 2^(FL_COUNT + LINEAR_LOG2 - 1), beyond `MAX_SEGMENT`.
 pub(crate) const FL_COUNT: usize = 32;
 
-const _: () = assert!(crate::chunk::MAX_SEGMENT < 1 << (FL_COUNT as u32 + LINEAR_LOG2 - 1));
+const _: () =
+    assert!((crate::chunk::MAX_SEGMENT as u64) < 1u64 << (FL_COUNT as u32 + LINEAR_LOG2 - 1));
 
 /// The list a free chunk of `size` bytes belongs in (`size` a multiple of 16, at least
 /// 32, below `MAX_SEGMENT`).
@@ -155,7 +156,10 @@ impl Index {
         let found = raw::size(unsafe { raw::head(c) });
         // SAFETY: `c` is listed with that size.
         unsafe { self.remove(c, found) };
-        debug_assert!(found >= size, "list ({fl}, {sl}) held a chunk of {found} < {size}");
+        debug_assert!(
+            found >= size,
+            "list ({fl}, {sl}) held a chunk of {found} < {size}"
+        );
         Some((c, found))
     }
 

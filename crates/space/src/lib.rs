@@ -100,7 +100,10 @@ impl fmt::Display for Misuse {
             ),
             Self::DoubleFree { ptr } => write!(f, "{ptr:p} is already free (double free)"),
             Self::NotABlock { ptr } => {
-                write!(f, "{ptr:p} points into this memory space but not at the start of a live block")
+                write!(
+                    f,
+                    "{ptr:p} points into this memory space but not at the start of a live block"
+                )
             }
         }
     }

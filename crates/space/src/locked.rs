@@ -54,7 +54,9 @@ impl<P: PageSource, R: RawMutex> LockedSpace<P, R> {
     /// assert_eq!(shared.lock().stats().segments, 0);
     /// ```
     pub fn new(space: MemorySpace<P>) -> Self {
-        Self { space: Mutex::new(space) }
+        Self {
+            space: Mutex::new(space),
+        }
     }
 
     /// Waits for the lock and returns the space.
@@ -108,7 +110,10 @@ impl<P: PageSource, R: RawMutex> LockedSpace<P, R> {
 impl<P: PageSource, R: RawMutex> fmt::Debug for LockedSpace<P, R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.space.try_lock() {
-            Some(space) => f.debug_struct("LockedSpace").field("stats", &space.stats()).finish(),
+            Some(space) => f
+                .debug_struct("LockedSpace")
+                .field("stats", &space.stats())
+                .finish(),
             None => f.write_str("LockedSpace { <locked> }"),
         }
     }

@@ -8,7 +8,9 @@ use core::ptr::NonNull;
 use bento_align::Alignment;
 use bento_pages::{PageError, PageSource};
 
-use crate::chunk::{CHUNK_ALIGN, FENCE, HEADER, Kind, MAX_SEGMENT, MIN_CHUNK, Segment, chunk_size_for, raw};
+use crate::chunk::{
+    CHUNK_ALIGN, FENCE, HEADER, Kind, MAX_SEGMENT, MIN_CHUNK, Segment, chunk_size_for, raw,
+};
 use crate::config::{SpaceConfig, SpaceError};
 use crate::core::{Core, Freed, dedicated_chunk_offset};
 use crate::{AllocError, MisuseHook, SpaceStats, panic_on_misuse};
@@ -119,7 +121,11 @@ impl<P: PageSource> MemorySpace<P> {
         let source_page = pages.page_size();
         let space = Self::from_parts(
             State {
-                core: Core::new(config.segment_granularity, config.segment_threshold, panic_on_misuse),
+                core: Core::new(
+                    config.segment_granularity,
+                    config.segment_threshold,
+                    panic_on_misuse,
+                ),
                 config,
                 source_page,
             },
@@ -181,12 +187,16 @@ impl<P: PageSource> MemorySpace<P> {
         config.check(source_page)?;
         let pad = base.as_ptr().align_offset(CHUNK_ALIGN);
         let usable = len.saturating_sub(pad) & !(CHUNK_ALIGN - 1);
-        if pad == usize::MAX || usable < HEADER + MIN_CHUNK + FENCE || usable > MAX_SEGMENT {
+        if pad == usize::MAX || !(HEADER + MIN_CHUNK + FENCE..=MAX_SEGMENT).contains(&usable) {
             return Err(SpaceError::BaseSize { len: usable });
         }
         let space = Self::from_parts(
             State {
-                core: Core::new(config.segment_granularity, config.segment_threshold, panic_on_misuse),
+                core: Core::new(
+                    config.segment_granularity,
+                    config.segment_threshold,
+                    panic_on_misuse,
+                ),
                 config,
                 source_page,
             },
@@ -275,7 +285,11 @@ impl<P: PageSource> MemorySpace<P> {
     /// // SAFETY: live.
     /// unsafe { space.free(p) };
     /// ```
-    pub fn alloc_at_offset(&self, layout: Layout, offset: usize) -> Result<NonNull<u8>, AllocError> {
+    pub fn alloc_at_offset(
+        &self,
+        layout: Layout,
+        offset: usize,
+    ) -> Result<NonNull<u8>, AllocError> {
         if !offset.is_multiple_of(layout.align().min(CHUNK_ALIGN)) {
             return Err(AllocError);
         }
@@ -291,7 +305,11 @@ impl<P: PageSource> MemorySpace<P> {
                 core::num::NonZeroUsize::new(addr).ok_or(AllocError)?,
             ));
         }
-        let offset = if layout.align() <= CHUNK_ALIGN { 0 } else { offset % layout.align() };
+        let offset = if layout.align() <= CHUNK_ALIGN {
+            0
+        } else {
+            offset % layout.align()
+        };
         self.enter().alloc(layout.size(), layout.align(), offset)
     }
 
@@ -351,7 +369,11 @@ impl<P: PageSource> MemorySpace<P> {
     ///     space.free(q);
     /// }
     /// ```
-    pub unsafe fn realloc(&self, ptr: NonNull<u8>, new_size: usize) -> Result<NonNull<u8>, AllocError> {
+    pub unsafe fn realloc(
+        &self,
+        ptr: NonNull<u8>,
+        new_size: usize,
+    ) -> Result<NonNull<u8>, AllocError> {
         let mut inner = self.enter();
         if cfg!(debug_assertions)
             && let Err(misuse) = inner.core.check_block(ptr)
@@ -519,7 +541,12 @@ impl<P: PageSource> Entered<'_, P> {
     /// The allocation path: `size > 0`, `align` a power of two, `offset < align` a
     /// multiple of 16 when `align > 16` (0 otherwise).
     #[inline]
-    fn alloc(&mut self, size: usize, align: usize, offset: usize) -> Result<NonNull<u8>, AllocError> {
+    fn alloc(
+        &mut self,
+        size: usize,
+        align: usize,
+        offset: usize,
+    ) -> Result<NonNull<u8>, AllocError> {
         let csize = chunk_size_for(size).ok_or(AllocError)?;
         if align <= CHUNK_ALIGN {
             if self.core.wants_dedicated(size, csize) {
@@ -536,8 +563,17 @@ impl<P: PageSource> Entered<'_, P> {
     }
 
     #[cold]
-    fn alloc_aligned(&mut self, size: usize, csize: usize, align: usize, offset: usize) -> Result<NonNull<u8>, AllocError> {
-        let need = csize.checked_add(align).and_then(|n| n.checked_add(MIN_CHUNK)).ok_or(AllocError)?;
+    fn alloc_aligned(
+        &mut self,
+        size: usize,
+        csize: usize,
+        align: usize,
+        offset: usize,
+    ) -> Result<NonNull<u8>, AllocError> {
+        let need = csize
+            .checked_add(align)
+            .and_then(|n| n.checked_add(MIN_CHUNK))
+            .ok_or(AllocError)?;
         if self.core.wants_dedicated(size, need) {
             return self.alloc_dedicated(size, align, offset);
         }
@@ -585,8 +621,14 @@ impl<P: PageSource> Entered<'_, P> {
     /// `offset` is aligned to `align`.
     #[cold]
     #[inline(never)]
-    fn alloc_dedicated(&mut self, size: usize, align: usize, offset: usize) -> Result<NonNull<u8>, AllocError> {
-        let chunk_offset = dedicated_chunk_offset(align.max(CHUNK_ALIGN), offset).ok_or(AllocError)?;
+    fn alloc_dedicated(
+        &mut self,
+        size: usize,
+        align: usize,
+        offset: usize,
+    ) -> Result<NonNull<u8>, AllocError> {
+        let chunk_offset =
+            dedicated_chunk_offset(align.max(CHUNK_ALIGN), offset).ok_or(AllocError)?;
         let csize = chunk_size_for(size).ok_or(AllocError)?;
         let total = chunk_offset
             .checked_add(csize)
@@ -595,7 +637,9 @@ impl<P: PageSource> Entered<'_, P> {
             .filter(|&t| t <= MAX_SEGMENT)
             .ok_or(AllocError)?;
         let align = Alignment::new(align).expect("Layout alignments are powers of two");
-        let base = self.reserve_committed(total, align).map_err(|_| AllocError)?;
+        let base = self
+            .reserve_committed(total, align)
+            .map_err(|_| AllocError)?;
         // SAFETY: `total` fresh committed bytes aligned to `align` (so the payload
         // `chunk_offset + 16` in meets `align` and `offset`), holding the header, the
         // chunk and the fence.
@@ -608,7 +652,11 @@ impl<P: PageSource> Entered<'_, P> {
     /// Reserves `size` bytes aligned to `align` and commits them all; on a refused
     /// commit gives the reservation back.
     fn reserve_committed(&self, size: usize, align: Alignment) -> Result<NonNull<u8>, PageError> {
-        let pages = self.space.pages.as_ref().ok_or(PageError::OutOfAddressSpace { size })?;
+        let pages = self
+            .space
+            .pages
+            .as_ref()
+            .ok_or(PageError::OutOfAddressSpace { size })?;
         let base = pages.reserve(size, align)?;
         // SAFETY: the whole of a fresh reservation of `size` bytes (a multiple of the
         // source's page); on failure nothing is committed, so it is released whole.
@@ -689,7 +737,9 @@ impl<P: PageSource + fmt::Debug> fmt::Debug for MemorySpace<P> {
 /// The dangling, aligned pointer a zero-size request gets.
 #[inline]
 pub(crate) fn dangling(align: usize) -> NonNull<u8> {
-    NonNull::without_provenance(core::num::NonZeroUsize::new(align).expect("alignments are non-zero"))
+    NonNull::without_provenance(
+        core::num::NonZeroUsize::new(align).expect("alignments are non-zero"),
+    )
 }
 
 // SAFETY: the methods are `MemorySpace`'s own, which keep `RawSpace`'s promises.

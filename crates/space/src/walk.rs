@@ -7,10 +7,10 @@ use core::ptr::NonNull;
 
 use bento_pages::PageSource;
 
+use crate::MemorySpace;
 use crate::chunk::{FENCE, Flags, HEADER, IN_USE_OVERHEAD, Kind, MIN_CHUNK, Segment, raw};
 use crate::core::Core;
 use crate::index::{self, list_of};
-use crate::MemorySpace;
 
 const IN_USE: usize = Flags::IN_USE.bits();
 const PREV_IN_USE: usize = Flags::PREV_IN_USE.bits();
@@ -60,7 +60,9 @@ impl Cursor {
             // SAFETY: `seg` is a live segment; `next` is its first chunk or the chunk
             // after the last one returned, which the intact tags keep inside it.
             unsafe {
-                let c = self.next.unwrap_or_else(|| seg.cast::<u8>().add((*seg.as_ptr()).first));
+                let c = self
+                    .next
+                    .unwrap_or_else(|| seg.cast::<u8>().add((*seg.as_ptr()).first));
                 let head = raw::head(c);
                 let size = raw::size(head);
                 if size == 0 {
@@ -115,7 +117,10 @@ impl Iterator for FreeBlocks<'_> {
             // SAFETY: as for `Allocations`.
             let (c, head) = unsafe { self.cursor.step()? };
             if head & IN_USE == 0 {
-                return Some(Block { ptr: c, size: raw::size(head) });
+                return Some(Block {
+                    ptr: c,
+                    size: raw::size(head),
+                });
             }
         }
     }
@@ -123,13 +128,17 @@ impl Iterator for FreeBlocks<'_> {
 
 impl fmt::Debug for Allocations<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Allocations").field("next", &self.cursor.next).finish()
+        f.debug_struct("Allocations")
+            .field("next", &self.cursor.next)
+            .finish()
     }
 }
 
 impl fmt::Debug for FreeBlocks<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("FreeBlocks").field("next", &self.cursor.next).finish()
+        f.debug_struct("FreeBlocks")
+            .field("next", &self.cursor.next)
+            .finish()
     }
 }
 
@@ -180,7 +189,9 @@ pub enum Rule {
     Unlisted,
     /// A list holds something that is not a free chunk of this space of the list's
     /// size class, or its back link is wrong.
-    #[error("list ({fl}, {sl}) holds an entry that is not a free chunk of its class, or a wrong back link")]
+    #[error(
+        "list ({fl}, {sl}) holds an entry that is not a free chunk of its class, or a wrong back link"
+    )]
     ListEntry {
         /// First level of the list.
         fl: usize,
@@ -362,7 +373,11 @@ fn segment_holding(core: &Core, c: NonNull<u8>) -> Option<&Segment> {
 ///
 /// The segment list is intact.
 unsafe fn check_lists(core: &mut Core, limit: usize) -> Result<usize, Corruption> {
-    let whole = |rule| Corruption { segment: 0, offset: 0, rule };
+    let whole = |rule| Corruption {
+        segment: 0,
+        offset: 0,
+        rule,
+    };
     let mut listed = 0;
     for fl in 0..index::FL_COUNT {
         if !core.index.first_level_agrees(fl) {
@@ -378,7 +393,11 @@ unsafe fn check_lists(core: &mut Core, limit: usize) -> Result<usize, Corruption
         let mut cur = first;
         let mut steps = 0;
         while let Some(c) = NonNull::new(cur) {
-            let at = |rule| Corruption { segment: 0, offset: c.addr().get(), rule };
+            let at = |rule| Corruption {
+                segment: 0,
+                offset: c.addr().get(),
+                rule,
+            };
             steps += 1;
             if steps > limit {
                 return Err(at(Rule::ListCycle { fl, sl }));
@@ -425,7 +444,10 @@ unsafe fn unmark_lists(core: &mut Core, limit: usize) {
         let mut steps = 0;
         while let Some(c) = NonNull::new(cur) {
             steps += 1;
-            if steps > limit || segment_holding(core, c).is_none() || !c.addr().get().is_multiple_of(16) {
+            if steps > limit
+                || segment_holding(core, c).is_none()
+                || !c.addr().get().is_multiple_of(16)
+            {
                 break;
             }
             // SAFETY: `c` lies in the chunk area of a live segment (checked).
@@ -450,8 +472,9 @@ unsafe fn walk_segments(core: &mut Core, listed: usize) -> Result<ValidateReport
     let mut r = ValidateReport::default();
     let mut seg = core.segments;
     let mut guard = core.counters.segments + 1;
-    // SAFETY: every header on the list is a live segment's.
-    while let Some(s) = unsafe { seg.as_ref() } {
+    while let Some(sp) = NonNull::new(seg) {
+        // SAFETY: every header on the list is a live segment's.
+        let s = unsafe { sp.as_ref() };
         guard = guard.checked_sub(1).ok_or(Corruption {
             segment: 0,
             offset: 0,
@@ -462,12 +485,15 @@ unsafe fn walk_segments(core: &mut Core, listed: usize) -> Result<ValidateReport
             },
         })?;
         // SAFETY: the segment is live (the caller's contract).
-        let live = unsafe { walk_segment(s, &mut r)? };
+        let live = unsafe { walk_segment(sp, &mut r)? };
         if live != s.live {
             return Err(Corruption {
                 segment: core::ptr::from_ref(s).addr(),
                 offset: 0,
-                rule: Rule::Occupancy { counted: live, recorded: s.live },
+                rule: Rule::Occupancy {
+                    counted: live,
+                    recorded: s.live,
+                },
             });
         }
         seg = s.next;
@@ -477,7 +503,15 @@ unsafe fn walk_segments(core: &mut Core, listed: usize) -> Result<ValidateReport
         if counted == recorded {
             Ok(())
         } else {
-            Err(Corruption { segment: 0, offset: 0, rule: Rule::Figure { name, counted, recorded } })
+            Err(Corruption {
+                segment: 0,
+                offset: 0,
+                rule: Rule::Figure {
+                    name,
+                    counted,
+                    recorded,
+                },
+            })
         }
     };
     whole("listed free chunks", r.free_blocks, listed)?;
@@ -488,8 +522,16 @@ unsafe fn walk_segments(core: &mut Core, listed: usize) -> Result<ValidateReport
     whole("segments", r.segments, c.segments)?;
     whole("reserved", r.reserved, c.reserved)?;
     whole("committed", r.committed, c.committed)?;
-    whole("max_committed below committed", c.max_committed.max(c.committed), c.max_committed)?;
-    whole("max_reserved below reserved", c.max_reserved.max(c.reserved), c.max_reserved)?;
+    whole(
+        "max_committed below committed",
+        c.max_committed.max(c.committed),
+        c.max_committed,
+    )?;
+    whole(
+        "max_reserved below reserved",
+        c.max_reserved.max(c.reserved),
+        c.max_reserved,
+    )?;
     Ok(r)
 }
 
@@ -497,9 +539,11 @@ unsafe fn walk_segments(core: &mut Core, listed: usize) -> Result<ValidateReport
 ///
 /// # Safety
 ///
-/// `s` is a live segment header.
-unsafe fn walk_segment(s: &Segment, r: &mut ValidateReport) -> Result<usize, Corruption> {
-    let base_ptr = NonNull::from(s).cast::<u8>();
+/// `seg` is a live segment header (with the provenance of its whole segment).
+unsafe fn walk_segment(seg: NonNull<Segment>, r: &mut ValidateReport) -> Result<usize, Corruption> {
+    // SAFETY: the caller's contract.
+    let s = unsafe { seg.as_ref() };
+    let base_ptr = seg.cast::<u8>();
     let base = base_ptr.addr().get();
     let fence = base + s.size - FENCE;
     let kind_bits = match s.kind {
@@ -507,9 +551,17 @@ unsafe fn walk_segment(s: &Segment, r: &mut ValidateReport) -> Result<usize, Cor
         k if k == Kind::Base as usize => BASE,
         _ => 0,
     };
-    let at = |c: NonNull<u8>, rule| Corruption { segment: base, offset: c.addr().get() - base, rule };
+    let at = |c: NonNull<u8>, rule| Corruption {
+        segment: base,
+        offset: c.addr().get() - base,
+        rule,
+    };
     if s.first < HEADER || s.first > s.size - FENCE - MIN_CHUNK {
-        return Err(Corruption { segment: base, offset: 0, rule: Rule::Overrun });
+        return Err(Corruption {
+            segment: base,
+            offset: 0,
+            rule: Rule::Overrun,
+        });
     }
     // SAFETY: the segment is live, so its header is readable and its first chunk
     // starts `first` bytes in (checked to lie inside).
@@ -571,7 +623,11 @@ unsafe fn walk_segment(s: &Segment, r: &mut ValidateReport) -> Result<usize, Cor
         return Err(Corruption {
             segment: base,
             offset: 0,
-            rule: Rule::Figure { name: "segment committed", counted: walked, recorded: s.committed },
+            rule: Rule::Figure {
+                name: "segment committed",
+                counted: walked,
+                recorded: s.committed,
+            },
         });
     }
     r.overhead += s.first + FENCE;

@@ -241,6 +241,34 @@ fn pattern(seed: u8, i: usize) -> u8 {
     seed ^ (i as u8).wrapping_mul(0x2d) ^ ((i >> 8) as u8)
 }
 
+// The byte loops are plain functions, not methods of the generic interpreter, so that
+// they are compiled (optimised, see the workspace's profile) in this crate rather than
+// in each test crate at opt-level 0.
+
+/// Writes block `seed`'s pattern over `bytes`.
+#[inline(never)]
+fn fill_pattern(bytes: &mut [u8], seed: u8) {
+    for (i, byte) in bytes.iter_mut().enumerate() {
+        *byte = pattern(seed, i);
+    }
+}
+
+/// The first byte of `bytes` that breaks block `seed`'s pattern, and its value.
+#[inline(never)]
+fn find_mismatch(bytes: &[u8], seed: u8) -> Option<(usize, u8)> {
+    bytes
+        .iter()
+        .enumerate()
+        .find(|&(i, &x)| x != pattern(seed, i))
+        .map(|(i, &x)| (i, x))
+}
+
+/// The offset of the first non-zero byte.
+#[inline(never)]
+fn first_nonzero(bytes: &[u8]) -> Option<usize> {
+    bytes.iter().position(|&x| x != 0)
+}
+
 /// How many markers the model remembers; older ones are forgotten (not stale).
 const MAX_MARKERS: usize = 64;
 
@@ -439,9 +467,7 @@ impl<'t, T: Target + ?Sized> Interp<'t, T> {
         // block of `extent` bytes) that overlaps no other live block, so nothing else
         // reads or writes it while this slice lives.
         let bytes = unsafe { core::slice::from_raw_parts_mut(b.ptr.as_ptr(), b.extent) };
-        for (i, byte) in bytes.iter_mut().enumerate() {
-            *byte = pattern(b.seed, i);
-        }
+        fill_pattern(bytes, b.seed);
         if b.extent > 0 {
             let (s, e) = b.range();
             self.ranges.insert(s, e);
@@ -457,13 +483,9 @@ impl<'t, T: Target + ?Sized> Interp<'t, T> {
         // SAFETY: `b` is a live block the model filled; its first `extent >= upto`
         // bytes are initialised and no other reference to them exists.
         let bytes = unsafe { core::slice::from_raw_parts(b.ptr.as_ptr(), upto.min(b.extent)) };
-        match bytes
-            .iter()
-            .enumerate()
-            .find(|&(i, &x)| x != pattern(b.seed, i))
-        {
+        match find_mismatch(bytes, b.seed) {
             None => Ok(()),
-            Some((offset, &found)) => Err(self.fail(FailureKind::Corrupted {
+            Some((offset, found)) => Err(self.fail(FailureKind::Corrupted {
                 addr: b.ptr.addr().get(),
                 offset,
                 expected: pattern(b.seed, offset),
@@ -481,7 +503,7 @@ impl<'t, T: Target + ?Sized> Interp<'t, T> {
         // `admit` checked the block overlaps no other.
         let bytes =
             unsafe { core::slice::from_raw_parts(b.ptr.as_ptr().add(from), b.extent - from) };
-        match bytes.iter().position(|&x| x != 0) {
+        match first_nonzero(bytes) {
             None => Ok(()),
             Some(i) => Err(self.fail(FailureKind::NotZeroed {
                 addr: b.ptr.addr().get(),

@@ -25,9 +25,15 @@ fn every_chunk_of_the_list_found_fits_the_request() {
             (1 << log2) + (sl << (log2 - SL_BITS))
         };
         assert_eq!(list_of(lower), (fl, sl), "lower bound of ({fl}, {sl})");
-        assert!(lower >= size, "request {size} -> list ({fl}, {sl}) from {lower}");
+        assert!(
+            lower >= size,
+            "request {size} -> list ({fl}, {sl}) from {lower}"
+        );
         // The rounding wastes less than 1/16 of the request.
-        assert!(lower - size < size / 16 + 16, "request {size} rounds to {lower}");
+        assert!(
+            lower - size < size / 16 + 16,
+            "request {size} rounds to {lower}"
+        );
         size += 16 + size / 37 / 16 * 16;
     }
 }

@@ -15,7 +15,7 @@ fn containers_on_a_space() {
     let pages = Metered::new(HeapPages::new());
     let space = MemorySpace::new(&pages, SMALL).unwrap();
     {
-        let n = cases(20_000, 500) as u64;
+        let n = cases(20_000, 200) as u64;
         let mut map: HashMap<u64, Vec<u64, &MemorySpace<_>>, _, _> =
             HashMap::with_capacity_in(4, &space);
         for i in 0..n {

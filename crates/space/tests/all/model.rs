@@ -6,32 +6,56 @@ use core::ptr::NonNull;
 
 use bento_align::Alignment;
 use bento_pages::{FaultyPages, FixedPages, HeapPages, Metered, PageSource};
-use bento_space::MemorySpace;
+use bento_space::{MemorySpace, SpaceConfig};
 use bento_testkit::{Api02, Api04, Caps, End, Figures, Ops, SizeGen, Target, cases, run, seeded};
 
 use crate::{SMALL, check};
 
+/// The configuration of the model runs: `SMALL` natively; under Miri, where every byte
+/// the oracle checks costs, the same shape scaled down (64-byte pages, 1 KiB segments,
+/// dedicated from 256 bytes).
+fn config() -> SpaceConfig {
+    if cfg!(miri) {
+        SMALL
+            .with_page_size(64)
+            .with_segment_granularity(1024)
+            .with_segment_threshold(256)
+    } else {
+        SMALL
+    }
+}
+
+/// A heap-backed source with the page of `config()`.
+fn heap() -> HeapPages {
+    HeapPages::with_page_size(Alignment::new(config().page_size).unwrap())
+}
+
 /// Sizes across the small/large, segment and threshold boundaries.
 fn sizes() -> SizeGen {
-    SizeGen::new(cases(80 << 10, 40 << 10)).with_boundaries(&[
-        24,
-        25,
-        240,
-        256,
-        4096,
-        16 << 10,               // the threshold
-        (64 << 10) - 64 - 8,    // the largest request an ordinary segment holds
-        (64 << 10) - 64 - 8 - 4096,
-    ])
+    let c = config();
+    let largest = c.segment_granularity - 64 - 16 - 8; // what one ordinary segment holds
+    SizeGen::new(c.segment_granularity + c.segment_granularity / 4)
+        .with_page(c.page_size)
+        .with_boundaries(&[
+            24,
+            25,
+            240,
+            256,
+            c.segment_threshold,
+            largest,
+            largest - c.page_size,
+        ])
 }
 
 fn caps(ops: Ops) -> Caps {
     Caps::default()
         .with_ops(ops | Ops::HUGE)
         .with_sizes(sizes())
-        .with_max_align(Alignment::new(65536).unwrap())
-        .with_max_live(cases(200, 24))
-        .with_validate_every(3)
+        .with_max_align(Alignment::new(cases(65536, 8192)).unwrap())
+        // Under Miri each validation re-reads every live byte (the oracle's patterns):
+        // fewer, smaller live sets keep a case to seconds.
+        .with_max_live(cases(200, 8))
+        .with_validate_every(cases(3, 10))
 }
 
 /// A space over failure-injecting pages, with `FAIL_NEXT` arming a refused reserve or
@@ -75,7 +99,7 @@ impl Target for Faulty<'_> {
 
     fn fail_next(&mut self, k: u32) {
         let pages = self.space.pages().unwrap();
-        if k % 2 == 0 {
+        if k.is_multiple_of(2) {
             pages.fail_reserve(k as usize / 2);
         } else {
             pages.fail_commit(k as usize / 2);
@@ -89,32 +113,37 @@ impl Target for Faulty<'_> {
 
 #[test]
 fn model_on_heap_pages() {
-    let pages = Metered::new(HeapPages::new());
-    let space = MemorySpace::new(&pages, SMALL).unwrap();
+    let pages = Metered::new(heap());
+    let space = MemorySpace::new(&pages, config()).unwrap();
     let caps = caps(Ops::empty());
-    let r = seeded(cases(150, 2), |u| {
+    let r = seeded(cases(150, 1), |u| {
         let r = run(&mut Api02::with_validate(&&space, check), &caps, u);
         assert_eq!(space.stats().segments, 0, "an empty space holds no segment");
         assert_eq!(pages.stats().reserved, 0, "every reservation went back");
         r
     });
     if !cfg!(miri) {
-        assert!(r.resizes_in_place > 0 && r.resizes > r.resizes_in_place, "{r:?}");
+        assert!(
+            r.resizes_in_place > 0 && r.resizes > r.resizes_in_place,
+            "{r:?}"
+        );
         assert!(pages.stats().reserves > 100, "{:?}", pages.stats());
     }
 }
 
 #[test]
 fn model_through_allocator_api2_04() {
-    let space = MemorySpace::new(HeapPages::new(), SMALL).unwrap();
+    let space = MemorySpace::new(heap(), config()).unwrap();
     let caps = caps(Ops::empty());
-    seeded(cases(40, 1), |u| run(&mut Api04::with_validate(&&space, check), &caps, u));
+    seeded(cases(40, 1), |u| {
+        run(&mut Api04::with_validate(&&space, check), &caps, u)
+    });
     assert_eq!(space.stats().segments, 0);
 }
 
 #[test]
 fn model_with_refused_reserves_and_commits() {
-    let space = MemorySpace::new(FaultyPages::new(HeapPages::new()), SMALL).unwrap();
+    let space = MemorySpace::new(FaultyPages::new(heap()), config()).unwrap();
     let caps = caps(Ops::FAIL_NEXT);
     let r = seeded(cases(100, 1), |u| {
         space.pages().unwrap().heal();
@@ -122,7 +151,10 @@ fn model_with_refused_reserves_and_commits() {
     });
     assert_eq!(space.stats().segments, 0);
     if !cfg!(miri) {
-        assert!(space.pages().unwrap().injected() > 0, "no failure was injected");
+        assert!(
+            space.pages().unwrap().injected() > 0,
+            "no failure was injected"
+        );
         assert!(r.allocs_failed > 0, "{r:?}");
     }
 }
@@ -132,7 +164,13 @@ fn model_with_refused_reserves_and_commits() {
 fn model_on_system_pages() {
     let pages = Metered::new(bento_pages::SystemPages::new());
     let space = MemorySpace::new(&pages, SMALL).unwrap();
-    seeded(60, |u| run(&mut Api02::with_validate(&&space, check), &caps(Ops::empty()), u));
+    seeded(60, |u| {
+        run(
+            &mut Api02::with_validate(&&space, check),
+            &caps(Ops::empty()),
+            u,
+        )
+    });
     assert_eq!(pages.stats().reserved, 0);
 }
 
@@ -150,21 +188,38 @@ fn model_on_fixed_pages() {
     let pages = FixedPages::new(buf, Alignment::new(4096).unwrap());
     let space = MemorySpace::new(&pages, SMALL).unwrap();
     // 256 KiB hold few segments, so programs run the source dry too.
-    let r = seeded(60, |u| run(&mut Api02::with_validate(&&space, check), &caps(Ops::empty()), u));
+    let r = seeded(60, |u| {
+        run(
+            &mut Api02::with_validate(&&space, check),
+            &caps(Ops::empty()),
+            u,
+        )
+    });
     assert!(r.allocs_failed > 0, "{r:?}");
-    assert_eq!(pages.available(), pages.capacity(), "every segment went back");
+    assert_eq!(
+        pages.available(),
+        pages.capacity(),
+        "every segment went back"
+    );
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "minutes under Miri; `segments::a_base_segment_stays` covers the path"
+)]
 fn model_on_a_base_segment_without_a_source() {
-    #[repr(C, align(16))]
-    struct Buf([u8; 48 << 10]);
-    let mut buf = Box::new(Buf([0; 48 << 10]));
-    let base = NonNull::new(buf.0.as_mut_ptr()).unwrap();
+    let mut buf = vec![0u64; cases(6 << 10, 1 << 10)];
+    let base = NonNull::new(buf.as_mut_ptr().cast::<u8>()).unwrap();
+    let len = buf.len() * 8;
     // SAFETY: `buf` outlives the space and is reached only through it.
-    let space = unsafe { MemorySpace::<HeapPages>::with_base(base, buf.0.len(), None, SMALL) }.unwrap();
+    let space = unsafe { MemorySpace::<HeapPages>::with_base(base, len, None, config()) }.unwrap();
     let r = seeded(cases(60, 1), |u| {
-        let r = run(&mut Api02::with_validate(&&space, check), &caps(Ops::empty()), u);
+        let r = run(
+            &mut Api02::with_validate(&&space, check),
+            &caps(Ops::empty()),
+            u,
+        );
         assert_eq!(space.stats().segments, 1, "the base segment stays");
         r
     });
@@ -176,13 +231,23 @@ fn model_on_a_base_segment_without_a_source() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "minutes under Miri; `segments::a_base_segment_stays` covers the path"
+)]
 fn model_on_a_base_segment_that_grows() {
     let mut buf = vec![0u64; 1024];
     let base = NonNull::new(buf.as_mut_ptr().cast::<u8>()).unwrap();
-    let pages = Metered::new(HeapPages::new());
+    let pages = Metered::new(heap());
     // SAFETY: `buf` outlives the space and is reached only through it.
-    let space = unsafe { MemorySpace::with_base(base, 8192, Some(&pages), SMALL) }.unwrap();
-    seeded(cases(40, 1), |u| run(&mut Api02::with_validate(&&space, check), &caps(Ops::empty()), u));
+    let space = unsafe { MemorySpace::with_base(base, 8192, Some(&pages), config()) }.unwrap();
+    seeded(cases(40, 1), |u| {
+        run(
+            &mut Api02::with_validate(&&space, check),
+            &caps(Ops::empty()),
+            u,
+        )
+    });
     assert_eq!(space.stats().segments, 1);
     assert_eq!(pages.stats().reserved, 0);
     assert!(pages.stats().max_reserved > 0);

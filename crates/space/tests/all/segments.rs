@@ -16,7 +16,9 @@ fn layout(size: usize) -> Layout {
 fn the_free_that_empties_a_segment_releases_it_at_once() {
     let pages = Metered::new(HeapPages::new());
     let space = MemorySpace::new(&pages, SMALL).unwrap();
-    let blocks: Vec<_> = (0..100).map(|_| space.alloc(layout(1000)).unwrap()).collect();
+    let blocks: Vec<_> = (0..100)
+        .map(|_| space.alloc(layout(1000)).unwrap())
+        .collect();
     // 100 blocks of 1008-byte chunks need two 64 KiB segments.
     assert_eq!(space.stats().segments, 2);
     assert_eq!(pages.stats().reserved, 128 << 10);
@@ -31,7 +33,16 @@ fn the_free_that_empties_a_segment_releases_it_at_once() {
         }
     }
     let s = space.stats();
-    assert_eq!((s.segments, s.reserved, s.committed, s.live_blocks, s.free_bytes), (0, 0, 0, 0, 0));
+    assert_eq!(
+        (
+            s.segments,
+            s.reserved,
+            s.committed,
+            s.live_blocks,
+            s.free_bytes
+        ),
+        (0, 0, 0, 0, 0)
+    );
     assert_eq!(pages.stats().reserved, 0);
     assert_eq!(pages.stats().committed, 0);
     assert_eq!((s.max_reserved, s.max_committed), (128 << 10, 128 << 10));
@@ -66,7 +77,11 @@ fn initial_capacity_is_reserved_up_front_and_released_like_any_segment() {
     assert_eq!(pages.stats().reserved, 128 << 10);
     space.validate().unwrap();
     let p = space.alloc(layout(100)).unwrap();
-    assert_eq!(pages.stats().reserves, 2, "served from the initial capacity");
+    assert_eq!(
+        pages.stats().reserves,
+        2,
+        "served from the initial capacity"
+    );
     // SAFETY: live.
     unsafe { space.free(p) };
     assert_eq!(space.stats().segments, 1);
@@ -95,7 +110,9 @@ fn destroy_and_drop_give_everything_back() {
 #[test]
 fn walking_finds_every_block_and_every_free_chunk() {
     let mut space = MemorySpace::new(HeapPages::new(), SMALL).unwrap();
-    let blocks: Vec<_> = (1..40).map(|i| space.alloc(layout(i * 50)).unwrap()).collect();
+    let blocks: Vec<_> = (1..40)
+        .map(|i| space.alloc(layout(i * 50)).unwrap())
+        .collect();
     for p in blocks.iter().step_by(3) {
         // SAFETY: live, freed once.
         unsafe { space.free(*p) };
@@ -114,7 +131,10 @@ fn walking_finds_every_block_and_every_free_chunk() {
     for f in &free {
         for l in &live {
             let (fs, fe) = (f.ptr.addr().get(), f.ptr.addr().get() + f.size);
-            assert!(l.ptr.addr().get() + l.size <= fs + 8 || l.ptr.addr().get() >= fe, "{f:?} overlaps {l:?}");
+            assert!(
+                l.ptr.addr().get() + l.size <= fs + 8 || l.ptr.addr().get() >= fe,
+                "{f:?} overlaps {l:?}"
+            );
         }
     }
     let report = space.validate().unwrap();
@@ -154,7 +174,10 @@ fn realloc_shrinks_and_grows_in_place_and_moves_when_it_must() {
         let big = space.realloc(b, 100_000).unwrap();
         assert_eq!(big.as_ptr().read(), 7);
         assert_eq!(space.stats().segments, 1, "the ordinary segment emptied");
-        assert!(space.realloc_in_place(big, 50_000), "a dedicated block shrinks in place");
+        assert!(
+            space.realloc_in_place(big, 50_000),
+            "a dedicated block shrinks in place"
+        );
         space.free(big);
     }
     assert_eq!(space.stats().segments, 0);
@@ -166,19 +189,33 @@ fn aligned_and_offset_blocks_land_where_asked() {
     let mut live = Vec::new();
     for align in [32, 64, 256, 4096, 8192, 65536, 1 << 17] {
         for size in [1, 100, 5000] {
-            let p = space.alloc(Layout::from_size_align(size, align).unwrap()).unwrap();
+            let p = space
+                .alloc(Layout::from_size_align(size, align).unwrap())
+                .unwrap();
             assert_eq!(p.addr().get() % align, 0, "size {size} align {align}");
             live.push(p);
-            let q = space.alloc_at_offset(Layout::from_size_align(size, align).unwrap(), 48).unwrap();
-            assert_eq!((q.addr().get() + 48) % align, 0, "size {size} align {align} offset 48");
+            let q = space
+                .alloc_at_offset(Layout::from_size_align(size, align).unwrap(), 48)
+                .unwrap();
+            assert_eq!(
+                (q.addr().get() + 48) % align,
+                0,
+                "size {size} align {align} offset 48"
+            );
             live.push(q);
             space.validate().unwrap();
         }
     }
     // An offset no 16-aligned block can meet is refused.
-    assert!(space.alloc_at_offset(Layout::from_size_align(8, 64).unwrap(), 8).is_err());
+    assert!(
+        space
+            .alloc_at_offset(Layout::from_size_align(8, 64).unwrap(), 8)
+            .is_err()
+    );
     // A zero-size block at an offset is dangling and aligned there.
-    let z = space.alloc_at_offset(Layout::from_size_align(0, 64).unwrap(), 16).unwrap();
+    let z = space
+        .alloc_at_offset(Layout::from_size_align(0, 64).unwrap(), 16)
+        .unwrap();
     assert_eq!((z.addr().get() + 16) % 64, 0);
     for p in live {
         // SAFETY: live, freed once.
@@ -209,8 +246,55 @@ fn the_configuration_is_checked() {
     let mut tiny = [0u8; 64];
     // SAFETY: `tiny` outlives the attempt (which fails).
     let err = unsafe {
-        MemorySpace::<HeapPages>::with_base(NonNull::new(tiny.as_mut_ptr()).unwrap(), 64, None, SMALL)
+        MemorySpace::<HeapPages>::with_base(
+            NonNull::new(tiny.as_mut_ptr()).unwrap(),
+            64,
+            None,
+            SMALL,
+        )
     }
     .unwrap_err();
     assert!(matches!(err, SpaceError::BaseSize { .. }));
+}
+
+#[test]
+fn a_base_segment_stays_and_growth_goes_to_the_source() {
+    let mut buf = vec![0u64; 1024];
+    let base = NonNull::new(buf.as_mut_ptr().cast::<u8>()).unwrap();
+    let pages = Metered::new(HeapPages::new());
+    // SAFETY: `buf` outlives the space and is reached only through it.
+    let space = unsafe { MemorySpace::with_base(base, 8192, Some(&pages), SMALL) }.unwrap();
+    assert_eq!(space.stats().segments, 1);
+    let small: Vec<_> = (0..10)
+        .map(|i| space.alloc(layout(100 + i * 40)).unwrap())
+        .collect();
+    assert_eq!(pages.stats().reserves, 0, "the base segment serves these");
+    assert!(
+        small
+            .iter()
+            .all(|p| buf.as_ptr_range().contains(&p.as_ptr().cast_const().cast()))
+    );
+    let big = space.alloc(layout(6000)).unwrap();
+    assert_eq!(
+        pages.stats().reserves,
+        1,
+        "no room left in the base: an ordinary segment"
+    );
+    space.validate().unwrap();
+    // SAFETY: live blocks, each freed once.
+    unsafe {
+        space.free(big);
+        for p in small {
+            space.free(p);
+        }
+    }
+    assert_eq!((space.stats().segments, pages.stats().reserved), (1, 0));
+    assert_eq!(
+        space.stats().free_bytes,
+        8192 - 64 - 16,
+        "the base is one free chunk again"
+    );
+    space.validate().unwrap();
+    drop(space);
+    drop(buf);
 }
