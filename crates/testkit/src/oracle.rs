@@ -679,7 +679,9 @@ impl<'t, T: Target + ?Sized> Interp<'t, T> {
     fn alloc_huge(&mut self, below: u8) -> Result<(), Failure> {
         let size = isize::MAX as usize - usize::from(below) * 4096;
         let layout = Layout::from_size_align(size, 1).expect("at most isize::MAX");
-        match self.target.allocate(End::Low, layout, false) {
+        // `black_box`: optimised, LLVM may elide an allocation whose pointer is never
+        // used and assume it succeeded (seen with the system allocator at opt-level 3).
+        match core::hint::black_box(self.target.allocate(End::Low, layout, false)) {
             None => Ok(()),
             Some(block) => {
                 // SAFETY: the target just handed out this block with `layout`.
