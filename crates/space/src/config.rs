@@ -120,11 +120,13 @@ impl SpaceConfig {
             return Err(SpaceError::PageSize { page, source_page });
         }
         let granularity = self.segment_granularity;
-        if !granularity.is_power_of_two() || granularity < 4 * page || granularity > MAX_SEGMENT {
+        // At least four pages, and room for a header, a chunk and the fence besides.
+        let least = page.saturating_mul(4).max(4 * SEGMENT_OVERHEAD);
+        if !granularity.is_power_of_two() || granularity < least || granularity > MAX_SEGMENT {
             return Err(SpaceError::SegmentGranularity { granularity, page });
         }
         let threshold = self.segment_threshold;
-        if threshold == 0 || threshold > granularity - SEGMENT_OVERHEAD - 8 {
+        if threshold == 0 || threshold > granularity.saturating_sub(SEGMENT_OVERHEAD + 8) {
             return Err(SpaceError::SegmentThreshold {
                 threshold,
                 granularity,

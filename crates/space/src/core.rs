@@ -465,7 +465,7 @@ impl Core {
         // SAFETY: every header on the list is a live segment's (the list invariant).
         while let Some(s) = unsafe { seg.as_ref() } {
             let base = ptr::from_ref(s).addr();
-            if addr >= base + HEADER && addr < base + s.size - FENCE {
+            if addr >= base + s.first && addr < base + s.size - FENCE {
                 // SAFETY: `c` is 16 bytes or more before the end fence of a live
                 // segment, past its header: its words are committed memory.
                 return unsafe { Self::check_chunk(s, base, c, payload) };

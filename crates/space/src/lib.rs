@@ -17,7 +17,7 @@ use ::core::fmt;
 
 pub use crate::alloc_api::AllocError;
 pub use crate::config::{SpaceConfig, SpaceError};
-pub use crate::locked::{LockedSpace, SpinSpace};
+pub use crate::locked::{LockedSpace, SpaceGuard, SpinSpace};
 pub use crate::space::MemorySpace;
 pub use crate::walk::{Allocations, Block, Corruption, FreeBlocks, Rule, ValidateReport};
 

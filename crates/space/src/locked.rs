@@ -8,7 +8,7 @@ use bento_pages::PageSource;
 use bento_pages::lock::RawSpinLock;
 use lock_api::{Mutex, MutexGuard, RawMutex};
 
-use crate::{AllocError, MemorySpace};
+use crate::{AllocError, Allocations, FreeBlocks, MemorySpace, MisuseHook};
 
 /// A [`MemorySpace`] behind a lock: `Sync`, and `&LockedSpace` is an allocator-api2
 /// `Allocator` that takes the lock for each call. [`lock`](Self::lock) gives the whole
@@ -73,8 +73,8 @@ impl<P: PageSource, R: RawMutex> LockedSpace<P, R> {
     /// // SAFETY: live.
     /// unsafe { space.free(p) };
     /// ```
-    pub fn lock(&self) -> MutexGuard<'_, R, MemorySpace<P>> {
-        self.space.lock()
+    pub fn lock(&self) -> SpaceGuard<'_, P, R> {
+        SpaceGuard(self.space.lock())
     }
 
     /// The space if the lock is free now, else `None`.
@@ -89,8 +89,8 @@ impl<P: PageSource, R: RawMutex> LockedSpace<P, R> {
     /// drop(held);
     /// assert!(shared.try_lock().is_some());
     /// ```
-    pub fn try_lock(&self) -> Option<MutexGuard<'_, R, MemorySpace<P>>> {
-        self.space.try_lock()
+    pub fn try_lock(&self) -> Option<SpaceGuard<'_, P, R>> {
+        self.space.try_lock().map(SpaceGuard)
     }
 
     /// The space, unshared.
@@ -104,6 +104,44 @@ impl<P: PageSource, R: RawMutex> LockedSpace<P, R> {
     /// ```
     pub fn into_inner(self) -> MemorySpace<P> {
         self.space.into_inner()
+    }
+}
+
+/// The locked space. It gives `&MemorySpace` and the few `&mut` methods, never the
+/// space itself: blocks handed out through `&LockedSpace` may be live, so the space
+/// must not be replaced or moved out while it is shared.
+pub struct SpaceGuard<'a, P: PageSource, R: RawMutex>(MutexGuard<'a, R, MemorySpace<P>>);
+
+impl<P: PageSource, R: RawMutex> core::ops::Deref for SpaceGuard<'_, P, R> {
+    type Target = MemorySpace<P>;
+
+    fn deref(&self) -> &MemorySpace<P> {
+        &self.0
+    }
+}
+
+impl<P: PageSource, R: RawMutex> SpaceGuard<'_, P, R> {
+    /// [`MemorySpace::allocations`] under the lock.
+    pub fn allocations(&mut self) -> Allocations<'_> {
+        self.0.allocations()
+    }
+
+    /// [`MemorySpace::free_blocks`] under the lock.
+    pub fn free_blocks(&mut self) -> FreeBlocks<'_> {
+        self.0.free_blocks()
+    }
+
+    /// [`MemorySpace::set_misuse_hook`] under the lock.
+    pub fn set_misuse_hook(&mut self, hook: MisuseHook) {
+        self.0.set_misuse_hook(hook);
+    }
+}
+
+impl<P: PageSource, R: RawMutex> fmt::Debug for SpaceGuard<'_, P, R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SpaceGuard")
+            .field("stats", &self.0.stats())
+            .finish()
     }
 }
 

@@ -359,7 +359,10 @@ fn segment_holding(core: &Core, c: NonNull<u8>) -> Option<&Segment> {
     // SAFETY: every header on the list is a live segment's.
     while let Some(s) = unsafe { seg.as_ref() } {
         let base = core::ptr::from_ref(s).addr();
-        if addr >= base + HEADER && addr + MIN_CHUNK <= base + s.size - FENCE {
+        let fits = addr
+            .checked_add(MIN_CHUNK)
+            .is_some_and(|end| end <= base + s.size - FENCE);
+        if addr >= base + s.first && fits {
             return Some(s);
         }
         seg = s.next;
