@@ -37,10 +37,17 @@ pub struct SpaceConfig {
     /// Requests of at least this many bytes get a segment of their own, released when
     /// they are freed. At most what fits an ordinary segment.
     pub segment_threshold: usize,
+    /// Bytes of decommitted pages a [`CommitCache`](bento_pages::CommitCache) between
+    /// the space and its source keeps committed for reuse, so that freeing and
+    /// reusing memory does not call the source each time; 0 turns the cache off.
+    /// [`MemorySpace::trim`](crate::MemorySpace::trim) gives them back. Counted in
+    /// source pages; the cache's slot table (8 bytes per page) comes from the source.
+    pub commit_cache: usize,
 }
 
 impl SpaceConfig {
-    /// 64 KiB pages, 1 MiB segments, a threshold of 512 KiB, nothing reserved up front.
+    /// 64 KiB pages, 1 MiB segments, a threshold of 512 KiB, nothing reserved up front,
+    /// a commit cache of 4 MiB.
     ///
     /// The threshold sits at half a segment so that a large block never leaves most
     /// of an ordinary segment unusable behind it.
@@ -49,7 +56,21 @@ impl SpaceConfig {
         page_size: 64 << 10,
         segment_granularity: 1 << 20,
         segment_threshold: 512 << 10,
+        commit_cache: 4 << 20,
     };
+
+    /// This configuration with a commit cache of `bytes` (0: none).
+    ///
+    /// ```
+    /// use bento_space::SpaceConfig;
+    ///
+    /// assert_eq!(SpaceConfig::DEFAULT.with_commit_cache(0).commit_cache, 0);
+    /// ```
+    #[must_use]
+    pub const fn with_commit_cache(mut self, bytes: usize) -> Self {
+        self.commit_cache = bytes;
+        self
+    }
 
     /// This configuration with `initial_capacity` bytes reserved up front.
     ///

@@ -34,7 +34,33 @@ pub(crate) enum Freed {
     /// Nothing: the chunk went back to the index.
     Kept,
     /// The segment is empty and out of the space's list: decommit and release it.
-    Release(NonNull<Segment>),
+    /// Its committed pages are its runs outside the free chunk's interior (see
+    /// [`Core::committed_runs`]) and the addresses in `pending` (`lo >= hi`: none),
+    /// which the free left committed rather than decommit them through the cache
+    /// only to give them back at once.
+    Release {
+        seg: NonNull<Segment>,
+        pending: (usize, usize),
+    },
+}
+
+/// The page calls the core makes inside ordinary segments: the space implements it
+/// over its page source.
+pub(crate) trait PageOps {
+    /// Commits `[ptr, ptr + len)`; false (nothing committed) when the source refuses.
+    ///
+    /// # Safety
+    ///
+    /// The range is page-aligned, inside a live ordinary segment, and decommitted.
+    unsafe fn commit(&self, ptr: NonNull<u8>, len: usize) -> bool;
+
+    /// Decommits `[ptr, ptr + len)`.
+    ///
+    /// # Safety
+    ///
+    /// The range is page-aligned, inside a live ordinary segment, committed, and
+    /// holds nothing that is read before it is committed again.
+    unsafe fn decommit(&self, ptr: NonNull<u8>, len: usize);
 }
 
 /// The page-source-independent state of a memory space.
@@ -52,11 +78,18 @@ pub(crate) struct Core {
     /// The largest chunk an ordinary segment holds.
     pub(crate) max_chunk: usize,
     pub(crate) threshold: usize,
+    /// `page_size - 1` of the configuration: the unit ordinary segments commit in.
+    pub(crate) page_mask: usize,
     pub(crate) hook: MisuseHook,
 }
 
 impl Core {
-    pub(crate) const fn new(granularity: usize, threshold: usize, hook: MisuseHook) -> Self {
+    pub(crate) const fn new(
+        granularity: usize,
+        threshold: usize,
+        page: usize,
+        hook: MisuseHook,
+    ) -> Self {
         Self {
             index: Index::new(),
             segments: ptr::null_mut(),
@@ -73,8 +106,95 @@ impl Core {
             granularity_mask: granularity - 1,
             max_chunk: granularity - HEADER - FENCE,
             threshold,
+            page_mask: page - 1,
             hook,
         }
+    }
+
+    /// The pages strictly inside the free chunk at address `c` of `size` bytes, as
+    /// addresses `[lo, hi)`: past its head and links, before the page that holds its
+    /// footer. Empty (`lo >= hi`) when no whole page fits.
+    ///
+    /// In an ordinary segment these pages, and only these, are decommitted: a page
+    /// is committed exactly when it lies in no free chunk's interior.
+    #[inline]
+    pub(crate) const fn interior(&self, c: usize, size: usize) -> (usize, usize) {
+        let m = self.page_mask;
+        ((c + MIN_CHUNK + m) & !m, (c + size) & !m)
+    }
+
+    /// Whether a free chunk of `size` bytes can have a page in its interior.
+    #[inline]
+    const fn may_span_page(&self, size: usize) -> bool {
+        size > self.page_mask + MIN_CHUNK
+    }
+
+    /// Commits the addresses `[lo, hi)` of ordinary segment `seg` and counts them.
+    ///
+    /// # Safety
+    ///
+    /// As for [`PageOps::commit`], with `lo < hi` addresses in `seg`.
+    #[cold]
+    #[inline(never)]
+    unsafe fn commit_range(
+        &mut self,
+        pages: &impl PageOps,
+        seg: *mut Segment,
+        lo: usize,
+        hi: usize,
+    ) -> bool {
+        debug_assert!(
+            lo < hi && (lo | hi) & self.page_mask == 0,
+            "commit [{lo:#x}, {hi:#x})"
+        );
+        let len = hi - lo;
+        // SAFETY: `[lo, hi)` lies in `seg` (the caller's contract), so the offset
+        // keeps the pointer inside the segment's provenance.
+        let ptr = unsafe {
+            NonNull::new_unchecked(seg)
+                .cast::<u8>()
+                .add(lo - seg.addr())
+        };
+        // SAFETY: the caller's contract.
+        if !unsafe { pages.commit(ptr, len) } {
+            return false;
+        }
+        // SAFETY: `seg` is a live segment header.
+        unsafe { (*seg).committed += len };
+        let c = &mut self.counters;
+        c.committed += len;
+        c.max_committed = c.max_committed.max(c.committed);
+        true
+    }
+
+    /// Decommits the addresses `[lo, hi)` of ordinary segment `seg` and counts them.
+    ///
+    /// # Safety
+    ///
+    /// As for [`PageOps::decommit`], with `lo < hi` addresses in `seg`.
+    #[cold]
+    #[inline(never)]
+    unsafe fn decommit_range(
+        &mut self,
+        pages: &impl PageOps,
+        seg: *mut Segment,
+        lo: usize,
+        hi: usize,
+    ) {
+        debug_assert!(
+            lo < hi && (lo | hi) & self.page_mask == 0,
+            "decommit [{lo:#x}, {hi:#x})"
+        );
+        let len = hi - lo;
+        // SAFETY: as in `commit_range`.
+        unsafe {
+            let ptr = NonNull::new_unchecked(seg)
+                .cast::<u8>()
+                .add(lo - seg.addr());
+            pages.decommit(ptr, len);
+            (*seg).committed -= len;
+        }
+        self.counters.committed -= len;
     }
 
     /// Whether a request of `size` bytes needing a chunk of `need` bytes goes to a
@@ -91,91 +211,93 @@ impl Core {
         unsafe { self.index.take(need) }
     }
 
-    /// Hands out `csize` bytes of the free chunk `c` of `found` bytes (out of the
-    /// index): splits off the rest as a free chunk when it is big enough, marks the
-    /// chunk in use, counts it. Returns the payload.
+    /// Hands out a block of chunk size `csize` at `c + lead` from the free chunk `c`
+    /// of `found` bytes (out of the index): commits the pages the block and the new
+    /// chunk tags need, splits off the leading `lead` bytes (0, or at least a minimum
+    /// chunk) and the rest (when it is big enough) as free chunks, marks the block in
+    /// use and counts it. Returns the payload, or `None` when the page source refuses
+    /// a commit: then nothing has changed and `c` is still out of the index.
     ///
     /// # Safety
     ///
-    /// The caller must ensure `c` is a free chunk of `found >= csize` bytes with its
-    /// head written, in no list, in a live segment, and `csize` a chunk size.
+    /// The caller must ensure `c` is a free chunk of `found >= lead + csize` bytes
+    /// with its head written, in no list, in a live segment, and `csize` a chunk
+    /// size.
     #[inline]
     pub(crate) unsafe fn carve(
         &mut self,
+        pages: &impl PageOps,
         c: NonNull<u8>,
         found: usize,
+        lead: usize,
         csize: usize,
-    ) -> NonNull<u8> {
+    ) -> Option<NonNull<u8>> {
         debug_assert!(
-            found >= csize && csize >= MIN_CHUNK,
-            "carving {csize} from {found}"
+            found >= lead + csize && csize >= MIN_CHUNK && (lead == 0 || lead >= MIN_CHUNK),
+            "carving {csize} at {lead} from {found}"
         );
+        let rest = found - lead - csize;
         // SAFETY: `c` is a free chunk of `found` bytes in a live segment (the caller's
-        // contract): its head, the next chunk's head and, for a split, the words of
-        // the remainder lie inside the segment.
+        // contract): its head, the next chunk's head and the words of the leading and
+        // trailing chunks lie inside the segment, on pages committed before they are
+        // written (a free chunk's interior pages are the only decommitted ones).
         unsafe {
             let head = raw::head(c);
-            let keep = head & (PREV_IN_USE | KIND_MASK);
-            let rest = found - csize;
+            let kind = head & KIND_MASK;
+            let seg = self.segment_of(c, kind);
+            if kind == 0 && self.may_span_page(found) {
+                let at = c.addr().get();
+                let (lo, hi) = self.interior(at, found);
+                // Keep decommitted what stays inside the new free chunks' interiors:
+                // the leading chunk's (up to the page holding its end) and the rest's.
+                let from = lo.max((at + lead) & !self.page_mask);
+                let to = if rest >= MIN_CHUNK {
+                    hi.min(self.interior(at + lead + csize, rest).0)
+                } else {
+                    hi
+                };
+                if from < to && !self.commit_range(pages, seg, from, to) {
+                    return None;
+                }
+            }
+            let block = c.add(lead);
+            let prev_bit = if lead == 0 {
+                head & PREV_IN_USE
+            } else {
+                raw::set_head(c, lead | (head & (PREV_IN_USE | KIND_MASK)));
+                raw::set_prev_foot(block, lead);
+                self.index.insert(c, lead);
+                0
+            };
             let size = if rest >= MIN_CHUNK {
-                let r = c.add(csize);
-                raw::set_head(r, rest | PREV_IN_USE | (head & KIND_MASK));
+                let r = block.add(csize);
+                raw::set_head(r, rest | PREV_IN_USE | kind);
                 raw::set_prev_foot(r.add(rest), rest);
                 self.index.insert(r, rest);
                 csize
             } else {
                 let next = c.add(found);
                 raw::set_head(next, raw::head(next) | PREV_IN_USE);
-                found
+                csize + rest
             };
-            raw::set_head(c, size | IN_USE | keep);
-            (*self.segment_of(c, keep)).live += 1;
+            raw::set_head(block, size | IN_USE | prev_bit | kind);
+            (*seg).live += 1;
             self.counters.live_bytes += size - IN_USE_OVERHEAD;
             self.counters.live_blocks += 1;
-            raw::payload(c)
+            Some(raw::payload(block))
         }
     }
 
-    /// Hands out a block of chunk size `csize` whose payload `p` has `p + offset`
-    /// aligned to `align`, from the free chunk `c` of `found` bytes (out of the index),
-    /// splitting off a free leading chunk when the payload does not start at `c`.
-    ///
-    /// # Safety
-    ///
-    /// As for [`carve`](Self::carve), with `found >= csize + align + MIN_CHUNK`,
-    /// `align > 16` a power of two and `offset` a multiple of 16.
-    pub(crate) unsafe fn carve_aligned(
-        &mut self,
-        c: NonNull<u8>,
-        found: usize,
-        csize: usize,
-        align: usize,
-        offset: usize,
-    ) -> NonNull<u8> {
+    /// Where in the free chunk `c` a block whose payload `p` has `p + offset` aligned
+    /// to `align` starts: 0 or at least a minimum chunk in.
+    pub(crate) fn aligned_lead(c: NonNull<u8>, align: usize, offset: usize) -> usize {
         let p0 = raw::payload(c).addr().get();
         let mut p = (p0 + offset).next_multiple_of(align) - offset;
         if p != p0 && p - p0 < MIN_CHUNK {
             p += align;
         }
-        let lead = p - p0;
-        debug_assert!(lead.is_multiple_of(CHUNK_ALIGN) && found >= lead + csize);
-        if lead == 0 {
-            // SAFETY: the caller's contract.
-            return unsafe { self.carve(c, found, csize) };
-        }
-        // SAFETY: `c` is a free chunk of `found > lead + csize` bytes (the caller's
-        // contract), so the leading chunk, its footer and the new chunk's head are
-        // inside it.
-        unsafe {
-            let head = raw::head(c);
-            let kind = head & KIND_MASK;
-            let c2 = c.add(lead);
-            raw::set_head(c, lead | (head & (PREV_IN_USE | KIND_MASK)));
-            raw::set_prev_foot(c2, lead);
-            self.index.insert(c, lead);
-            raw::set_head(c2, (found - lead) | kind);
-            self.carve(c2, found - lead, csize)
-        }
+        debug_assert!((p - p0).is_multiple_of(CHUNK_ALIGN));
+        p - p0
     }
 
     /// The header of the segment chunk `c` lies in, from the kind bits of its head.
@@ -197,19 +319,20 @@ impl Core {
         }
     }
 
-    /// Frees the in-use chunk `c`: merges it with free neighbours and puts the result
-    /// in the index, or, when that empties the segment, unlinks the segment for the
-    /// caller to release.
+    /// Frees the in-use chunk `c`: merges it with free neighbours, decommits the
+    /// pages that are now wholly inside free space, and puts the result in the index;
+    /// or, when that empties the segment, unlinks the segment for the caller to
+    /// release.
     ///
     /// # Safety
     ///
     /// The caller must ensure `c` is an in-use chunk of a live segment of this space.
     #[inline]
-    pub(crate) unsafe fn free_chunk(&mut self, c: NonNull<u8>) -> Freed {
+    pub(crate) unsafe fn free_chunk(&mut self, pages: &impl PageOps, c: NonNull<u8>) -> Freed {
         // SAFETY: `c` is an in-use chunk (the caller's contract); its neighbours are
         // chunks of the same segment (the first chunk has PREV_IN_USE, the last is
         // followed by the end fence), so every word read or written below lies in
-        // the segment.
+        // the segment, outside every free chunk's interior (hence committed).
         unsafe {
             let head = raw::head(c);
             debug_assert!(
@@ -223,15 +346,20 @@ impl Core {
             let seg = self.segment_of(c, kind);
             (*seg).live -= 1;
             if kind & DEDICATED != 0 {
-                return self.unlink_segment(seg);
+                return self.unlink_segment(seg, (0, 0));
             }
             let mut start = c;
             let mut total = size;
+            // The merged chunk's interior pages below `from` (the previous chunk's
+            // interior) and from `to` on (the next chunk's) are decommitted already.
+            let mut from = 0;
+            let mut to = usize::MAX;
             if head & PREV_IN_USE == 0 {
                 let prev_size = raw::prev_foot(c);
                 start = c.sub(prev_size);
                 self.index.remove(start, prev_size);
                 total += prev_size;
+                from = c.addr().get() & !self.page_mask;
                 if cfg!(debug_assertions) {
                     // A second free of `c` then reads "not in use" (see `check_free`).
                     raw::set_head(c, 0);
@@ -243,19 +371,29 @@ impl Core {
                 let next_size = raw::size(next_head);
                 self.index.remove(next, next_size);
                 total += next_size;
+                to = self.interior(next.addr().get(), next_size).0;
             } else {
                 raw::set_head(next, next_head & !PREV_IN_USE);
             }
+            raw::set_head(start, total | PREV_IN_USE | kind);
+            raw::set_prev_foot(start.add(total), total);
+            let (lo, hi) = if kind == 0 && self.may_span_page(total) {
+                let (lo, hi) = self.interior(start.addr().get(), total);
+                (lo.max(from), hi.min(to))
+            } else {
+                (0, 0)
+            };
             if (*seg).live == 0 && kind & BASE == 0 {
                 debug_assert_eq!(
                     (start.as_ptr(), total),
                     (seg.cast::<u8>().add(HEADER), (*seg).size - HEADER - FENCE),
                     "segment {seg:p} is empty but its chunks did not merge into one"
                 );
-                return self.unlink_segment(seg);
+                return self.unlink_segment(seg, (lo, hi));
             }
-            raw::set_head(start, total | PREV_IN_USE | kind);
-            raw::set_prev_foot(start.add(total), total);
+            if lo < hi {
+                self.decommit_range(pages, seg, lo, hi);
+            }
             self.index.insert(start, total);
             Freed::Kept
         }
@@ -269,7 +407,11 @@ impl Core {
     /// (no chunk of it in use or in the index), and release it before anything else
     /// touches the space.
     #[cold]
-    unsafe fn unlink_segment(&mut self, seg: *mut Segment) -> Freed {
+    pub(crate) unsafe fn unlink_segment(
+        &mut self,
+        seg: *mut Segment,
+        pending: (usize, usize),
+    ) -> Freed {
         // SAFETY: `seg` and its list neighbours are live segment headers (the list's
         // invariant).
         unsafe {
@@ -284,22 +426,27 @@ impl Core {
             self.counters.reserved -= (*seg).size;
             self.counters.committed -= (*seg).committed;
             self.counters.segments -= 1;
-            Freed::Release(NonNull::new_unchecked(seg))
+            Freed::Release {
+                seg: NonNull::new_unchecked(seg),
+                pending,
+            }
         }
     }
 
-    /// Writes a segment header at `base` for `size` reserved bytes, all committed,
-    /// and links it into the list.
+    /// Writes a segment header at `base` for `size` reserved bytes of which
+    /// `committed` are committed, and links it into the list.
     ///
     /// # Safety
     ///
-    /// The caller must ensure `base` is the 16-aligned start of `size` committed,
-    /// writable bytes that belong to this space from now on, with
-    /// `size >= HEADER + MIN_CHUNK + FENCE`.
+    /// The caller must ensure `base` is the 16-aligned start of `size` writable bytes
+    /// that belong to this space from now on, with `size >= HEADER + MIN_CHUNK +
+    /// FENCE`, committed but for the interior of the chunk area (see
+    /// [`fresh_interior`](Self::fresh_interior)) when `committed < size`.
     pub(crate) unsafe fn link_segment(
         &mut self,
         base: NonNull<u8>,
         size: usize,
+        committed: usize,
         kind: Kind,
     ) -> NonNull<Segment> {
         let seg = base.cast::<Segment>();
@@ -310,7 +457,7 @@ impl Core {
                 next: self.segments,
                 prev: ptr::null_mut(),
                 size,
-                committed: size,
+                committed,
                 live: 0,
                 kind: kind as usize,
                 first: HEADER,
@@ -323,10 +470,21 @@ impl Core {
         let c = &mut self.counters;
         c.reserved += size;
         c.max_reserved = c.max_reserved.max(c.reserved);
-        c.committed += size;
+        c.committed += committed;
         c.max_committed = c.max_committed.max(c.committed);
         c.segments += 1;
         seg
+    }
+
+    /// The interior of the one free chunk of a fresh ordinary segment at `base` of
+    /// `size` bytes, as offsets: what need not be committed when it is reserved.
+    pub(crate) const fn fresh_interior(&self, base: usize, size: usize) -> (usize, usize) {
+        let (lo, hi) = self.interior(base + HEADER, size - HEADER - FENCE);
+        if lo < hi {
+            (lo - base, hi - base)
+        } else {
+            (0, 0)
+        }
     }
 
     /// Makes the chunk area of a freshly linked segment one free chunk followed by the
@@ -385,19 +543,25 @@ impl Core {
     }
 
     /// Resizes in-use chunk `c` to hold `new_size` bytes without moving it: shrinks by
-    /// splitting off a free tail, grows into a free successor. False when it cannot
-    /// (nothing changes).
+    /// splitting off a free tail (decommitting the pages it wholly covers), grows
+    /// into a free successor (committing the pages it needs). False when it cannot,
+    /// or when the page source refuses a commit (nothing changes).
     ///
     /// # Safety
     ///
     /// The caller must ensure `c` is an in-use chunk of a live segment of this space.
-    pub(crate) unsafe fn resize_in_place(&mut self, c: NonNull<u8>, new_size: usize) -> bool {
+    pub(crate) unsafe fn resize_in_place(
+        &mut self,
+        pages: &impl PageOps,
+        c: NonNull<u8>,
+        new_size: usize,
+    ) -> bool {
         let Some(want) = chunk_size_for(new_size) else {
             return false;
         };
         // SAFETY: `c` is an in-use chunk of a live segment (the caller's contract);
         // its successor is a chunk or the end fence of the same segment, and every
-        // chunk written below lies inside `c` or that successor.
+        // chunk written below lies inside `c` or that successor, on committed pages.
         unsafe {
             let head = raw::head(c);
             let size = raw::size(head);
@@ -416,31 +580,112 @@ impl Core {
             if want > room {
                 return false;
             }
-            if want > size || room - want >= MIN_CHUNK {
-                // The chunk becomes `want` bytes (or all of `room`); the successor,
-                // if free, is absorbed and what is left becomes a free tail.
-                if next_free {
-                    self.index.remove(next, room - size);
-                }
-                let rest = room - want;
-                let new = if rest >= MIN_CHUNK {
-                    let t = c.add(want);
-                    raw::set_head(t, rest | PREV_IN_USE | kind);
-                    raw::set_prev_foot(t.add(rest), rest);
-                    if !next_free {
-                        raw::set_head(next, next_head & !PREV_IN_USE);
-                    }
-                    self.index.insert(t, rest);
-                    want
-                } else {
-                    let after = c.add(room);
-                    raw::set_head(after, raw::head(after) | PREV_IN_USE);
-                    room
-                };
-                raw::set_head(c, new | (head & FLAG_MASK));
-                self.counters.live_bytes = self.counters.live_bytes + new - size;
+            if want <= size && room - want < MIN_CHUNK {
+                return true;
             }
+            // The chunk becomes `want` bytes (or all of `room`); the successor, if
+            // free, is absorbed and what is left becomes a free tail.
+            let rest = room - want;
+            let seg = self.segment_of(c, kind);
+            // Decommitted now: the free successor's interior; after: the tail's.
+            let none = (usize::MAX, usize::MAX);
+            let (old, new) = if kind == 0 && self.may_span_page(room) {
+                let at = c.addr().get();
+                let old = if next_free {
+                    self.interior(at + size, room - size)
+                } else {
+                    none
+                };
+                let new = if rest >= MIN_CHUNK {
+                    self.interior(at + want, rest)
+                } else {
+                    none
+                };
+                (old, new)
+            } else {
+                (none, none)
+            };
+            let commit_to = old.1.min(new.0);
+            if old.0 < commit_to && !self.commit_range(pages, seg, old.0, commit_to) {
+                return false;
+            }
+            if next_free {
+                self.index.remove(next, room - size);
+            }
+            let new_size = if rest >= MIN_CHUNK {
+                let t = c.add(want);
+                raw::set_head(t, rest | PREV_IN_USE | kind);
+                raw::set_prev_foot(t.add(rest), rest);
+                if !next_free {
+                    raw::set_head(next, next_head & !PREV_IN_USE);
+                }
+                let decommit_to = new.1.min(old.0);
+                if new.0 < decommit_to {
+                    self.decommit_range(pages, seg, new.0, decommit_to);
+                }
+                self.index.insert(t, rest);
+                want
+            } else {
+                let after = c.add(room);
+                raw::set_head(after, raw::head(after) | PREV_IN_USE);
+                room
+            };
+            raw::set_head(c, new_size | (head & FLAG_MASK));
+            self.counters.live_bytes = self.counters.live_bytes + new_size - size;
             true
+        }
+    }
+
+    /// Calls `f` with each committed run of segment `seg` as offsets `[lo, hi)`: all
+    /// of a dedicated or base segment; of an ordinary one, what lies outside every
+    /// free chunk's interior. Walks the segment's chunks, never reading a run again
+    /// once it has been given to `f` (which may decommit it).
+    ///
+    /// # Safety
+    ///
+    /// The caller must ensure `seg` is a live segment of this space (or one just
+    /// unlinked by [`free_chunk`](Self::free_chunk)) with intact tags.
+    pub(crate) unsafe fn committed_runs(
+        &self,
+        seg: NonNull<Segment>,
+        mut f: impl FnMut(usize, usize),
+    ) {
+        // SAFETY: the caller's contract: the header and every chunk tag of the
+        // segment are readable, and the walk stops at the end fence.
+        unsafe {
+            let Segment {
+                size: seg_size,
+                kind,
+                first,
+                ..
+            } = *seg.as_ptr();
+            if kind != Kind::Normal as usize {
+                f(0, seg_size);
+                return;
+            }
+            let base = seg.addr().get();
+            let mut c = seg.cast::<u8>().add(first);
+            let mut from = 0;
+            loop {
+                let head = raw::head(c);
+                let size = raw::size(head);
+                if size == 0 {
+                    break;
+                }
+                if head & IN_USE == 0 {
+                    let (lo, hi) = self.interior(c.addr().get(), size);
+                    if lo < hi {
+                        if from < lo - base {
+                            f(from, lo - base);
+                        }
+                        from = hi - base;
+                    }
+                }
+                c = c.add(size);
+            }
+            if from < seg_size {
+                f(from, seg_size);
+            }
         }
     }
 

@@ -6,13 +6,13 @@ use core::fmt;
 use core::ptr::NonNull;
 
 use bento_align::Alignment;
-use bento_pages::{PageError, PageSource};
+use bento_pages::{CommitCache, Metered, PageError, PageSource};
 
 use crate::chunk::{
     CHUNK_ALIGN, FENCE, HEADER, Kind, MAX_SEGMENT, MIN_CHUNK, Segment, chunk_size_for, raw,
 };
 use crate::config::{SpaceConfig, SpaceError};
-use crate::core::{Core, Freed, dedicated_chunk_offset};
+use crate::core::{Core, Freed, PageOps, dedicated_chunk_offset};
 use crate::{AllocError, MisuseHook, SpaceStats, panic_on_misuse};
 
 /// A dsmalloc-style general allocator over a [`PageSource`].
@@ -51,9 +51,31 @@ pub struct MemorySpace<P: PageSource> {
     // source must not, by its contract; the misuse hook must not, by its docs), and
     // no `&mut` outlives the method that made it).
     state: UnsafeCell<State>,
-    pages: Option<P>,
+    pages: Option<Source<P>>,
     #[cfg(debug_assertions)]
     busy: core::cell::Cell<bool>,
+}
+
+/// The space's source as it calls it: the configured commit cache over the caller's
+/// source, counted below the cache so that `stats()` shows the calls that got through.
+pub(crate) type Source<P> = CommitCache<Metered<P>>;
+
+/// The page calls of the core, through the cache.
+impl<P: PageSource> PageOps for Option<&Source<P>> {
+    #[inline]
+    unsafe fn commit(&self, ptr: NonNull<u8>, len: usize) -> bool {
+        // Ordinary segments exist only with a source.
+        // SAFETY: the caller's contract is `commit`'s.
+        self.is_some_and(|p| unsafe { p.commit(ptr, len) }.is_ok())
+    }
+
+    #[inline]
+    unsafe fn decommit(&self, ptr: NonNull<u8>, len: usize) {
+        if let Some(p) = self {
+            // SAFETY: the caller's contract is `decommit`'s.
+            unsafe { p.decommit(ptr, len) }
+        }
+    }
 }
 
 /// What a space changes as it works (the source sits beside it, used through `&P`).
@@ -62,6 +84,9 @@ pub(crate) struct State {
     config: SpaceConfig,
     /// The source's page size: what dedicated segments are rounded to.
     source_page: usize,
+    /// What the source had committed before the space made its first segment: the
+    /// commit cache's slot table.
+    table_bytes: usize,
 }
 
 // SAFETY: the space owns its segments (raw pointers into memory only it reaches), so
@@ -119,15 +144,19 @@ impl<P: PageSource> MemorySpace<P> {
     pub fn new(pages: P, config: SpaceConfig) -> Result<Self, SpaceError> {
         config.check(pages.page_size())?;
         let source_page = pages.page_size();
+        let pages = CommitCache::with_capacity(Metered::new(pages), config.commit_cache)?;
+        let table_bytes = pages.inner().stats().committed;
         let space = Self::from_parts(
             State {
                 core: Core::new(
                     config.segment_granularity,
                     config.segment_threshold,
+                    config.page_size,
                     panic_on_misuse,
                 ),
                 config,
                 source_page,
+                table_bytes,
             },
             Some(pages),
         );
@@ -190,15 +219,25 @@ impl<P: PageSource> MemorySpace<P> {
         if pad == usize::MAX || !(HEADER + MIN_CHUNK + FENCE..=MAX_SEGMENT).contains(&usable) {
             return Err(SpaceError::BaseSize { len: usable });
         }
+        let pages = match pages {
+            Some(p) => Some(CommitCache::with_capacity(
+                Metered::new(p),
+                config.commit_cache,
+            )?),
+            None => None,
+        };
+        let table_bytes = pages.as_ref().map_or(0, |p| p.inner().stats().committed);
         let space = Self::from_parts(
             State {
                 core: Core::new(
                     config.segment_granularity,
                     config.segment_threshold,
+                    config.page_size,
                     panic_on_misuse,
                 ),
                 config,
                 source_page,
+                table_bytes,
             },
             pages,
         );
@@ -209,7 +248,7 @@ impl<P: PageSource> MemorySpace<P> {
             // SAFETY: the caller lends the memory; `start` is 16-aligned and `usable`
             // bytes (a multiple of 16, large enough) follow it.
             unsafe {
-                let seg = inner.core.link_segment(start, usable, Kind::Base);
+                let seg = inner.core.link_segment(start, usable, usable, Kind::Base);
                 inner.core.base = seg.as_ptr();
                 let (c, size) = inner.core.init_area(seg);
                 inner.core.index.insert(c, size);
@@ -218,7 +257,7 @@ impl<P: PageSource> MemorySpace<P> {
         Ok(space)
     }
 
-    fn from_parts(state: State, pages: Option<P>) -> Self {
+    fn from_parts(state: State, pages: Option<Source<P>>) -> Self {
         Self {
             state: UnsafeCell::new(state),
             pages,
@@ -383,7 +422,7 @@ impl<P: PageSource> MemorySpace<P> {
         }
         // SAFETY: the caller's contract.
         unsafe {
-            if inner.core.resize_in_place(raw::chunk_of(ptr), new_size) {
+            if inner.resize_in_place(ptr, new_size) {
                 return Ok(ptr);
             }
             let new = inner.alloc(new_size, CHUNK_ALIGN, 0)?;
@@ -425,7 +464,7 @@ impl<P: PageSource> MemorySpace<P> {
             return false;
         }
         // SAFETY: the caller's contract.
-        unsafe { inner.core.resize_in_place(raw::chunk_of(ptr), new_size) }
+        unsafe { inner.resize_in_place(ptr, new_size) }
     }
 
     /// The bytes the block at `ptr` can hold: at least what was asked for.
@@ -497,7 +536,7 @@ impl<P: PageSource> MemorySpace<P> {
     /// assert_eq!(space.pages().unwrap().page_size(), 4096);
     /// ```
     pub fn pages(&self) -> Option<&P> {
-        self.pages.as_ref()
+        self.pages.as_ref().map(|p| p.inner().inner())
     }
 
     /// The configuration the space was made with.
@@ -531,13 +570,32 @@ impl<P: PageSource> MemorySpace<P> {
         release_all(self.state.get_mut(), self.pages.as_ref())
     }
 
+    /// What the source under the cache has committed, and what the space's figures
+    /// say it should have: the space's committed bytes outside the base segment, the
+    /// pages parked in the cache and the cache's table. `None` without a source.
+    pub(crate) fn source_committed(&self, state: &State) -> Option<(usize, usize)> {
+        let pages = self.pages.as_ref()?;
+        let core = &state.core;
+        // SAFETY: the base segment's header is live while the space is.
+        let base = unsafe { core.base.as_ref() }.map_or(0, |b| b.committed);
+        let expected = core.counters.committed - base + pages.stats().parked + state.table_bytes;
+        Some((pages.inner().stats().committed, expected))
+    }
+
     /// Exclusive access to the inner state, for the walkers and `validate`.
     pub(crate) fn entered(&self) -> Entered<'_, P> {
         self.enter()
     }
 }
 
-impl<P: PageSource> Entered<'_, P> {
+impl<'a, P: PageSource> Entered<'a, P> {
+    /// The space's source (through its cache), for the core's page calls.
+    #[inline]
+    fn source(&self) -> Option<&'a Source<P>> {
+        let space: &'a MemorySpace<P> = self.space;
+        space.pages.as_ref()
+    }
+
     /// The allocation path: `size > 0`, `align` a power of two, `offset < align` a
     /// multiple of 16 when `align > 16` (0 otherwise).
     #[inline]
@@ -552,12 +610,7 @@ impl<P: PageSource> Entered<'_, P> {
             if self.core.wants_dedicated(size, csize) {
                 return self.alloc_dedicated(size, align, 0);
             }
-            let (c, found) = match self.core.take(csize) {
-                Some(hit) => hit,
-                None => self.add_segment().map_err(|_| AllocError)?,
-            };
-            // SAFETY: a free chunk of at least `csize` bytes, out of the index.
-            return Ok(unsafe { self.core.carve(c, found, csize) });
+            return self.carve(csize, csize, |_| 0);
         }
         self.alloc_aligned(size, csize, align, offset)
     }
@@ -577,13 +630,61 @@ impl<P: PageSource> Entered<'_, P> {
         if self.core.wants_dedicated(size, need) {
             return self.alloc_dedicated(size, align, offset);
         }
-        let (c, found) = match self.core.take(need) {
-            Some(hit) => hit,
-            None => self.add_segment().map_err(|_| AllocError)?,
-        };
-        // SAFETY: a free chunk of at least `csize + align + MIN_CHUNK` bytes, out of
-        // the index; `align > 16`, `offset` a multiple of 16 (the callers' contract).
-        Ok(unsafe { self.core.carve_aligned(c, found, csize, align, offset) })
+        // `align > 16` and `offset` a multiple of 16 (the callers' contract), so the
+        // lead is 0 or a chunk of at least the minimum, and fits: `need` leaves room
+        // for a lead of up to `align + MIN_CHUNK - 16`.
+        self.carve(need, csize, |c| Core::aligned_lead(c, align, offset))
+    }
+
+    /// Takes a free chunk of at least `need` bytes (from the index, or a new segment)
+    /// and hands out a block of `csize` bytes `lead(chunk)` bytes into it.
+    #[inline]
+    fn carve(
+        &mut self,
+        need: usize,
+        csize: usize,
+        lead: impl Fn(NonNull<u8>) -> usize,
+    ) -> Result<NonNull<u8>, AllocError> {
+        let pages = self.source();
+        if let Some((c, found)) = self.core.take(need) {
+            // SAFETY: a free chunk of at least `need >= lead + csize` bytes, out of
+            // the index.
+            if let Some(p) = unsafe { self.core.carve(&pages, c, found, lead(c), csize) } {
+                return Ok(p);
+            }
+            // SAFETY: the chunk is unchanged (the refused commit changed nothing).
+            unsafe { self.core.index.insert(c, found) };
+            return Err(AllocError);
+        }
+        self.carve_fresh(need, csize, lead)
+    }
+
+    /// [`carve`](Self::carve) from a new segment; gives the segment back when the
+    /// source refuses to commit what the block needs.
+    #[cold]
+    #[inline(never)]
+    fn carve_fresh(
+        &mut self,
+        need: usize,
+        csize: usize,
+        lead: impl Fn(NonNull<u8>) -> usize,
+    ) -> Result<NonNull<u8>, AllocError> {
+        let pages = self.source();
+        let (c, found) = self.add_segment().map_err(|_| AllocError)?;
+        debug_assert!(found >= need);
+        // SAFETY: the new segment's one free chunk, in no list.
+        if let Some(p) = unsafe { self.core.carve(&pages, c, found, lead(c), csize) } {
+            return Ok(p);
+        }
+        // SAFETY: the segment was just made, holds no block and its chunk is in no
+        // list: unlink it and give it back.
+        unsafe {
+            let seg = self.core.segment_of(c, 0);
+            if let Freed::Release { seg, pending } = self.core.unlink_segment(seg, (0, 0)) {
+                release_segment(&self.core, pages, seg, pending);
+            }
+        }
+        Err(AllocError)
     }
 
     /// Frees the block at `payload`, releasing its segment if that empties it.
@@ -593,26 +694,70 @@ impl<P: PageSource> Entered<'_, P> {
     /// `payload` is a live block of this space.
     #[inline]
     unsafe fn free(&mut self, payload: NonNull<u8>) {
+        let pages = self.source();
         // SAFETY: the caller's contract.
-        if let Freed::Release(seg) = unsafe { self.core.free_chunk(raw::chunk_of(payload)) } {
-            let pages = self.space.pages.as_ref();
+        if let Freed::Release { seg, pending } =
+            unsafe { self.core.free_chunk(&pages, raw::chunk_of(payload)) }
+        {
             // SAFETY: `free_chunk` unlinked the empty segment for us to release.
-            unsafe { release_segment(pages, seg) };
+            unsafe { release_segment(&self.core, pages, seg, pending) };
         }
     }
 
-    /// Reserves and commits an ordinary segment and returns its one free chunk (in no
-    /// list) with its size.
+    /// Resizes the block at `payload` in place (see `Core::resize_in_place`).
+    ///
+    /// # Safety
+    ///
+    /// `payload` is a live block of this space.
+    unsafe fn resize_in_place(&mut self, payload: NonNull<u8>, new_size: usize) -> bool {
+        let pages = self.source();
+        // SAFETY: the caller's contract.
+        unsafe {
+            self.core
+                .resize_in_place(&pages, raw::chunk_of(payload), new_size)
+        }
+    }
+
+    /// Reserves an ordinary segment, commits its header page and the page of its end
+    /// fence, and returns its one free chunk (in no list) with its size.
     #[cold]
     #[inline(never)]
     fn add_segment(&mut self) -> Result<(NonNull<u8>, usize), PageError> {
         let size = self.config.segment_granularity;
         let align = Alignment::new(size).expect("the granularity is a power of two");
-        let base = self.reserve_committed(size, align)?;
-        // SAFETY: `size` fresh committed bytes at a granularity-aligned base, which
-        // holds a header, a chunk and the fence (`SpaceConfig::check`).
+        let pages = self.source().ok_or(PageError::OutOfAddressSpace { size })?;
+        let base = pages.reserve(size, align)?;
+        let (lo, hi) = self.core.fresh_interior(base.addr().get(), size);
+        // The runs outside the chunk's interior: `[0, lo)` and `[hi, size)`, or the
+        // whole segment when the interior is empty (`lo == hi == 0`).
+        let runs = [(0, lo), (hi, size)];
+        for (i, &(from, to)) in runs.iter().enumerate() {
+            if from == to {
+                continue;
+            }
+            // SAFETY: page-aligned runs (the configured page is a multiple of the
+            // source's) of the reservation just made, not yet committed.
+            let result = unsafe { pages.commit(base.add(from), to - from) };
+            if let Err(e) = result {
+                // SAFETY: the runs committed before this one, then the reservation.
+                unsafe {
+                    for &(f, t) in &runs[..i] {
+                        if f != t {
+                            pages.decommit(base.add(f), t - f);
+                        }
+                    }
+                    pages.release(base, size);
+                }
+                return Err(e);
+            }
+        }
+        // SAFETY: `size` fresh bytes at a granularity-aligned base, which holds a
+        // header, a chunk and the fence (`SpaceConfig::check`), committed but for the
+        // chunk's interior.
         unsafe {
-            let seg = self.core.link_segment(base, size, Kind::Normal);
+            let seg = self
+                .core
+                .link_segment(base, size, size - (hi - lo), Kind::Normal);
             Ok(self.core.init_area(seg))
         }
     }
@@ -637,61 +782,72 @@ impl<P: PageSource> Entered<'_, P> {
             .filter(|&t| t <= MAX_SEGMENT)
             .ok_or(AllocError)?;
         let align = Alignment::new(align).expect("Layout alignments are powers of two");
-        let base = self
-            .reserve_committed(total, align)
-            .map_err(|_| AllocError)?;
+        let pages = self.source().ok_or(AllocError)?;
+        let base = pages.reserve(total, align).map_err(|_| AllocError)?;
+        // SAFETY: the whole of a fresh reservation of `total` bytes (a multiple of the
+        // source's page); on failure nothing is committed, so it is released whole.
+        unsafe {
+            if pages.commit(base, total).is_err() {
+                pages.release(base, total);
+                return Err(AllocError);
+            }
+        }
         // SAFETY: `total` fresh committed bytes aligned to `align` (so the payload
         // `chunk_offset + 16` in meets `align` and `offset`), holding the header, the
         // chunk and the fence.
         unsafe {
-            let seg = self.core.link_segment(base, total, Kind::Dedicated);
+            let seg = self.core.link_segment(base, total, total, Kind::Dedicated);
             Ok(self.core.install_dedicated(seg, chunk_offset))
         }
     }
-
-    /// Reserves `size` bytes aligned to `align` and commits them all; on a refused
-    /// commit gives the reservation back.
-    fn reserve_committed(&self, size: usize, align: Alignment) -> Result<NonNull<u8>, PageError> {
-        let pages = self
-            .space
-            .pages
-            .as_ref()
-            .ok_or(PageError::OutOfAddressSpace { size })?;
-        let base = pages.reserve(size, align)?;
-        // SAFETY: the whole of a fresh reservation of `size` bytes (a multiple of the
-        // source's page); on failure nothing is committed, so it is released whole.
-        unsafe {
-            if let Err(e) = pages.commit(base, size) {
-                pages.release(base, size);
-                return Err(e);
-            }
-        }
-        Ok(base)
-    }
 }
 
-/// Gives an unlinked, empty segment back to the source.
+/// Gives an unlinked, empty (or torn down) segment back to the source: decommits its
+/// committed runs (and the `pending` addresses, see `Freed::Release`) directly in the
+/// source under the cache (a page parked only to be evicted at once would cost two
+/// calls), then releases it through the cache, which drops any page of it still
+/// parked.
 ///
 /// # Safety
 ///
-/// `seg` was unlinked by `Core::free_chunk` (or is being torn down) and is not the
-/// base segment, so it came from `pages`.
+/// `seg` was unlinked by `Core::free_chunk` or `Core::unlink_segment` (or is being
+/// torn down), has intact tags, and is not the base segment, so it came from `pages`.
 #[cold]
-unsafe fn release_segment<P: PageSource>(pages: Option<&P>, seg: NonNull<Segment>) {
+unsafe fn release_segment<P: PageSource>(
+    core: &Core,
+    pages: Option<&Source<P>>,
+    seg: NonNull<Segment>,
+    pending: (usize, usize),
+) {
+    let pages = pages.expect("a segment that is not the base came from the source");
     // SAFETY: the header is still readable: nothing released it yet.
     let (size, committed) = unsafe { ((*seg.as_ptr()).size, (*seg.as_ptr()).committed) };
-    let pages = pages.expect("a segment that is not the base came from the source");
-    // SAFETY: `[seg, seg + committed)` is committed, `[seg, seg + size)` is the whole
-    // reservation, and nothing of it is used again.
+    let base = seg.cast::<u8>();
+    let mut decommitted = 0;
+    if pending.0 < pending.1 {
+        let at = pending.0 - base.addr().get();
+        // SAFETY: committed pages of the segment inside its free chunk's interior,
+        // which the walk below does not read.
+        unsafe { pages.inner().decommit(base.add(at), pending.1 - pending.0) };
+        decommitted += pending.1 - pending.0;
+    }
+    // SAFETY: the caller's contract; each run is committed in the source under the
+    // cache (a run outside every free interior was committed through the cache, and
+    // a page committed through the cache is committed below it), and nothing of the
+    // segment is used again.
     unsafe {
-        pages.decommit(seg.cast(), committed);
-        pages.release(seg.cast(), size);
+        core.committed_runs(seg, |lo, hi| {
+            pages.inner().decommit(base.add(lo), hi - lo);
+            decommitted += hi - lo;
+        });
+        debug_assert_eq!(decommitted, committed, "segment {seg:p}: committed figure");
+        pages.release(base, size);
     }
 }
 
 /// Releases every segment but the base one; returns the bytes released. The space is
 /// left with only its base segment (if any) and must not allocate again.
-fn release_all<P: PageSource>(state: &mut State, pages: Option<&P>) -> usize {
+fn release_all<P: PageSource>(state: &mut State, pages: Option<&Source<P>>) -> usize {
     let core = &mut state.core;
     let mut released = 0;
     let mut seg = core.segments;
@@ -702,7 +858,7 @@ fn release_all<P: PageSource>(state: &mut State, pages: Option<&P>) -> usize {
             released += size;
             // SAFETY: a segment of this space that is not the base; the list is
             // rebuilt below, so it is not reached again.
-            unsafe { release_segment(pages, s) };
+            unsafe { release_segment(core, pages, s, (0, 0)) };
         }
         seg = next;
     }

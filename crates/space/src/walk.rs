@@ -157,8 +157,11 @@ pub struct ValidateReport {
     pub free_bytes: usize,
     /// Segment headers, end fences and the tag of each in-use chunk.
     pub overhead: usize,
-    /// Bytes committed in the segments walked: `live_bytes + free_bytes + overhead`.
+    /// Bytes committed in the segments walked: `reserved - decommitted`.
     pub committed: usize,
+    /// Bytes decommitted in the segments walked: the whole pages inside free chunks
+    /// (past their links, before their footers) of ordinary segments.
+    pub decommitted: usize,
     /// Bytes reserved by the segments walked.
     pub reserved: usize,
 }
@@ -312,8 +315,12 @@ impl<P: PageSource> MemorySpace<P> {
     /// no two free chunks are adjacent, footers match, every free chunk is in exactly
     /// one list (the one its size maps to) and the lists hold nothing else, the
     /// bitmaps match the lists, each segment's occupancy count matches its in-use
-    /// chunks, and every counter of [`stats`](Self::stats) equals what the walk
-    /// counts, with `committed == live + free + overhead` each counted by the walk.
+    /// chunks, every counter of [`stats`](Self::stats) equals what the walk counts
+    /// (`reserved == live + free + overhead`, each counted by the walk), each
+    /// segment's committed bytes are exactly its pages outside free chunks'
+    /// interiors (no committed page lies wholly inside free space, and every page a
+    /// live block touches is committed), and the page source, counted below the
+    /// commit cache, holds exactly those bytes committed plus what the cache parks.
     ///
     /// It reads the tags only (and a mark bit in free chunks it sets and clears
     /// again), so a space corrupted by a stray write is reported, not repaired.
@@ -330,7 +337,8 @@ impl<P: PageSource> MemorySpace<P> {
     /// let space = MemorySpace::new(HeapPages::new(), SpaceConfig::DEFAULT.with_page_size(4096)).unwrap();
     /// let p = space.alloc(Layout::new::<[u8; 100]>()).unwrap();
     /// let report = space.validate().unwrap();
-    /// assert_eq!(report.live_bytes + report.free_bytes + report.overhead, report.committed);
+    /// assert_eq!(report.live_bytes + report.free_bytes + report.overhead, report.reserved);
+    /// assert_eq!(report.reserved - report.decommitted, report.committed);
     /// assert_eq!(report.committed, space.stats().committed);
     /// // SAFETY: live.
     /// unsafe { space.free(p) };
@@ -347,7 +355,21 @@ impl<P: PageSource> MemorySpace<P> {
             if result.is_err() {
                 unmark_lists(core, limit);
             }
-            result
+            let report = result?;
+            if let Some((counted, recorded)) = self.source_committed(&entered) {
+                if counted != recorded {
+                    return Err(Corruption {
+                        segment: 0,
+                        offset: 0,
+                        rule: Rule::Figure {
+                            name: "bytes committed in the page source",
+                            counted,
+                            recorded,
+                        },
+                    });
+                }
+            }
+            Ok(report)
         }
     }
 }
@@ -488,7 +510,7 @@ unsafe fn walk_segments(core: &mut Core, listed: usize) -> Result<ValidateReport
             },
         })?;
         // SAFETY: the segment is live (the caller's contract).
-        let live = unsafe { walk_segment(sp, &mut r)? };
+        let live = unsafe { walk_segment(core, sp, &mut r)? };
         if live != s.live {
             return Err(Corruption {
                 segment: core::ptr::from_ref(s).addr(),
@@ -543,7 +565,11 @@ unsafe fn walk_segments(core: &mut Core, listed: usize) -> Result<ValidateReport
 /// # Safety
 ///
 /// `seg` is a live segment header (with the provenance of its whole segment).
-unsafe fn walk_segment(seg: NonNull<Segment>, r: &mut ValidateReport) -> Result<usize, Corruption> {
+unsafe fn walk_segment(
+    core: &Core,
+    seg: NonNull<Segment>,
+    r: &mut ValidateReport,
+) -> Result<usize, Corruption> {
     // SAFETY: the caller's contract.
     let s = unsafe { seg.as_ref() };
     let base_ptr = seg.cast::<u8>();
@@ -572,6 +598,7 @@ unsafe fn walk_segment(seg: NonNull<Segment>, r: &mut ValidateReport) -> Result<
     let mut prev_free = false;
     let mut live = 0;
     let mut walked = s.first + FENCE;
+    let mut decommitted = 0;
     loop {
         // SAFETY: `c` is at most the end fence (checked each step below), so its head
         // is committed memory of the segment.
@@ -616,25 +643,36 @@ unsafe fn walk_segment(seg: NonNull<Segment>, r: &mut ValidateReport) -> Result<
             unsafe { raw::set_head(c, head & !MARK) };
             r.free_blocks += 1;
             r.free_bytes += size;
+            if kind_bits == 0 {
+                let (lo, hi) = core.interior(c.addr().get(), size);
+                decommitted += hi.saturating_sub(lo);
+            }
             prev_free = true;
         }
         walked += size;
         // SAFETY: `c + size <= fence`, inside the segment.
         c = unsafe { c.add(size) };
     }
-    if walked != s.committed {
-        return Err(Corruption {
-            segment: base,
-            offset: 0,
-            rule: Rule::Figure {
-                name: "segment committed",
-                counted: walked,
-                recorded: s.committed,
-            },
-        });
-    }
+    let figure = |name, counted, recorded| {
+        if counted == recorded {
+            Ok(())
+        } else {
+            Err(Corruption {
+                segment: base,
+                offset: 0,
+                rule: Rule::Figure {
+                    name,
+                    counted,
+                    recorded,
+                },
+            })
+        }
+    };
+    figure("segment size", walked, s.size)?;
+    figure("segment committed", s.size - decommitted, s.committed)?;
     r.overhead += s.first + FENCE;
-    r.committed += walked;
+    r.committed += s.committed;
+    r.decommitted += decommitted;
     r.reserved += s.size;
     r.segments += 1;
     Ok(live)

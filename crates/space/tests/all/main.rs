@@ -10,17 +10,21 @@ use bento_space::{MemorySpace, SpaceConfig};
 use bento_testkit::Figures;
 
 /// Small segments, so that programs cross segment and threshold boundaries and Miri
-/// stays quick: 4 KiB pages, 64 KiB segments, dedicated from 16 KiB.
+/// stays quick: 4 KiB pages, 64 KiB segments, dedicated from 16 KiB, and no commit
+/// cache, so that the source's figures are the space's own.
 pub(crate) const SMALL: SpaceConfig = SpaceConfig::DEFAULT
     .with_page_size(4096)
     .with_segment_granularity(64 << 10)
-    .with_segment_threshold(16 << 10);
+    .with_segment_threshold(16 << 10)
+    .with_commit_cache(0);
 
 /// `validate()` as the testkit's self-check, with the figures the model compares.
 pub(crate) fn check<P: PageSource>(space: &&MemorySpace<P>) -> Result<Figures, String> {
     let report = space.validate().map_err(|c| c.to_string())?;
     let stats = space.stats();
-    if report.live_bytes + report.free_bytes + report.overhead != report.committed {
+    if report.live_bytes + report.free_bytes + report.overhead != report.reserved
+        || report.reserved - report.decommitted != report.committed
+    {
         return Err(format!("walk does not add up: {report:?}"));
     }
     if stats.reserved < stats.committed {
