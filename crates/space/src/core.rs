@@ -784,6 +784,7 @@ impl Core {
             live_blocks: c.live_blocks,
             free_bytes: self.index.bytes,
             segments: c.segments,
+            ..SpaceStats::default()
         }
     }
 }

@@ -15,6 +15,8 @@ mod walk;
 
 use ::core::fmt;
 
+use bento_pages::{CacheStats, PageStats};
+
 pub use crate::alloc_api::AllocError;
 pub use crate::config::{SpaceConfig, SpaceError};
 pub use crate::locked::{LockedSpace, SpaceGuard, SpinSpace};
@@ -59,6 +61,13 @@ pub struct SpaceStats {
     pub free_bytes: usize,
     /// Live segments (ordinary, dedicated and base).
     pub segments: usize,
+    /// What reached the page source, counted below the commit cache: its reserved
+    /// and committed bytes (with the cache's parked pages and slot table, without the
+    /// base segment) and its calls. All zero without a source.
+    pub source: PageStats,
+    /// The commit cache's figures: pages it served without calling the source, and
+    /// what it parks now (committed in the source, not counted in `committed`).
+    pub cache: CacheStats,
 }
 
 /// A misuse the debug checks of [`MemorySpace::free`] (and `realloc`,

@@ -467,6 +467,48 @@ impl<P: PageSource> MemorySpace<P> {
         unsafe { inner.resize_in_place(ptr, new_size) }
     }
 
+    /// Grows a block to hold at least `new_size` bytes without moving it, absorbing
+    /// the free chunk after it (and committing the pages that needs). True when the
+    /// block now holds `new_size` bytes (also when it already did); false, and
+    /// nothing changes, when the next chunk is in use or too small, or the page
+    /// source refuses the commit. Never shrinks.
+    ///
+    /// # Safety
+    ///
+    /// As for [`free`](Self::free), except that the block stays live.
+    ///
+    /// ```
+    /// use core::alloc::Layout;
+    /// use bento_pages::HeapPages;
+    /// use bento_space::{MemorySpace, SpaceConfig};
+    ///
+    /// let space = MemorySpace::new(HeapPages::new(), SpaceConfig::DEFAULT.with_page_size(4096)).unwrap();
+    /// let p = space.alloc(Layout::new::<[u8; 64]>()).unwrap();
+    /// // SAFETY: `p` is live; a free chunk follows it.
+    /// unsafe {
+    ///     assert!(space.try_grow_in_place(p, 100_000));
+    ///     assert!(space.try_grow_in_place(p, 10)); // holds 10 already: nothing to do
+    ///     assert!(space.usable_size(p) >= 100_000);
+    ///     space.free(p);
+    /// }
+    /// ```
+    pub unsafe fn try_grow_in_place(&self, ptr: NonNull<u8>, new_size: usize) -> bool {
+        let mut inner = self.enter();
+        if cfg!(debug_assertions)
+            && let Err(misuse) = inner.core.check_block(ptr)
+        {
+            inner.core.report(&misuse);
+            return false;
+        }
+        // SAFETY: the caller's contract.
+        unsafe {
+            if Core::usable(raw::chunk_of(ptr)) >= new_size {
+                return true;
+            }
+            inner.resize_in_place(ptr, new_size)
+        }
+    }
+
     /// The bytes the block at `ptr` can hold: at least what was asked for.
     ///
     /// # Safety
@@ -508,7 +550,38 @@ impl<P: PageSource> MemorySpace<P> {
     /// assert_eq!(space.stats().live_blocks, 0);
     /// ```
     pub fn stats(&self) -> SpaceStats {
-        self.enter().core.stats()
+        let mut stats = self.enter().core.stats();
+        if let Some(pages) = &self.pages {
+            stats.source = pages.inner().stats();
+            stats.cache = pages.stats();
+        }
+        stats
+    }
+
+    /// Empties the commit cache: every page it keeps committed for reuse goes back to
+    /// the source. Returns the bytes given back. The manual prompt for memory
+    /// pressure; no block changes.
+    ///
+    /// ```
+    /// use core::alloc::Layout;
+    /// use bento_pages::HeapPages;
+    /// use bento_space::{MemorySpace, SpaceConfig};
+    ///
+    /// let space = MemorySpace::new(HeapPages::new(), SpaceConfig::DEFAULT.with_page_size(4096)).unwrap();
+    /// let keep = space.alloc(Layout::new::<u64>()).unwrap();
+    /// let big = space.alloc(Layout::new::<[u8; 20_000]>()).unwrap();
+    /// // SAFETY: live blocks, each freed once.
+    /// unsafe { space.free(big) };
+    /// let parked = space.stats().cache.parked;
+    /// assert!(parked >= 16 << 10); // the pages inside the freed block wait in the cache
+    /// assert_eq!(space.trim(), parked);
+    /// assert_eq!(space.stats().cache.parked, 0);
+    /// // SAFETY: live.
+    /// unsafe { space.free(keep) };
+    /// ```
+    pub fn trim(&self) -> usize {
+        let _entered = self.enter();
+        self.pages.as_ref().map_or(0, CommitCache::trim)
     }
 
     /// Sets the function told about misuse found by the debug checks (the default,
@@ -696,9 +769,8 @@ impl<'a, P: PageSource> Entered<'a, P> {
     unsafe fn free(&mut self, payload: NonNull<u8>) {
         let pages = self.source();
         // SAFETY: the caller's contract.
-        if let Freed::Release { seg, pending } =
-            unsafe { self.core.free_chunk(&pages, raw::chunk_of(payload)) }
-        {
+        let freed = unsafe { self.core.free_chunk(&pages, raw::chunk_of(payload)) };
+        if let Freed::Release { seg, pending } = freed {
             // SAFETY: `free_chunk` unlinked the empty segment for us to release.
             unsafe { release_segment(&self.core, pages, seg, pending) };
         }

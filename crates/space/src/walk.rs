@@ -356,18 +356,18 @@ impl<P: PageSource> MemorySpace<P> {
                 unmark_lists(core, limit);
             }
             let report = result?;
-            if let Some((counted, recorded)) = self.source_committed(&entered) {
-                if counted != recorded {
-                    return Err(Corruption {
-                        segment: 0,
-                        offset: 0,
-                        rule: Rule::Figure {
-                            name: "bytes committed in the page source",
-                            counted,
-                            recorded,
-                        },
-                    });
-                }
+            if let Some((counted, recorded)) = self.source_committed(&entered)
+                && counted != recorded
+            {
+                return Err(Corruption {
+                    segment: 0,
+                    offset: 0,
+                    rule: Rule::Figure {
+                        name: "bytes committed in the page source",
+                        counted,
+                        recorded,
+                    },
+                });
             }
             Ok(report)
         }

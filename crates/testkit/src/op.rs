@@ -44,6 +44,16 @@ pub enum Op {
         /// Raw selector of the new size.
         to: u32,
     },
+    /// Resize the live block `index % live` without moving it ([`Ops::IN_PLACE`]):
+    /// grow it by a generated amount, or shrink it to `size % (old size + 1)` bytes.
+    ResizeInPlace {
+        /// Raw block selector.
+        index: u16,
+        /// Raw selector of the growth, or of the new size for a shrink.
+        size: u32,
+        /// Grow (else shrink).
+        grow: bool,
+    },
     /// Free everything at once ([`Ops::RESET`]).
     Reset,
     /// Take a marker ([`Ops::MARKERS`]).
@@ -97,6 +107,9 @@ bitflags::bitflags! {
         const HUGE = 1 << 5;
         /// [`Op::Grow`] and [`Op::Shrink`] (on by default).
         const RESIZE = 1 << 6;
+        /// [`Op::ResizeInPlace`]: some of the grows and shrinks become in-place
+        /// resizes (programs for targets without it are unchanged).
+        const IN_PLACE = 1 << 7;
     }
 }
 
@@ -202,15 +215,34 @@ impl Caps {
                 index: u.arbitrary().ok()?,
             },
             150..=169 => Op::FreeNewest,
-            170..=189 => Op::Grow {
-                index: u.arbitrary().ok()?,
-                by: u.arbitrary().ok()?,
-                zeroed: u.ratio(1, 4).ok()?,
-            },
-            190..=209 => Op::Shrink {
-                index: u.arbitrary().ok()?,
-                to: u.arbitrary().ok()?,
-            },
+            170..=189 => {
+                let (index, by, zeroed) = (
+                    u.arbitrary().ok()?,
+                    u.arbitrary().ok()?,
+                    u.ratio(1, 4).ok()?,
+                );
+                if weight >= 184 && self.has(Ops::IN_PLACE) {
+                    Op::ResizeInPlace {
+                        index,
+                        size: by,
+                        grow: true,
+                    }
+                } else {
+                    Op::Grow { index, by, zeroed }
+                }
+            }
+            190..=209 => {
+                let (index, to) = (u.arbitrary().ok()?, u.arbitrary().ok()?);
+                if weight >= 204 && self.has(Ops::IN_PLACE) {
+                    Op::ResizeInPlace {
+                        index,
+                        size: to,
+                        grow: false,
+                    }
+                } else {
+                    Op::Shrink { index, to }
+                }
+            }
             210..=213 => Op::Reset,
             214..=225 => Op::Marker {
                 end: u.arbitrary().ok()?,
@@ -237,6 +269,7 @@ impl Caps {
             Op::Alloc { end, .. } => *end == End::Low || self.has(Ops::TWO_ENDS),
             Op::Free { .. } | Op::FreeNewest | Op::Validate => true,
             Op::Grow { .. } | Op::Shrink { .. } => self.has(Ops::RESIZE),
+            Op::ResizeInPlace { .. } => self.has(Ops::IN_PLACE),
             Op::Reset => self.has(Ops::RESET),
             Op::Marker { end } => {
                 self.has(Ops::MARKERS) && (*end == End::Low || self.has(Ops::TWO_ENDS))

@@ -76,6 +76,13 @@ pub enum FailureKind {
     },
     /// A rollback to a marker made stale by an earlier rollback or reset succeeded.
     StaleMarkerAccepted,
+    /// An in-place resize returned a different address.
+    MovedInPlace {
+        /// The block's address.
+        from: usize,
+        /// The address returned.
+        to: usize,
+    },
     /// The target's own `validate` reported corruption.
     Invalid(String),
     /// A figure the target reports disagrees with the model.
@@ -125,6 +132,9 @@ impl fmt::Display for Failure {
             }
             FailureKind::StaleMarkerAccepted => {
                 f.write_str("a rollback to a stale marker succeeded")
+            }
+            FailureKind::MovedInPlace { from, to } => {
+                write!(f, "an in-place resize moved block {from:#x} to {to:#x}")
             }
             FailureKind::Invalid(msg) => write!(f, "validate failed: {msg}"),
             FailureKind::Figures {
@@ -234,6 +244,7 @@ struct MarkerRec {
 enum Resize {
     Grow { zeroed: bool },
     Shrink,
+    InPlace,
 }
 
 /// The byte at offset `i` of a block filled with `seed`.
@@ -367,6 +378,21 @@ impl<'t, T: Target + ?Sized> Interp<'t, T> {
                     let i = usize::from(index) % self.blocks.len();
                     let to = to as usize % (self.blocks[i].size + 1);
                     self.resize(i, to, Resize::Shrink)?;
+                }
+            }
+            Op::ResizeInPlace { index, size, grow } => {
+                if !self.blocks.is_empty() {
+                    let i = usize::from(index) % self.blocks.len();
+                    let b = self.blocks[i];
+                    let to = if grow {
+                        let cap = self.caps.sizes.max().max(b.size);
+                        b.size
+                            .saturating_add(self.caps.sizes.pick(size, b.align.get()))
+                            .min(cap)
+                    } else {
+                        size as usize % (b.size + 1)
+                    };
+                    self.resize(i, to, Resize::InPlace)?;
                 }
             }
             Op::Reset => self.reset(),
@@ -555,6 +581,11 @@ impl<'t, T: Target + ?Sized> Interp<'t, T> {
                 self.target
                     .shrink(old.end, old.ptr, old.layout(), new_layout)
             },
+            // SAFETY: as above.
+            Resize::InPlace => unsafe {
+                self.target
+                    .resize_in_place(old.end, old.ptr, old.layout(), to)
+            },
         };
         let Some(block) = result else {
             if old.extent > 0 {
@@ -569,6 +600,12 @@ impl<'t, T: Target + ?Sized> Interp<'t, T> {
         self.live_bytes -= old.size;
         let mut new = self.admit(block, to, old.align, old.end)?;
         let moved = new.ptr != old.ptr;
+        if moved && how == Resize::InPlace {
+            return Err(self.fail(FailureKind::MovedInPlace {
+                from: old.ptr.addr().get(),
+                to: new.ptr.addr().get(),
+            }));
+        }
         if !moved {
             // In place: the block keeps its birth (a marker taken after it does not
             // cover it). It is re-inserted at the end, so "newest" is approximate for

@@ -74,6 +74,24 @@ pub trait Target {
         new: Layout,
     ) -> Option<NonNull<[u8]>>;
 
+    /// Resizes a block to `new_size` bytes without moving it (`Ops::IN_PLACE`):
+    /// `Some` with the block (same address) and its new length, `None` when it
+    /// cannot (the block is unchanged).
+    ///
+    /// # Safety
+    ///
+    /// The caller must ensure what [`Target::deallocate`] requires of `ptr` and `old`.
+    unsafe fn resize_in_place(
+        &mut self,
+        end: End,
+        ptr: NonNull<u8>,
+        old: Layout,
+        new_size: usize,
+    ) -> Option<NonNull<[u8]>> {
+        let _ = (end, ptr, old, new_size);
+        unimplemented_op("resize_in_place")
+    }
+
     /// Frees every block at once (`Ops::RESET`).
     fn reset(&mut self) {
         unimplemented_op("reset");

@@ -110,6 +110,7 @@ enum Bug {
     MiscountFigures,
     KeepsStaleMarkers,
     HugeSucceeds,
+    InPlaceMoves,
 }
 
 impl ToyBump {
@@ -246,6 +247,39 @@ impl Target for ToyBump {
         Some(NonNull::slice_from_raw_parts(ptr, new.size()))
     }
 
+    unsafe fn resize_in_place(
+        &mut self,
+        end: End,
+        ptr: NonNull<u8>,
+        old: Layout,
+        new_size: usize,
+    ) -> Option<NonNull<[u8]>> {
+        let new = Layout::from_size_align(new_size, old.align()).ok()?;
+        if old.size() == 0 {
+            return None; // a zero-size block lies outside the buffer
+        }
+        if self.bug == Some(Bug::InPlaceMoves) && new_size > old.size() {
+            // SAFETY: the caller's contract is `grow`'s.
+            return unsafe { self.grow(end, ptr, old, new, false) };
+        }
+        let off = self.offset(ptr);
+        // Shrinks stay in place (not to zero: a zero-size block is no block); grows
+        // only at the top, within the buffer.
+        let fits = if new_size > old.size() {
+            off + old.size() == self.top && off + new_size <= size_of::<Buf>()
+        } else {
+            new_size > 0
+        };
+        if !fits {
+            return None;
+        }
+        if new_size > old.size() {
+            self.top = off + new_size;
+        }
+        self.live.insert(off, new_size);
+        Some(NonNull::slice_from_raw_parts(ptr, new_size))
+    }
+
     fn reset(&mut self) {
         self.top = 0;
         self.live.clear();
@@ -285,7 +319,7 @@ impl Target for ToyBump {
 
 fn toy_caps() -> Caps {
     Caps::default()
-        .with_ops(Ops::RESET | Ops::MARKERS | Ops::HUGE)
+        .with_ops(Ops::RESET | Ops::MARKERS | Ops::HUGE | Ops::IN_PLACE)
         .with_sizes(SizeGen::new(cases(4096, 512)).with_boundaries(&[64]))
         .with_max_align(Alignment::new(256).unwrap())
         .with_validate_every(8)
@@ -351,6 +385,13 @@ fn catches_a_grow_that_loses_contents() {
     let f = catch(Bug::GrowLosesPrefix);
     assert!(matches!(f.kind, FailureKind::Corrupted { .. }), "{f}");
     assert!(matches!(f.op, Some(Op::Grow { .. })), "{f}");
+}
+
+#[test]
+fn catches_an_in_place_resize_that_moves() {
+    let f = catch(Bug::InPlaceMoves);
+    assert!(matches!(f.kind, FailureKind::MovedInPlace { .. }), "{f}");
+    assert!(matches!(f.op, Some(Op::ResizeInPlace { .. })), "{f}");
 }
 
 #[test]

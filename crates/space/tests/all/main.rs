@@ -3,6 +3,7 @@
 mod bad_input;
 mod interop;
 mod model;
+mod pages;
 mod segments;
 
 use bento_pages::PageSource;

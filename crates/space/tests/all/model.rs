@@ -49,7 +49,7 @@ fn sizes() -> SizeGen {
 
 fn caps(ops: Ops) -> Caps {
     Caps::default()
-        .with_ops(ops | Ops::HUGE)
+        .with_ops(ops | Ops::HUGE | Ops::IN_PLACE)
         .with_sizes(sizes())
         .with_max_align(Alignment::new(cases(65536, 8192)).unwrap())
         // Under Miri each validation re-reads every live byte (the oracle's patterns):
@@ -58,13 +58,22 @@ fn caps(ops: Ops) -> Caps {
         .with_validate_every(cases(3, 10))
 }
 
-/// A space over failure-injecting pages, with `FAIL_NEXT` arming a refused reserve or
-/// commit.
-struct Faulty<'a> {
-    space: &'a MemorySpace<FaultyPages<HeapPages>>,
+/// A space as the interpreter drives it: allocator-api2 for the common operations,
+/// the space's own `realloc_in_place` and `trim` for `IN_PLACE` and `TRIM`, and
+/// `validate()` at each check.
+struct SpaceTarget<'a, P: PageSource> {
+    space: &'a MemorySpace<P>,
+    /// Arms a refused call of the source for `FAIL_NEXT`.
+    fail: Option<fn(&P, u32)>,
 }
 
-impl Target for Faulty<'_> {
+impl<'a, P: PageSource> SpaceTarget<'a, P> {
+    fn new(space: &'a MemorySpace<P>) -> Self {
+        Self { space, fail: None }
+    }
+}
+
+impl<P: PageSource> Target for SpaceTarget<'_, P> {
     fn allocate(&mut self, end: End, layout: Layout, zeroed: bool) -> Option<NonNull<[u8]>> {
         Api02::new(&self.space).allocate(end, layout, zeroed)
     }
@@ -97,13 +106,44 @@ impl Target for Faulty<'_> {
         unsafe { Api02::new(&self.space).shrink(end, ptr, old, new) }
     }
 
-    fn fail_next(&mut self, k: u32) {
-        let pages = self.space.pages().unwrap();
-        if k.is_multiple_of(2) {
-            pages.fail_reserve(k as usize / 2);
-        } else {
-            pages.fail_commit(k as usize / 2);
+    unsafe fn resize_in_place(
+        &mut self,
+        _: End,
+        ptr: NonNull<u8>,
+        old: Layout,
+        new_size: usize,
+    ) -> Option<NonNull<[u8]>> {
+        // A zero-size block is a dangling pointer, not a block of the space.
+        if old.size() == 0 || new_size == 0 {
+            return None;
         }
+        // SAFETY: `ptr` is a live block of the space (the interpreter's contract).
+        unsafe {
+            if !self.space.realloc_in_place(ptr, new_size) {
+                return None;
+            }
+            Some(NonNull::slice_from_raw_parts(
+                ptr,
+                self.space.usable_size(ptr),
+            ))
+        }
+    }
+
+    fn trim(&mut self) {
+        let parked = self.space.stats().cache.parked;
+        assert_eq!(
+            self.space.trim(),
+            parked,
+            "trim gives back what the cache parks"
+        );
+        assert_eq!(self.space.stats().cache.parked, 0);
+    }
+
+    fn fail_next(&mut self, k: u32) {
+        let fail = self
+            .fail
+            .expect("FAIL_NEXT is enabled over FaultyPages only");
+        fail(self.space.pages().unwrap(), k);
     }
 
     fn validate(&mut self) -> Result<Figures, String> {
@@ -117,7 +157,7 @@ fn model_on_heap_pages() {
     let space = MemorySpace::new(&pages, config()).unwrap();
     let caps = caps(Ops::empty());
     let r = seeded(cases(150, 1), |u| {
-        let r = run(&mut Api02::with_validate(&&space, check), &caps, u);
+        let r = run(&mut SpaceTarget::new(&space), &caps, u);
         assert_eq!(space.stats().segments, 0, "an empty space holds no segment");
         assert_eq!(pages.stats().reserved, 0, "every reservation went back");
         r
@@ -132,9 +172,34 @@ fn model_on_heap_pages() {
 }
 
 #[test]
+fn model_with_a_commit_cache() {
+    let pages = Metered::new(heap());
+    let cache = 64 * config().page_size;
+    let space = MemorySpace::new(&pages, config().with_commit_cache(cache)).unwrap();
+    let caps = caps(Ops::TRIM);
+    let r = seeded(cases(100, 1), |u| {
+        let r = run(&mut SpaceTarget::new(&space), &caps, u);
+        assert_eq!(space.stats().segments, 0, "an empty space holds no segment");
+        r
+    });
+    let s = space.stats();
+    assert_eq!(s.committed, 0);
+    // The source holds the cache's slot table and what the cache parks, no more.
+    let table = (cache / config().page_size * 8).next_multiple_of(config().page_size);
+    assert_eq!(pages.stats().committed, table + s.cache.parked);
+    if !cfg!(miri) {
+        assert!(s.cache.hits > 0 && s.cache.parks > 0, "{s:?}");
+        assert!(r.resizes_in_place > 0, "{r:?}");
+    }
+    drop(space);
+    assert_eq!(pages.stats().reserved, 0, "every reservation went back");
+}
+
+#[test]
 fn model_through_allocator_api2_04() {
     let space = MemorySpace::new(heap(), config()).unwrap();
-    let caps = caps(Ops::empty());
+    // The allocator-api2 path only: no in-place resizes of the space's own.
+    let caps = caps(Ops::empty()).with_ops(Ops::HUGE);
     seeded(cases(40, 1), |u| {
         run(&mut Api04::with_validate(&&space, check), &caps, u)
     });
@@ -147,7 +212,15 @@ fn model_with_refused_reserves_and_commits() {
     let caps = caps(Ops::FAIL_NEXT);
     let r = seeded(cases(100, 1), |u| {
         space.pages().unwrap().heal();
-        run(&mut Faulty { space: &space }, &caps, u)
+        let mut target = SpaceTarget::new(&space);
+        target.fail = Some(|pages: &FaultyPages<HeapPages>, k| {
+            if k.is_multiple_of(2) {
+                pages.fail_reserve(k as usize / 2);
+            } else {
+                pages.fail_commit(k as usize / 2);
+            }
+        });
+        run(&mut target, &caps, u)
     });
     assert_eq!(space.stats().segments, 0);
     if !cfg!(miri) {
@@ -165,11 +238,7 @@ fn model_on_system_pages() {
     let pages = Metered::new(bento_pages::SystemPages::new());
     let space = MemorySpace::new(&pages, SMALL).unwrap();
     seeded(60, |u| {
-        run(
-            &mut Api02::with_validate(&&space, check),
-            &caps(Ops::empty()),
-            u,
-        )
+        run(&mut SpaceTarget::new(&space), &caps(Ops::empty()), u)
     });
     assert_eq!(pages.stats().reserved, 0);
 }
@@ -189,11 +258,7 @@ fn model_on_fixed_pages() {
     let space = MemorySpace::new(&pages, SMALL).unwrap();
     // 256 KiB hold few segments, so programs run the source dry too.
     let r = seeded(60, |u| {
-        run(
-            &mut Api02::with_validate(&&space, check),
-            &caps(Ops::empty()),
-            u,
-        )
+        run(&mut SpaceTarget::new(&space), &caps(Ops::empty()), u)
     });
     assert!(r.allocs_failed > 0, "{r:?}");
     assert_eq!(
@@ -215,11 +280,7 @@ fn model_on_a_base_segment_without_a_source() {
     // SAFETY: `buf` outlives the space and is reached only through it.
     let space = unsafe { MemorySpace::<HeapPages>::with_base(base, len, None, config()) }.unwrap();
     let r = seeded(cases(60, 1), |u| {
-        let r = run(
-            &mut Api02::with_validate(&&space, check),
-            &caps(Ops::empty()),
-            u,
-        );
+        let r = run(&mut SpaceTarget::new(&space), &caps(Ops::empty()), u);
         assert_eq!(space.stats().segments, 1, "the base segment stays");
         r
     });
@@ -242,11 +303,7 @@ fn model_on_a_base_segment_that_grows() {
     // SAFETY: `buf` outlives the space and is reached only through it.
     let space = unsafe { MemorySpace::with_base(base, 8192, Some(&pages), config()) }.unwrap();
     seeded(cases(40, 1), |u| {
-        run(
-            &mut Api02::with_validate(&&space, check),
-            &caps(Ops::empty()),
-            u,
-        )
+        run(&mut SpaceTarget::new(&space), &caps(Ops::empty()), u)
     });
     assert_eq!(space.stats().segments, 1);
     assert_eq!(pages.stats().reserved, 0);

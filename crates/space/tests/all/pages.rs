@@ -1,0 +1,239 @@
+//! Giving memory back: the pages inside free chunks are decommitted (and really leave
+//! the process on Linux), committed again only as far as a block needs, and the commit
+//! cache turns that churn into no call to the OS.
+
+use core::alloc::Layout;
+use core::ptr::NonNull;
+
+use bento_pages::{HeapPages, Metered};
+use bento_space::{MemorySpace, SpaceConfig};
+
+/// 4 KiB pages in 1 MiB segments, so that a 100 KB block lives in an ordinary one.
+const PAGED: SpaceConfig = SpaceConfig::DEFAULT
+    .with_page_size(4096)
+    .with_commit_cache(0);
+
+fn layout(size: usize) -> Layout {
+    Layout::from_size_align(size, 8).unwrap()
+}
+
+/// The chunk of a block: 16 bytes before its payload.
+fn chunk(p: NonNull<u8>) -> usize {
+    p.addr().get() - 16
+}
+
+/// The pages wholly inside a free chunk at `c` of `size` bytes, past its 32-byte
+/// header and before the page of its footer.
+fn interior(c: usize, size: usize) -> (usize, usize) {
+    ((c + 32).next_multiple_of(4096), (c + size) & !4095)
+}
+
+/// A space holding blocks `a`, `b` (100 000 bytes) and `c` at the start of a segment.
+/// Once `b` is free, a request of 90 000 bytes takes `b`'s chunk: the index's good fit
+/// looks from the list above 90 000 up, and `b`'s list comes before the rest's.
+fn sandwich<P: bento_pages::PageSource>(space: &MemorySpace<P>) -> [NonNull<u8>; 3] {
+    let a = space.alloc(layout(1000)).unwrap();
+    let b = space.alloc(layout(100_000)).unwrap();
+    let c = space.alloc(layout(1000)).unwrap();
+    assert_eq!(space.stats().segments, 1);
+    [a, b, c]
+}
+
+/// Frees `blocks`, each once.
+fn free_all<P: bento_pages::PageSource>(space: &MemorySpace<P>, blocks: &[NonNull<u8>]) {
+    for &p in blocks {
+        // SAFETY: live blocks of `space`, each freed once.
+        unsafe { space.free(p) };
+    }
+}
+
+#[test]
+fn a_freed_block_gives_back_exactly_its_inner_pages_and_takes_back_what_reuse_needs() {
+    let pages = Metered::new(HeapPages::new());
+    let space = MemorySpace::new(&pages, PAGED).unwrap();
+    let [a, b, c] = sandwich(&space);
+    let csize = 100_016; // 100 000 + the tag, rounded to 16
+    let (lo, hi) = interior(chunk(b), csize);
+    assert!(hi - lo >= 20 * 4096);
+    let before = space.stats();
+    // SAFETY: live.
+    unsafe { space.free(b) };
+    let after = space.stats();
+    assert_eq!(before.committed - after.committed, hi - lo);
+    assert_eq!(
+        pages.stats().committed,
+        after.committed,
+        "the source agrees"
+    );
+    space.validate().unwrap();
+
+    // A smaller block takes `b`'s chunk and commits only what it covers.
+    let b2 = space.alloc(layout(90_000)).unwrap();
+    assert_eq!(b2, b, "the good fit");
+    let rest_start = chunk(b2) + 90_016;
+    let (rest_lo, _) = interior(rest_start, csize - 90_016);
+    assert_eq!(space.stats().committed - after.committed, rest_lo - lo);
+    space.validate().unwrap();
+    free_all(&space, &[a, b2, c]);
+    assert_eq!(pages.stats().committed, 0);
+}
+
+#[test]
+fn realloc_in_place_commits_growth_and_decommits_a_shrunk_tail() {
+    let pages = Metered::new(HeapPages::new());
+    let space = MemorySpace::new(&pages, PAGED).unwrap();
+    let anchor = space.alloc(layout(100)).unwrap();
+    let p = space.alloc(layout(1000)).unwrap();
+    let base = space.stats().committed;
+    // SAFETY: `p` is live; a free chunk (the segment's rest) follows it.
+    unsafe {
+        assert!(space.try_grow_in_place(p, 200_000));
+        p.as_ptr().write_bytes(0x5a, 200_000);
+        let grown = space.stats().committed;
+        assert!(grown - base >= 200_000 - 2 * 4096, "{base} -> {grown}");
+        space.validate().unwrap();
+        assert!(space.realloc_in_place(p, 1000));
+        assert_eq!(space.stats().committed, base, "the tail's pages went back");
+        assert!((0..1000).all(|i| p.as_ptr().add(i).read() == 0x5a));
+        space.validate().unwrap();
+        // The next chunk is the free rest, so a shrink to almost nothing splits it.
+        assert!(space.realloc_in_place(p, 10));
+        assert!(
+            !space.realloc_in_place(anchor, 1 << 20),
+            "anchor is followed by p"
+        );
+    }
+    free_all(&space, &[anchor, p]);
+    assert_eq!(pages.stats().committed, 0);
+}
+
+#[test]
+fn a_refused_commit_on_reuse_or_growth_changes_nothing() {
+    let space = MemorySpace::new(bento_pages::FaultyPages::new(HeapPages::new()), PAGED).unwrap();
+    let [a, b, c] = sandwich(&space);
+    // SAFETY: live.
+    unsafe { space.free(b) };
+    let before = space.stats();
+    space.pages().unwrap().fail_commit(0);
+    assert!(
+        space.alloc(layout(90_000)).is_err(),
+        "its pages cannot be had"
+    );
+    assert_eq!(space.stats().committed, before.committed);
+    assert_eq!(space.stats().free_bytes, before.free_bytes);
+    space.validate().unwrap();
+    // Growth into a decommitted successor is refused the same way.
+    space.pages().unwrap().fail_commit(0);
+    // SAFETY: `a` is live, and `b`'s free chunk follows it.
+    unsafe { assert!(!space.realloc_in_place(a, 50_000)) };
+    assert_eq!(space.stats().committed, before.committed);
+    space.validate().unwrap();
+    // Healed, both work.
+    space.pages().unwrap().heal();
+    // SAFETY: as above.
+    unsafe { assert!(space.realloc_in_place(a, 50_000)) };
+    space.validate().unwrap();
+    free_all(&space, &[a, c]);
+    assert_eq!(space.stats().segments, 0);
+}
+
+#[test]
+fn with_the_commit_cache_churn_makes_no_commit_call() {
+    let pages = Metered::new(HeapPages::new());
+    let space = MemorySpace::new(&pages, PAGED.with_commit_cache(1 << 20)).unwrap();
+    let [a, b, c] = sandwich(&space);
+    // SAFETY: live.
+    unsafe { space.free(b) };
+    let before = space.stats();
+    assert!(before.cache.parked >= 20 * 4096, "{:?}", before.cache);
+    for round in 0..100u8 {
+        let p = space.alloc(layout(90_000)).unwrap();
+        assert_eq!(p, b, "the good fit");
+        // SAFETY: a live block of 90 000 bytes.
+        unsafe {
+            p.as_ptr().write_bytes(round, 90_000);
+            assert_eq!(p.as_ptr().add(89_999).read(), round);
+            space.free(p);
+        }
+    }
+    let after = space.stats();
+    assert_eq!(
+        after.source.commits, before.source.commits,
+        "no commit reached the source"
+    );
+    assert_eq!(after.source.decommits, before.source.decommits);
+    assert!(after.cache.hits >= before.cache.hits + 100 * 20);
+    assert_eq!(after.committed, before.committed);
+    space.validate().unwrap();
+    // `trim` gives the parked pages back.
+    let parked = after.cache.parked;
+    assert_eq!(space.trim(), parked);
+    assert_eq!(
+        pages.stats().committed,
+        space.stats().committed + table_bytes(1 << 20)
+    );
+    free_all(&space, &[a, c]);
+}
+
+/// The bytes of the cache's slot table: a pointer per 4 KiB page, rounded to pages.
+fn table_bytes(cache: usize) -> usize {
+    (cache / 4096 * 8).next_multiple_of(4096)
+}
+
+#[cfg(target_os = "linux")]
+mod linux {
+    use super::*;
+    use bento_pages::{PageSource, SystemPages};
+
+    /// How many pages of `[lo, hi)` are resident, from `mincore`.
+    fn resident(lo: usize, hi: usize) -> usize {
+        let mut vec = vec![0u8; (hi - lo) / 4096];
+        let ptr = core::ptr::without_provenance_mut::<libc::c_void>(lo);
+        // SAFETY: `[lo, hi)` is page-aligned and mapped (a live segment's); `vec` has
+        // a byte per page. mincore only reads the page tables.
+        let rc = unsafe { libc::mincore(ptr, hi - lo, vec.as_mut_ptr()) };
+        assert_eq!(rc, 0, "mincore: {}", std::io::Error::last_os_error());
+        vec.iter().filter(|&&b| b & 1 != 0).count()
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore = "mmap and mincore are not supported under Miri")]
+    fn the_pages_inside_a_freed_block_leave_the_process_and_come_back_intact() {
+        assert_eq!(
+            SystemPages::new().page_size(),
+            4096,
+            "the test assumes 4 KiB pages"
+        );
+        let space = MemorySpace::new(SystemPages::new(), PAGED).unwrap();
+        let [a, b, c] = sandwich(&space);
+        // SAFETY: a live block of 100 000 bytes.
+        unsafe { b.as_ptr().write_bytes(1, 100_000) };
+        let (lo, hi) = interior(chunk(b), 100_016);
+        assert_eq!(
+            resident(lo, hi),
+            (hi - lo) / 4096,
+            "written pages are resident"
+        );
+        let before = space.stats().committed;
+        // SAFETY: live.
+        unsafe { space.free(b) };
+        assert_eq!(resident(lo, hi), 0, "decommitted pages are gone");
+        assert_eq!(before - space.stats().committed, hi - lo);
+        let b2 = space.alloc(layout(90_000)).unwrap();
+        assert_eq!(b2, b);
+        // SAFETY: a live block of 90 000 bytes.
+        unsafe {
+            for i in (0..90_000).step_by(997) {
+                b2.as_ptr().add(i).write(i as u8);
+            }
+            assert!(
+                (0..90_000)
+                    .step_by(997)
+                    .all(|i| b2.as_ptr().add(i).read() == i as u8)
+            );
+        }
+        space.validate().unwrap();
+        free_all(&space, &[a, b2, c]);
+        assert_eq!(space.stats().segments, 0);
+    }
+}
