@@ -1,5 +1,6 @@
 //! The memory space under libFuzzer: each input is a testkit program (allocate, free,
-//! grow, shrink, refused reserves and commits, huge requests) checked against the
+//! grow, shrink, refused reserves and commits, huge requests; pages decommitted and
+//! recommitted through a small commit cache) checked against the
 //! live-block model, with `validate()` every three operations and every segment
 //! released at the end. `cargo +nightly fuzz run space` from the repository root.
 
@@ -14,11 +15,14 @@ use bento_testkit::{Api02, Caps, Figures, Ops, SizeGen, Unstructured, run};
 const CONFIG: SpaceConfig = SpaceConfig::DEFAULT
     .with_page_size(4096)
     .with_segment_granularity(64 << 10)
-    .with_segment_threshold(16 << 10);
+    .with_segment_threshold(16 << 10)
+    .with_commit_cache(16 * 4096);
 
 fn check(space: &&MemorySpace<FaultyPages<HeapPages>>) -> Result<Figures, String> {
     let report = space.validate().map_err(|c| c.to_string())?;
-    if report.live_bytes + report.free_bytes + report.overhead != report.committed {
+    if report.live_bytes + report.free_bytes + report.overhead != report.reserved
+        || report.reserved - report.decommitted != report.committed
+    {
         return Err(format!("the walk does not add up: {report:?}"));
     }
     let stats = space.stats();

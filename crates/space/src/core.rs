@@ -80,6 +80,9 @@ pub(crate) struct Core {
     pub(crate) threshold: usize,
     /// `page_size - 1` of the configuration: the unit ordinary segments commit in.
     pub(crate) page_mask: usize,
+    /// The source's page: a dedicated block that would leave this much or more of its
+    /// segment unused does not shrink in place (it moves, and its segment goes back).
+    pub(crate) source_page: usize,
     pub(crate) hook: MisuseHook,
 }
 
@@ -88,6 +91,7 @@ impl Core {
         granularity: usize,
         threshold: usize,
         page: usize,
+        source_page: usize,
         hook: MisuseHook,
     ) -> Self {
         Self {
@@ -107,6 +111,7 @@ impl Core {
             max_chunk: granularity - HEADER - FENCE,
             threshold,
             page_mask: page - 1,
+            source_page,
             hook,
         }
     }
@@ -545,7 +550,8 @@ impl Core {
     /// Resizes in-use chunk `c` to hold `new_size` bytes without moving it: shrinks by
     /// splitting off a free tail (decommitting the pages it wholly covers), grows
     /// into a free successor (committing the pages it needs). False when it cannot,
-    /// or when the page source refuses a commit (nothing changes).
+    /// or when the page source refuses a commit (nothing changes). A dedicated block
+    /// resizes in place only within its segment and by less than a source page.
     ///
     /// # Safety
     ///
@@ -566,7 +572,9 @@ impl Core {
             let head = raw::head(c);
             let size = raw::size(head);
             if head & DEDICATED != 0 {
-                return want <= size;
+                // A dedicated block keeps its segment while it fills it to within a
+                // page; a real shrink must move, so that the segment goes back.
+                return want <= size && size - want < self.source_page;
             }
             let kind = head & KIND_MASK;
             let next = c.add(size);

@@ -152,6 +152,7 @@ impl<P: PageSource> MemorySpace<P> {
                     config.segment_granularity,
                     config.segment_threshold,
                     config.page_size,
+                    source_page,
                     panic_on_misuse,
                 ),
                 config,
@@ -233,6 +234,7 @@ impl<P: PageSource> MemorySpace<P> {
                     config.segment_granularity,
                     config.segment_threshold,
                     config.page_size,
+                    source_page,
                     panic_on_misuse,
                 ),
                 config,
@@ -380,9 +382,10 @@ impl<P: PageSource> MemorySpace<P> {
     }
 
     /// Resizes a block to `new_size` bytes: in place when it can (shrinking always
-    /// can; growing can when the next chunk is free and large enough), else by
-    /// allocating a new block (aligned to 16), copying and freeing the old one. A new
-    /// size of 0 shrinks the block to the minimum.
+    /// can, except a block with a dedicated segment shrinking by a page or more;
+    /// growing can when the next chunk is free and large enough), else by allocating
+    /// a new block (aligned to 16), copying and freeing the old one, which gives a
+    /// dedicated segment back. A new size of 0 shrinks the block to the minimum.
     ///
     /// # Errors
     ///

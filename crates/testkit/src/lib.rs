@@ -6,6 +6,7 @@ mod generate;
 mod op;
 mod oracle;
 mod seed;
+pub mod session;
 mod target;
 
 pub use arbitrary::{self, Arbitrary, Unstructured};

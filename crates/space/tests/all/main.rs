@@ -5,6 +5,7 @@ mod interop;
 mod model;
 mod pages;
 mod segments;
+mod session;
 
 use bento_pages::PageSource;
 use bento_space::{MemorySpace, SpaceConfig};

@@ -180,10 +180,19 @@ fn realloc_shrinks_and_grows_in_place_and_moves_when_it_must() {
         assert_eq!(big.as_ptr().read(), 7);
         assert_eq!(space.stats().segments, 1, "the ordinary segment emptied");
         assert!(
-            space.realloc_in_place(big, 50_000),
-            "a dedicated block shrinks in place"
+            space.realloc_in_place(big, 99_000),
+            "a dedicated block resizes in place within a page"
         );
-        space.free(big);
+        assert!(
+            !space.realloc_in_place(big, 50_000),
+            "a real shrink of a dedicated block must move"
+        );
+        let reserved = space.stats().reserved;
+        let half = space.realloc(big, 50_000).unwrap();
+        assert_eq!(half.as_ptr().read(), 7);
+        assert!(space.stats().reserved < reserved, "the big segment went back");
+        space.validate().unwrap();
+        space.free(half);
     }
     assert_eq!(space.stats().segments, 0);
 }
