@@ -408,8 +408,8 @@ pub struct SessionReport {
     pub failures: usize,
 }
 
-/// Runs `session` against `heap`, writing each block's first and last bytes and
-/// checking them when the block is resized or freed, and calls `at` with each
+/// Runs `session` against `heap`, writing each block's first and last bytes (and a
+/// byte in every 4 KiB between) and checking them when the block is resized or freed, and calls `at` with each
 /// checkpoint and the bytes live then. Frees everything the session leaves.
 ///
 /// # Panics
@@ -516,7 +516,9 @@ pub fn play<H: SessionHeap>(
     report
 }
 
-/// Writes the first and last bytes of a block from its id.
+/// Writes the first and last bytes of a block from its id, and a byte in every 4 KiB
+/// between, as a program filling the block would (so that every page of it is
+/// resident when the footprint is measured as the process's resident set).
 ///
 /// # Safety
 ///
@@ -524,6 +526,9 @@ pub fn play<H: SessionHeap>(
 unsafe fn mark(p: NonNull<u8>, size: usize, id: usize) {
     // SAFETY: the caller's contract.
     unsafe {
+        for at in (4096..size).step_by(4096) {
+            p.as_ptr().add(at).write(0);
+        }
         p.as_ptr().write(id as u8);
         p.as_ptr().add(size - 1).write(!(id as u8));
     }
