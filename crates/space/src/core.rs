@@ -35,13 +35,10 @@ pub(crate) enum Freed {
     Kept,
     /// The segment is empty and out of the space's list: decommit and release it.
     /// Its committed pages are its runs outside the free chunk's interior (see
-    /// [`Core::committed_runs`]) and the addresses in `pending` (`lo >= hi`: none),
-    /// which the free left committed rather than decommit them through the cache
-    /// only to give them back at once.
-    Release {
-        seg: NonNull<Segment>,
-        pending: (usize, usize),
-    },
+    /// [`Core::committed_runs`]) and the addresses in [`Core::pending`], which the
+    /// free left committed rather than decommit them through the cache only to give
+    /// them back at once.
+    Release(NonNull<Segment>),
 }
 
 /// The page calls the core makes inside ordinary segments: the space implements it
@@ -80,10 +77,15 @@ pub(crate) struct Core {
     pub(crate) threshold: usize,
     /// `page_size - 1` of the configuration: the unit ordinary segments commit in.
     pub(crate) page_mask: usize,
+    /// `page_size + MIN_CHUNK`: free chunks smaller than this have no interior.
+    span_min: usize,
     /// The source's page: a dedicated block that would leave this much or more of its
     /// segment unused does not shrink in place (it moves, and its segment goes back).
     pub(crate) source_page: usize,
     pub(crate) hook: MisuseHook,
+    /// The addresses `[lo, hi)` of the segment last handed back by `Freed::Release`
+    /// that are still committed inside its free chunk's interior (`lo >= hi`: none).
+    pub(crate) pending: (usize, usize),
 }
 
 impl Core {
@@ -111,8 +113,10 @@ impl Core {
             max_chunk: granularity - HEADER - FENCE,
             threshold,
             page_mask: page - 1,
+            span_min: page + MIN_CHUNK,
             source_page,
             hook,
+            pending: (0, 0),
         }
     }
 
@@ -131,7 +135,7 @@ impl Core {
     /// Whether a free chunk of `size` bytes can have a page in its interior.
     #[inline]
     const fn may_span_page(&self, size: usize) -> bool {
-        size > self.page_mask + MIN_CHUNK
+        size >= self.span_min
     }
 
     /// Commits the addresses `[lo, hi)` of ordinary segment `seg` and counts them.
@@ -431,10 +435,8 @@ impl Core {
             self.counters.reserved -= (*seg).size;
             self.counters.committed -= (*seg).committed;
             self.counters.segments -= 1;
-            Freed::Release {
-                seg: NonNull::new_unchecked(seg),
-                pending,
-            }
+            self.pending = pending;
+            Freed::Release(NonNull::new_unchecked(seg))
         }
     }
 

@@ -756,8 +756,8 @@ impl<'a, P: PageSource> Entered<'a, P> {
         // list: unlink it and give it back.
         unsafe {
             let seg = self.core.segment_of(c, 0);
-            if let Freed::Release { seg, pending } = self.core.unlink_segment(seg, (0, 0)) {
-                release_segment(&self.core, pages, seg, pending);
+            if let Freed::Release(seg) = self.core.unlink_segment(seg, (0, 0)) {
+                release_segment(&self.core, pages, seg, (0, 0));
             }
         }
         Err(AllocError)
@@ -773,7 +773,8 @@ impl<'a, P: PageSource> Entered<'a, P> {
         let pages = self.source();
         // SAFETY: the caller's contract.
         let freed = unsafe { self.core.free_chunk(&pages, raw::chunk_of(payload)) };
-        if let Freed::Release { seg, pending } = freed {
+        if let Freed::Release(seg) = freed {
+            let pending = self.core.pending;
             // SAFETY: `free_chunk` unlinked the empty segment for us to release.
             unsafe { release_segment(&self.core, pages, seg, pending) };
         }

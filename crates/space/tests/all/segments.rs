@@ -190,7 +190,10 @@ fn realloc_shrinks_and_grows_in_place_and_moves_when_it_must() {
         let reserved = space.stats().reserved;
         let half = space.realloc(big, 50_000).unwrap();
         assert_eq!(half.as_ptr().read(), 7);
-        assert!(space.stats().reserved < reserved, "the big segment went back");
+        assert!(
+            space.stats().reserved < reserved,
+            "the big segment went back"
+        );
         space.validate().unwrap();
         space.free(half);
     }
