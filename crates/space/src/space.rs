@@ -746,6 +746,10 @@ impl<'a, P: PageSource> Entered<'a, P> {
         lead: impl Fn(NonNull<u8>) -> usize,
     ) -> Result<NonNull<u8>, AllocError> {
         let pages = self.source();
+        let peaks = (
+            self.core.counters.max_reserved,
+            self.core.counters.max_committed,
+        );
         let (c, found) = self.add_segment().map_err(|_| AllocError)?;
         debug_assert!(found >= need);
         // SAFETY: the new segment's one free chunk, in no list.
@@ -760,6 +764,11 @@ impl<'a, P: PageSource> Entered<'a, P> {
                 release_segment(&self.core, pages, seg, (0, 0));
             }
         }
+        // A failed allocation changes no figure, peaks included.
+        (
+            self.core.counters.max_reserved,
+            self.core.counters.max_committed,
+        ) = peaks;
         Err(AllocError)
     }
 

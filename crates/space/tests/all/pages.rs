@@ -138,6 +138,35 @@ fn a_refused_commit_on_reuse_or_growth_changes_nothing() {
 }
 
 #[test]
+fn a_refused_commit_in_a_new_segment_changes_no_figure() {
+    let space = MemorySpace::new(
+        bento_pages::FaultyPages::new(HeapPages::new()),
+        crate::SMALL,
+    )
+    .unwrap();
+    // Calls 0 and 1 commit the new segment's header and fence pages; call 2, the
+    // block's pages, is refused after the segment was linked.
+    space.pages().unwrap().fail_commit(2);
+    assert!(space.alloc(layout(10_000)).is_err());
+    let s = space.stats();
+    assert_eq!(
+        (
+            s.reserved,
+            s.max_reserved,
+            s.committed,
+            s.max_committed,
+            s.segments
+        ),
+        (0, 0, 0, 0, 0)
+    );
+    assert_eq!(
+        space.pages().unwrap().inner().reserved(),
+        0,
+        "the segment went back"
+    );
+}
+
+#[test]
 fn with_the_commit_cache_churn_makes_no_commit_call() {
     let pages = Metered::new(HeapPages::new());
     let space = MemorySpace::new(&pages, PAGED.with_commit_cache(1 << 20)).unwrap();
@@ -194,6 +223,51 @@ mod linux {
         let rc = unsafe { libc::mincore(ptr, hi - lo, vec.as_mut_ptr()) };
         assert_eq!(rc, 0, "mincore: {}", std::io::Error::last_os_error());
         vec.iter().filter(|&&b| b & 1 != 0).count()
+    }
+
+    std::thread_local! {
+        static SEEN: core::cell::RefCell<Vec<bento_space::Misuse>> =
+            const { core::cell::RefCell::new(Vec::new()) };
+    }
+
+    fn record(m: &bento_space::Misuse) {
+        SEEN.with(|s| s.borrow_mut().push(*m));
+    }
+
+    /// A double free of a block whose pages were decommitted when it merged with its
+    /// free neighbour: the debug check reports it, without reading the gone page.
+    #[test]
+    #[cfg(debug_assertions)]
+    #[cfg_attr(miri, ignore = "mmap is not supported under Miri")]
+    fn a_double_free_into_decommitted_pages_is_reported_not_faulted() {
+        let mut space = MemorySpace::new(SystemPages::new(), crate::SMALL).unwrap();
+        space.set_misuse_hook(record);
+        let a = space.alloc(layout(8000)).unwrap();
+        let b = space.alloc(layout(8000)).unwrap();
+        let g = space.alloc(layout(100)).unwrap();
+        // SAFETY: live blocks freed once; then `b` again, which the check refuses.
+        unsafe {
+            space.free(a);
+            space.free(b); // merges with `a`: the page holding b's tag is decommitted
+            space.free(b);
+            let inside = b.add(5000); // a stale pointer into the middle of free space
+            space.free(inside);
+        }
+        SEEN.with(|s| {
+            assert!(
+                matches!(
+                    s.borrow().as_slice(),
+                    [
+                        bento_space::Misuse::DoubleFree { .. },
+                        bento_space::Misuse::DoubleFree { .. }
+                    ]
+                ),
+                "{:?}",
+                s.borrow()
+            )
+        });
+        space.validate().unwrap();
+        free_all(&space, &[g]);
     }
 
     #[test]
