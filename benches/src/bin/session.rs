@@ -19,7 +19,7 @@ use std::ptr::NonNull;
 
 use bento_pages::SystemPages;
 use bento_space::{MemorySpace, SpaceConfig};
-use bento_testkit::session::{Session, SessionConfig, SessionHeap, play};
+use bento_testkit::session::{ApiHeap, Session, SessionConfig, SessionHeap, play};
 
 const PEERS: &[&str] = &["bento", "bento-64k-pages", "glibc", "mimalloc", "jemalloc"];
 
@@ -53,41 +53,6 @@ impl<A: GlobalAlloc> SessionHeap for Global<A> {
     }
 }
 
-/// A memory space as the session's heap.
-struct Space<'a>(&'a MemorySpace<SystemPages>);
-
-impl SessionHeap for Space<'_> {
-    fn alloc(&mut self, size: usize, align: usize) -> Option<NonNull<u8>> {
-        self.0
-            .alloc(Layout::from_size_align(size, align).ok()?)
-            .ok()
-    }
-
-    unsafe fn realloc(
-        &mut self,
-        ptr: NonNull<u8>,
-        old: usize,
-        align: usize,
-        new: usize,
-    ) -> Option<NonNull<u8>> {
-        // SAFETY: `ptr` is a live block of the space (the caller's contract).
-        unsafe {
-            if align <= 16 {
-                return self.0.realloc(ptr, new).ok();
-            }
-            let q = self.alloc(new, align)?;
-            core::ptr::copy_nonoverlapping(ptr.as_ptr(), q.as_ptr(), old.min(new));
-            self.0.free(ptr);
-            Some(q)
-        }
-    }
-
-    unsafe fn free(&mut self, ptr: NonNull<u8>, _: usize, _: usize) {
-        // SAFETY: the caller's contract.
-        unsafe { self.0.free(ptr) }
-    }
-}
-
 /// The resident set of this process in bytes (0 where `/proc` is missing).
 fn rss() -> usize {
     let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
@@ -115,7 +80,7 @@ fn run(peer: &str, config: SessionConfig) {
                 SpaceConfig::DEFAULT.with_page_size(page),
             )
             .expect("a space");
-            let report = play(&mut Space(&space), session, &mut sample);
+            let report = play(&mut ApiHeap(&&space), session, &mut sample);
             (report, Some(space.stats().max_committed))
         }
         "glibc" => (

@@ -21,7 +21,10 @@
 
 use alloc::collections::VecDeque;
 use alloc::vec::Vec;
+use core::alloc::Layout;
 use core::ptr::NonNull;
+
+use allocator_api2::alloc::Allocator;
 
 /// The shape of a session.
 ///
@@ -395,6 +398,56 @@ pub trait SessionHeap {
     ///
     /// `ptr` is a live block of this heap of `size` bytes aligned to `align`.
     unsafe fn free(&mut self, ptr: NonNull<u8>, size: usize, align: usize);
+}
+
+/// Any allocator-api2 0.2 `Allocator` as a [`SessionHeap`]: `realloc` is `grow` or
+/// `shrink` (so the block keeps its alignment, and the allocator's in-place paths are
+/// tried first).
+///
+/// ```
+/// use allocator_api2::alloc::Global;
+/// use bento_testkit::session::{play, ApiHeap, Session, SessionConfig};
+///
+/// let config = SessionConfig { levels: 1, frames_per_level: 3, ..SessionConfig::GAME };
+/// let report = play(&mut ApiHeap(&Global), Session::new(config), |_, _| {});
+/// assert_eq!(report.failures, 0);
+/// ```
+#[derive(Debug)]
+pub struct ApiHeap<'a, A: ?Sized>(pub &'a A);
+
+impl<A: Allocator + ?Sized> SessionHeap for ApiHeap<'_, A> {
+    fn alloc(&mut self, size: usize, align: usize) -> Option<NonNull<u8>> {
+        let layout = Layout::from_size_align(size, align).ok()?;
+        Some(self.0.allocate(layout).ok()?.cast())
+    }
+
+    unsafe fn realloc(
+        &mut self,
+        ptr: NonNull<u8>,
+        old: usize,
+        align: usize,
+        new: usize,
+    ) -> Option<NonNull<u8>> {
+        let old_layout = Layout::from_size_align(old, align).ok()?;
+        let new_layout = Layout::from_size_align(new, align).ok()?;
+        // SAFETY: the caller's contract: `ptr` is live with `old_layout`.
+        let block = unsafe {
+            if new >= old {
+                self.0.grow(ptr, old_layout, new_layout)
+            } else {
+                self.0.shrink(ptr, old_layout, new_layout)
+            }
+        };
+        Some(block.ok()?.cast())
+    }
+
+    unsafe fn free(&mut self, ptr: NonNull<u8>, size: usize, align: usize) {
+        // SAFETY: the caller's contract: `ptr` is live with this layout.
+        unsafe {
+            self.0
+                .deallocate(ptr, Layout::from_size_align_unchecked(size, align))
+        }
+    }
 }
 
 /// What [`play`] saw.

@@ -2,54 +2,16 @@
 //! `session` workload) on a memory space. The footprint must not creep, and once the
 //! session is over the space must hold nothing.
 
-use core::alloc::Layout;
-use core::ptr::NonNull;
-
 use bento_pages::PageSource;
 use bento_space::{MemorySpace, SpaceConfig};
-use bento_testkit::session::{Session, SessionConfig, SessionHeap, play};
-
-/// A memory space as the session's heap.
-pub(crate) struct SpaceHeap<'a, P: PageSource>(pub(crate) &'a MemorySpace<P>);
-
-impl<P: PageSource> SessionHeap for SpaceHeap<'_, P> {
-    fn alloc(&mut self, size: usize, align: usize) -> Option<NonNull<u8>> {
-        self.0
-            .alloc(Layout::from_size_align(size, align).ok()?)
-            .ok()
-    }
-
-    unsafe fn realloc(
-        &mut self,
-        ptr: NonNull<u8>,
-        old: usize,
-        align: usize,
-        new: usize,
-    ) -> Option<NonNull<u8>> {
-        // SAFETY: `ptr` is a live block of the space (the caller's contract).
-        unsafe {
-            if align <= 16 {
-                return self.0.realloc(ptr, new).ok();
-            }
-            let q = self.alloc(new, align)?;
-            core::ptr::copy_nonoverlapping(ptr.as_ptr(), q.as_ptr(), old.min(new));
-            self.0.free(ptr);
-            Some(q)
-        }
-    }
-
-    unsafe fn free(&mut self, ptr: NonNull<u8>, _: usize, _: usize) {
-        // SAFETY: the caller's contract.
-        unsafe { self.0.free(ptr) }
-    }
-}
+use bento_testkit::session::{ApiHeap, Session, SessionConfig, play};
 
 /// The peak committed bytes of each level, sampled at its checkpoints, and the
 /// session's peak live bytes.
 fn session<P: PageSource>(space: &MemorySpace<P>, config: SessionConfig) -> (Vec<usize>, usize) {
     let mut peaks = vec![0; config.levels];
     let mut last_level = 0;
-    let report = play(&mut SpaceHeap(space), Session::new(config), |at, _| {
+    let report = play(&mut ApiHeap(&space), Session::new(config), |at, _| {
         peaks[at.level] = peaks[at.level].max(space.stats().committed);
         if at.level != last_level {
             // Once per level: the whole structure checks out.
