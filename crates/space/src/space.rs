@@ -144,23 +144,7 @@ impl<P: PageSource> MemorySpace<P> {
     pub fn new(pages: P, config: SpaceConfig) -> Result<Self, SpaceError> {
         config.check(pages.page_size())?;
         let source_page = pages.page_size();
-        let pages = CommitCache::with_capacity(Metered::new(pages), config.commit_cache)?;
-        let table_bytes = pages.inner().stats().committed;
-        let space = Self::from_parts(
-            State {
-                core: Core::new(
-                    config.segment_granularity,
-                    config.segment_threshold,
-                    config.page_size,
-                    source_page,
-                    panic_on_misuse,
-                ),
-                config,
-                source_page,
-                table_bytes,
-            },
-            Some(pages),
-        );
+        let space = Self::from_parts(config, source_page, Some(pages))?;
         let segments = config.initial_capacity.div_ceil(config.segment_granularity);
         {
             let mut inner = space.enter();
@@ -220,29 +204,7 @@ impl<P: PageSource> MemorySpace<P> {
         if pad == usize::MAX || !(HEADER + MIN_CHUNK + FENCE..=MAX_SEGMENT).contains(&usable) {
             return Err(SpaceError::BaseSize { len: usable });
         }
-        let pages = match pages {
-            Some(p) => Some(CommitCache::with_capacity(
-                Metered::new(p),
-                config.commit_cache,
-            )?),
-            None => None,
-        };
-        let table_bytes = pages.as_ref().map_or(0, |p| p.inner().stats().committed);
-        let space = Self::from_parts(
-            State {
-                core: Core::new(
-                    config.segment_granularity,
-                    config.segment_threshold,
-                    config.page_size,
-                    source_page,
-                    panic_on_misuse,
-                ),
-                config,
-                source_page,
-                table_bytes,
-            },
-            pages,
-        );
+        let space = Self::from_parts(config, source_page, pages)?;
         {
             let mut inner = space.enter();
             // SAFETY: `pad` keeps inside `[base, base + len)` (`usable > 0`).
@@ -259,13 +221,38 @@ impl<P: PageSource> MemorySpace<P> {
         Ok(space)
     }
 
-    fn from_parts(state: State, pages: Option<Source<P>>) -> Self {
-        Self {
-            state: UnsafeCell::new(state),
+    /// An empty space over `pages` (put behind the configured commit cache) whose
+    /// page is `source_page` bytes; `config` is checked already.
+    fn from_parts(
+        config: SpaceConfig,
+        source_page: usize,
+        pages: Option<P>,
+    ) -> Result<Self, SpaceError> {
+        let pages = match pages {
+            Some(p) => Some(CommitCache::with_capacity(
+                Metered::new(p),
+                config.commit_cache,
+            )?),
+            None => None,
+        };
+        let core = Core::new(
+            config.segment_granularity,
+            config.segment_threshold,
+            config.page_size,
+            source_page,
+            panic_on_misuse,
+        );
+        Ok(Self {
+            state: UnsafeCell::new(State {
+                core,
+                config,
+                source_page,
+                table_bytes: pages.as_ref().map_or(0, |p| p.inner().stats().committed),
+            }),
             pages,
             #[cfg(debug_assertions)]
             busy: core::cell::Cell::new(false),
-        }
+        })
     }
 
     /// Exclusive access for one call; in debug builds, a re-entrant call panics.
