@@ -234,7 +234,7 @@ impl<'a> StackEnd<'a> {
     /// ```
     #[must_use]
     pub fn marker(&self) -> Marker {
-        self.ends.end(self.dir).marker()
+        self.ends.end(self.dir).marker(self.ends.base)
     }
 
     /// Bytes this end uses: blocks, headers, padding.
@@ -253,7 +253,7 @@ impl<'a> StackEnd<'a> {
         self.ends.end(self.dir).used()
     }
 
-    /// Blocks allocated at this end and not freed.
+    /// Blocks allocated at this end and not freed, counted by walking its blocks.
     ///
     /// ```
     /// use bento_primitives::DoubleStack;
@@ -266,7 +266,7 @@ impl<'a> StackEnd<'a> {
     /// ```
     #[must_use]
     pub fn live_blocks(&self) -> usize {
-        self.ends.end(self.dir).live()
+        self.ends.end(self.dir).live(self.ends.base)
     }
 }
 

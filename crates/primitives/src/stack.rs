@@ -10,8 +10,8 @@ use crate::alloc_api::{AllocError, RawAlloc, dangling, impl_allocator};
 use crate::lifo::{Dir, GRAIN, Lifo, LifoCheck, MAX_SPAN, Marker, MarkerError, StackReport};
 
 /// A stack allocator over a caller's buffer: blocks are freed in LIFO order, each
-/// with a 16-byte header in front of it holding the previous top, the block below and
-/// a sequence number.
+/// with a 16-byte header in front of it holding the stack's state before it (the top
+/// it was placed at and the block below, as offsets) and the epoch it was placed in.
 ///
 /// ```text
 ///  base                                                          top
@@ -144,14 +144,16 @@ impl<'buf> Stack<'buf> {
     /// ```
     #[must_use]
     pub fn marker(&self) -> Marker {
-        self.lifo.marker()
+        self.lifo.marker(self.base)
     }
 
     /// Frees every block allocated after `marker` was taken. The next allocation
     /// lands where the marker says and `used()` returns to its value.
     ///
-    /// Checks the marker by walking the blocks allocated since it (the ones it frees),
-    /// so it costs O(1) per block freed.
+    /// O(1) when the stack has only allocated since the marker was taken (the frame
+    /// pattern: marker, allocations, rollback). Otherwise (a free, rollback or resize
+    /// since, or a later marker) it checks the marker by walking the blocks allocated
+    /// since it (the ones it frees), at O(1) per block freed.
     ///
     /// # Errors
     ///
@@ -225,7 +227,8 @@ impl<'buf> Stack<'buf> {
         self.cap as usize
     }
 
-    /// Blocks allocated and not freed.
+    /// Blocks allocated and not freed, counted by walking the blocks (O(blocks): the
+    /// allocation path keeps no counter).
     ///
     /// ```
     /// use bento_primitives::Stack;
@@ -238,12 +241,12 @@ impl<'buf> Stack<'buf> {
     /// ```
     #[must_use]
     pub fn live_blocks(&self) -> usize {
-        self.lifo.live()
+        self.lifo.live(self.base)
     }
 
     /// Walks every block from the top down and checks the chain: headers inside the
-    /// used part, each below the one above it, sequence numbers decreasing, the chain
-    /// ending at offset 0, and the live count equal to the counter.
+    /// used part, each below the one above it, epoch stamps not increasing down the
+    /// chain, and the chain ending at offset 0.
     ///
     /// # Errors
     ///

@@ -195,6 +195,56 @@ fn markers_are_checked() {
 }
 
 #[test]
+fn a_marker_is_stale_even_when_the_stack_regrows_to_its_state() {
+    let mut buf = Buffer::pages(1);
+    let mut stack = Stack::new(buf.bytes());
+    let l = Layout::from_size_align(32, 8).unwrap();
+
+    // A rollback below the marker, then the same blocks again: the top and the newest
+    // block's offset are the marker's, but its ground was freed in between.
+    let level = stack.marker();
+    stack.alloc_layout(l).unwrap();
+    let frame = stack.marker();
+    stack.alloc_layout(l).unwrap();
+    stack.rollback(level).unwrap();
+    stack.alloc_layout(l).unwrap();
+    assert_eq!(stack.used(), frame.used());
+    assert_eq!(stack.rollback(frame), Err(MarkerError::Stale));
+
+    // A pop below the marker, then the same block again.
+    let a = stack.alloc_layout(l).unwrap();
+    let over_a = stack.marker();
+    // SAFETY: `a` is the newest live block of layout `l`.
+    unsafe { (&stack).deallocate(a, l) };
+    assert_eq!(stack.alloc_layout(l).unwrap(), a);
+    assert_eq!(stack.rollback(over_a), Err(MarkerError::Stale));
+
+    // Growing the block under a marker in place moves the ground too.
+    let g = stack.marker();
+    let b = stack.alloc_layout(l).unwrap();
+    let over_b = stack.marker();
+    // SAFETY: `b` is the newest live block of layout `l`.
+    let grown = unsafe { (&stack).grow(b, l, Layout::from_size_align(64, 8).unwrap()) }.unwrap();
+    assert_eq!(grown.cast::<u8>(), b, "the newest block grows in place");
+    stack.alloc_layout(l).unwrap();
+    assert_eq!(stack.rollback(over_b), Err(MarkerError::Stale));
+    stack.rollback(g).unwrap();
+
+    // Nested markers: the inner rollback moves the epoch on, and the outer marker is
+    // then checked by the walk, and still valid.
+    let live = stack.live_blocks();
+    let outer = stack.marker();
+    stack.alloc_layout(l).unwrap();
+    let inner = stack.marker();
+    stack.alloc_layout(l).unwrap();
+    stack.rollback(inner).unwrap();
+    stack.alloc_layout(l).unwrap();
+    stack.rollback(outer).unwrap();
+    assert_eq!(stack.used(), outer.used());
+    assert_eq!(stack.validate().unwrap().live_blocks, live);
+}
+
+#[test]
 fn the_top_block_grows_and_shrinks_in_place() {
     let mut buf = Buffer::pages(1);
     let stack = Stack::new(buf.bytes());
