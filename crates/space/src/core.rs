@@ -27,6 +27,23 @@ pub(crate) struct Counters {
     pub(crate) live_bytes: usize,
     pub(crate) live_blocks: usize,
     pub(crate) segments: usize,
+    /// Bytes of live segments outside their chunks: each one's header (up to its first
+    /// chunk) and end fence. With the other figures it gives the free bytes, so the
+    /// index keeps no count of its own on the hot path.
+    pub(crate) overhead: usize,
+}
+
+impl Counters {
+    /// Bytes in free chunks: what is reserved less the segments' overhead and the
+    /// in-use chunks (each block's bytes and its head).
+    pub(crate) const fn free_bytes(&self) -> usize {
+        // Wrapping, so that `validate` reports counters that disagree rather than
+        // overflowing.
+        self.reserved
+            .wrapping_sub(self.overhead)
+            .wrapping_sub(self.live_bytes)
+            .wrapping_sub(self.live_blocks.wrapping_mul(IN_USE_OVERHEAD))
+    }
 }
 
 /// What a free leaves to the page-source side to do.
@@ -108,6 +125,7 @@ impl Core {
                 live_bytes: 0,
                 live_blocks: 0,
                 segments: 0,
+                overhead: 0,
             },
             granularity_mask: granularity - 1,
             max_chunk: granularity - HEADER - FENCE,
@@ -317,14 +335,14 @@ impl Core {
     /// of a live segment of this space and `kind` its head's kind bits.
     #[inline]
     pub(crate) unsafe fn segment_of(&self, c: NonNull<u8>, kind: usize) -> *mut Segment {
-        if kind & BASE != 0 {
+        if kind == 0 {
+            c.as_ptr().map_addr(|a| a & !self.granularity_mask).cast()
+        } else if kind & BASE != 0 {
             self.base
-        } else if kind & DEDICATED != 0 {
+        } else {
             // SAFETY: a dedicated chunk's `prev_foot` holds its offset from its
             // segment's base (written by the caller of `install_dedicated`).
             unsafe { c.sub(raw::prev_foot(c)).cast::<Segment>().as_ptr() }
-        } else {
-            c.as_ptr().map_addr(|a| a & !self.granularity_mask).cast()
         }
     }
 
@@ -429,6 +447,7 @@ impl Core {
                 None => self.segments = next,
             }
             self.counters.reserved -= (*seg).size;
+            self.counters.overhead -= (*seg).first + FENCE;
             self.counters.committed -= (*seg).committed;
             self.counters.segments -= 1;
             self.pending = pending;
@@ -476,6 +495,7 @@ impl Core {
         c.committed += committed;
         c.max_committed = c.max_committed.max(c.committed);
         c.segments += 1;
+        c.overhead += HEADER + FENCE;
         seg
     }
 
@@ -539,6 +559,7 @@ impl Core {
             raw::set_head(c.add(csize), IN_USE | PREV_IN_USE);
             (*seg.as_ptr()).live = 1;
             (*seg.as_ptr()).first = chunk_offset;
+            self.counters.overhead += chunk_offset - HEADER;
             self.counters.live_bytes += csize - IN_USE_OVERHEAD;
             self.counters.live_blocks += 1;
             raw::payload(c)
@@ -794,7 +815,7 @@ impl Core {
             max_committed: c.max_committed,
             live_bytes: c.live_bytes,
             live_blocks: c.live_blocks,
-            free_bytes: self.index.bytes,
+            free_bytes: self.counters.free_bytes(),
             segments: c.segments,
             ..SpaceStats::default()
         }

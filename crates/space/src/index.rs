@@ -57,10 +57,6 @@ pub(crate) struct Index {
     // the chunks' `fd`/`bk` words, null-terminated) of free chunks whose sizes map to
     // this list. Every free chunk of the space is in exactly one list.
     heads: [[*mut u8; SL_COUNT]; FL_COUNT],
-    /// Bytes in the chunks of every list.
-    pub(crate) bytes: usize,
-    /// Chunks in every list.
-    pub(crate) chunks: usize,
 }
 
 impl Index {
@@ -69,8 +65,6 @@ impl Index {
             fl_bitmap: 0,
             sl_bitmap: [0; FL_COUNT],
             heads: [[ptr::null_mut(); SL_COUNT]; FL_COUNT],
-            bytes: 0,
-            chunks: 0,
         }
     }
 
@@ -89,15 +83,16 @@ impl Index {
         unsafe {
             raw::set_link(c, 0, first);
             raw::set_link(c, 1, ptr::null_mut());
-            if let Some(first) = NonNull::new(first) {
-                raw::set_link(first, 1, c.as_ptr());
+            match NonNull::new(first) {
+                // A non-empty list: its bits are set already.
+                Some(first) => raw::set_link(first, 1, c.as_ptr()),
+                None => {
+                    self.fl_bitmap |= 1 << fl;
+                    self.sl_bitmap[fl] |= 1 << sl;
+                }
             }
         }
         self.heads[fl][sl] = c.as_ptr();
-        self.fl_bitmap |= 1 << fl;
-        self.sl_bitmap[fl] |= 1 << sl;
-        self.bytes += size;
-        self.chunks += 1;
     }
 
     /// Takes free chunk `c` of `size` bytes out of its list.
@@ -135,8 +130,6 @@ impl Index {
                 }
             }
         }
-        self.bytes -= size;
-        self.chunks -= 1;
     }
 
     /// Takes a free chunk of at least `size` bytes out of the index: the first chunk

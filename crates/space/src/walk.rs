@@ -540,8 +540,12 @@ unsafe fn walk_segments(core: &mut Core, listed: usize) -> Result<ValidateReport
         }
     };
     whole("listed free chunks", r.free_blocks, listed)?;
-    whole("free chunks in the index", r.free_blocks, core.index.chunks)?;
-    whole("free_bytes", r.free_bytes, core.index.bytes)?;
+    whole("free_bytes", r.free_bytes, c.free_bytes())?;
+    whole(
+        "overhead",
+        r.overhead,
+        c.overhead + c.live_blocks * IN_USE_OVERHEAD,
+    )?;
     whole("live_bytes", r.live_bytes, c.live_bytes)?;
     whole("live_blocks", r.live_blocks, c.live_blocks)?;
     whole("segments", r.segments, c.segments)?;
