@@ -338,22 +338,39 @@ impl Lifo {
         unsafe { Self::ptr_at(base, at).cast::<Header>().write(h) }
     }
 
-    /// [`place`](Self::place) for an end growing up, when `layout` is aligned to at
-    /// most 8 and at most `FAST_MAX` bytes: the header goes at the (8-aligned) top and
-    /// the payload right after it, with no overflow possible (`limit < 4 GiB`).
+    /// [`place`](Self::place) and [`push`](Self::push) in one for an end growing up,
+    /// when `layout` is aligned to at most 8 and at most `FAST_MAX` bytes: the header
+    /// goes at the (8-aligned) top and the payload right after it, with no overflow
+    /// possible (`limit < 4 GiB`). `None` when the layout is not such or does not fit.
     #[inline(always)]
-    pub(crate) fn place_up_fast(&self, layout: Layout, limit: u32) -> Option<Placed> {
+    pub(crate) fn push_up_fast(
+        &self,
+        base: NonNull<u8>,
+        layout: Layout,
+        limit: u32,
+    ) -> Option<NonNull<u8>> {
         debug_assert_eq!(self.dir, Dir::Up);
         let size = layout.size();
         if size == 0 || layout.align() > GRAIN || size > FAST_MAX {
             return None;
         }
-        let payload = self.top() as usize + HEADER;
-        let new_top = payload + grain_up(size);
-        (new_top <= limit as usize).then_some(Placed {
-            payload: payload as u32,
-            new_top: new_top as u32,
-        })
+        let state = self.state.get();
+        let top = top_of(state) as usize;
+        let new_top = top + HEADER + grain_up(size);
+        if new_top > limit as usize {
+            return None;
+        }
+        // SAFETY: `top + HEADER <= new_top <= limit`: the header (8-aligned, as the top
+        // is) and the payload lie inside the memory, above the top.
+        unsafe {
+            let header = base.add(top);
+            header.cast::<Header>().write(Header {
+                below: state,
+                stamp: self.epoch.get(),
+            });
+            self.state.set(new_top as u64 | (top as u64) << 32);
+            Some(header.add(HEADER))
+        }
     }
 
     /// Where a block for `layout` (of non-zero size) goes, given that this end may not

@@ -115,8 +115,8 @@ impl<'buf> Stack<'buf> {
     /// ```
     #[inline]
     pub fn alloc_layout(&self, layout: Layout) -> Result<NonNull<u8>, AllocError> {
-        if let Some(placed) = self.lifo.place_up_fast(layout, self.cap) {
-            return Ok(self.lifo.push(self.base, placed));
+        if let Some(p) = self.lifo.push_up_fast(self.base, layout, self.cap) {
+            return Ok(p);
         }
         self.alloc_slow(layout)
     }
