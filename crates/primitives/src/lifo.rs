@@ -73,7 +73,9 @@ pub enum LifoCheck {
 /// A position in a [`Stack`](crate::Stack) (or one end of a
 /// [`DoubleStack`](crate::DoubleStack) or [`DoubleArena`](crate::DoubleArena)) to roll
 /// back to: the end's identity, its epoch when the marker was taken, and its top and
-/// newest block then.
+/// newest block then. Identities are 32-bit and never reused: creating more than
+/// 2³² − 1 stack ends (`Stack`, or either end of a `DoubleStack` or `DoubleArena`) in
+/// one process panics.
 ///
 /// ```
 /// use bento_primitives::Stack;
@@ -272,7 +274,11 @@ impl Lifo {
             state: Cell::new(pack(origin, NONE)),
             epoch: Cell::new(0),
             floor: Cell::new(0),
-            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            // An identity must never repeat while its marker may be alive: a marker of
+            // one end accepted by another would give it a foreign state word.
+            id: NEXT_ID
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |id| id.checked_add(1))
+                .expect("bento: 2^32 - 1 stack ends created in this process; a stack's marker identity would repeat"),
             origin,
             dir,
             check,
