@@ -39,8 +39,9 @@ pub(crate) unsafe trait RawSpace {
 
     /// # Safety
     ///
-    /// `ptr` is a live block of `self`.
-    unsafe fn raw_free(&self, ptr: NonNull<u8>);
+    /// `ptr` is a live block of `self`, allocated with `layout` (non-zero size) or
+    /// resized to it last.
+    unsafe fn raw_free(&self, ptr: NonNull<u8>, layout: Layout);
 
     /// # Safety
     ///
@@ -70,7 +71,7 @@ pub(crate) unsafe fn resize<S: RawSpace + ?Sized>(
     }
     if new.size() == 0 {
         // SAFETY: the caller's contract.
-        unsafe { space.raw_free(ptr) };
+        unsafe { space.raw_free(ptr, old) };
         return Ok(dangling(new.align()));
     }
     let aligned = ptr.addr().get() & (new.align() - 1) == 0;
@@ -83,7 +84,7 @@ pub(crate) unsafe fn resize<S: RawSpace + ?Sized>(
     // different live blocks. Then `ptr` is freed, as the caller gave it up.
     unsafe {
         core::ptr::copy_nonoverlapping(ptr.as_ptr(), fresh.as_ptr(), old.size().min(new.size()));
-        space.raw_free(ptr);
+        space.raw_free(ptr, old);
     }
     Ok(fresh)
 }
@@ -123,7 +124,7 @@ macro_rules! impl_allocator {
                 if layout.size() != 0 {
                     // SAFETY: the caller's `Allocator::deallocate` contract; a
                     // non-zero size means a real block.
-                    unsafe { self.raw_free(ptr) }
+                    unsafe { self.raw_free(ptr, layout) }
                 }
             }
 

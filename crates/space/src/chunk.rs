@@ -69,6 +69,10 @@ pub(crate) struct Segment {
     // count). When a free brings it to 0 the segment is one free chunk and is released
     // in the same call (unless it is the base segment).
     pub(crate) live: usize,
+    // Invariant: how many of the `live` chunks are in the space's front cache. In any
+    // segment but the base segment, `cached < live` whenever `cached > 0`: the free
+    // that would leave only cached chunks takes them out of the cache first.
+    pub(crate) cached: usize,
     /// `Kind` as a number.
     pub(crate) kind: usize,
     /// Bytes from the base to the first chunk: `HEADER`, or more for a dedicated
@@ -198,6 +202,27 @@ pub(crate) mod raw {
     pub(crate) unsafe fn set_link(c: NonNull<u8>, which: usize, to: *mut u8) {
         // SAFETY: the caller's contract.
         unsafe { c.add(PAYLOAD + 8 * which).cast::<*mut u8>().write(to) }
+    }
+
+    /// The second payload word of chunk `c` as a number (a cached chunk's key).
+    ///
+    /// # Safety
+    ///
+    /// The caller must ensure `c` is a chunk of at least the minimum size in committed
+    /// memory.
+    #[inline]
+    pub(crate) unsafe fn key_word(c: NonNull<u8>) -> usize {
+        // SAFETY: the caller's contract; a chunk is at least 32 bytes.
+        unsafe { c.add(PAYLOAD + 8).cast::<usize>().read() }
+    }
+
+    /// # Safety
+    ///
+    /// As for [`key_word`].
+    #[inline]
+    pub(crate) unsafe fn set_key_word(c: NonNull<u8>, value: usize) {
+        // SAFETY: the caller's contract.
+        unsafe { c.add(PAYLOAD + 8).cast::<usize>().write(value) }
     }
 }
 

@@ -43,11 +43,20 @@ pub struct SpaceConfig {
     /// [`MemorySpace::trim`](crate::MemorySpace::trim) gives them back. Counted in
     /// source pages; the cache's slot table (8 bytes per page) comes from the source.
     pub commit_cache: usize,
+    /// Bytes of freed blocks (chunks below 8 KiB) the space keeps whole, each for the
+    /// next request of its size class, instead of merging them with their
+    /// neighbours at once: the front cache, which makes a free and the allocation
+    /// after it touch one block rather than its neighbours and their lists. Counted
+    /// by size class (a cached block may be up to 1/16 larger); 0 turns the cache
+    /// off. A free that would leave a segment with only cached blocks takes them out
+    /// first, so segments still go back to the source the moment they empty;
+    /// [`MemorySpace::trim`](crate::MemorySpace::trim) empties the cache.
+    pub block_cache: usize,
 }
 
 impl SpaceConfig {
     /// 64 KiB pages, 1 MiB segments, a threshold of 512 KiB, nothing reserved up front,
-    /// a commit cache of 4 MiB.
+    /// a commit cache of 4 MiB and a block cache of 1 MiB.
     ///
     /// The threshold sits at half a segment so that a large block never leaves most
     /// of an ordinary segment unusable behind it.
@@ -57,7 +66,21 @@ impl SpaceConfig {
         segment_granularity: 1 << 20,
         segment_threshold: 512 << 10,
         commit_cache: 4 << 20,
+        block_cache: 1 << 20,
     };
+
+    /// This configuration with a block cache of `bytes` (0: none).
+    ///
+    /// ```
+    /// use bento_space::SpaceConfig;
+    ///
+    /// assert_eq!(SpaceConfig::DEFAULT.with_block_cache(0).block_cache, 0);
+    /// ```
+    #[must_use]
+    pub const fn with_block_cache(mut self, bytes: usize) -> Self {
+        self.block_cache = bytes;
+        self
+    }
 
     /// This configuration with a commit cache of `bytes` (0: none).
     ///

@@ -3,6 +3,7 @@
 
 use core::ptr::{self, NonNull};
 
+use crate::cache::{self, Cache};
 use crate::chunk::{
     CHUNK_ALIGN, FENCE, FLAG_MASK, Flags, HEADER, IN_USE_OVERHEAD, Kind, MIN_CHUNK, PAYLOAD,
     Segment, chunk_size_for, kind_flag, raw,
@@ -80,11 +81,17 @@ pub(crate) trait PageOps {
 /// The page-source-independent state of a memory space.
 pub(crate) struct Core {
     pub(crate) index: Index,
+    pub(crate) cache: Cache,
     // Invariant: null or the first of a doubly linked list (`next`/`prev`) of the
     // headers of every live segment of this space, each at its segment's base.
     pub(crate) segments: *mut Segment,
     // Invariant: null or the base segment's header (also in `segments`).
     pub(crate) base: *mut Segment,
+    /// The base segment's address and size (`(0, 0)` without one): what
+    /// `segment_at` tests before masking.
+    pub(crate) base_range: (usize, usize),
+    /// Chunk sizes below this are never dedicated (see `free_sized`).
+    pub(crate) sized_limit: usize,
     pub(crate) counters: Counters,
     /// `segment_granularity - 1`: masks a chunk address of an ordinary segment down to
     /// its header.
@@ -111,12 +118,26 @@ impl Core {
         threshold: usize,
         page: usize,
         source_page: usize,
+        block_cache: usize,
         hook: MisuseHook,
     ) -> Self {
         Self {
             index: Index::new(),
+            cache: Cache::new(block_cache),
             segments: ptr::null_mut(),
             base: ptr::null_mut(),
+            base_range: (0, 0),
+            // A dedicated block's chunk is at least `threshold` or above `max_chunk`,
+            // and a block resized in place keeps its dedicated segment only while it
+            // shrinks by less than a source page: so a block whose chunk size for
+            // its current size is below both less a source page is not dedicated.
+            sized_limit: const_min(
+                cache::LIMIT,
+                const_min(
+                    threshold.saturating_sub(source_page),
+                    (granularity - HEADER - FENCE).saturating_sub(source_page),
+                ),
+            ),
             counters: Counters {
                 reserved: 0,
                 max_reserved: 0,
@@ -346,6 +367,176 @@ impl Core {
         }
     }
 
+    /// Hands out a cached chunk for a request of chunk size `csize`, if its class
+    /// holds one. Returns the payload. Touches the chunk's first two payload words
+    /// (its link and key) and its segment's header, not its tag.
+    #[inline]
+    pub(crate) fn cache_take(&mut self, csize: usize) -> Option<NonNull<u8>> {
+        let k = cache::class_at_least(csize)?;
+        let c = NonNull::new(self.cache.heads[k])?;
+        // SAFETY: `c` heads class `k`, so it is a cached chunk: in use in a live
+        // ordinary or base segment, its first payload word the link (the cache's
+        // invariant).
+        unsafe {
+            self.cache.heads[k] = raw::link(c, 0);
+            self.cache.counts[k] -= 1;
+            self.cache.bytes -= cache::class_bytes(k);
+            raw::set_key_word(c, 0);
+            (*self.segment_at(c)).cached -= 1;
+        }
+        Some(raw::payload(c))
+    }
+
+    /// The header of the ordinary or base segment chunk `c` lies in, from its
+    /// address alone.
+    ///
+    /// # Safety
+    ///
+    /// The caller must ensure `c` is a chunk of a live segment of this space that is
+    /// not dedicated.
+    #[inline]
+    unsafe fn segment_at(&self, c: NonNull<u8>) -> *mut Segment {
+        if c.addr().get().wrapping_sub(self.base_range.0) < self.base_range.1 {
+            self.base
+        } else {
+            c.as_ptr().map_addr(|a| a & !self.granularity_mask).cast()
+        }
+    }
+
+    /// Puts the block of in-use chunk `c` (of segment `seg`, at least `lower` bytes)
+    /// in the front cache when `lower`'s class has room and the segment keeps another
+    /// block in use (or is the base segment, which is never released). True when it
+    /// did.
+    ///
+    /// # Safety
+    ///
+    /// The caller must ensure `c` is an in-use chunk of at least `lower` bytes of
+    /// segment `seg`, live, not dedicated, of this space, and not cached.
+    #[inline]
+    unsafe fn try_cache(&mut self, c: NonNull<u8>, seg: *mut Segment, lower: usize) -> bool {
+        let Some(k) = cache::class_of(lower) else {
+            return false;
+        };
+        // SAFETY: `seg` is a live segment header and `c` an in-use chunk of at least
+        // the minimum size (the caller's contract), so its first two payload words
+        // are its own.
+        unsafe {
+            let others = (*seg).live - (*seg).cached > 1 || seg == self.base;
+            if !others || !self.cache.has_room(k) {
+                return false;
+            }
+            raw::set_link(c, 0, self.cache.heads[k]);
+            raw::set_key_word(c, cache::key(c));
+            (*seg).cached += 1;
+        }
+        self.cache.heads[k] = c.as_ptr();
+        self.cache.counts[k] += 1;
+        self.cache.bytes += cache::class_bytes(k);
+        true
+    }
+
+    /// Frees the block of in-use chunk `c`, whose size the caller knows to be at
+    /// least `csize` bytes: into the front cache without reading its tag when `csize`
+    /// is below every dedicated block's, else as [`free_block`](Self::free_block).
+    ///
+    /// # Safety
+    ///
+    /// The caller must ensure `c` is an in-use chunk of at least `csize` bytes of a
+    /// live segment of this space, not cached, and dedicated only if `csize >=
+    /// self.sized_limit`.
+    #[inline]
+    pub(crate) unsafe fn free_sized(
+        &mut self,
+        pages: &impl PageOps,
+        c: NonNull<u8>,
+        csize: usize,
+    ) -> Freed {
+        // SAFETY: the caller's contract; below `sized_limit` the chunk is not
+        // dedicated, so `segment_at` finds its segment.
+        unsafe {
+            if csize < self.sized_limit {
+                debug_assert!(
+                    raw::size(raw::head(c)) >= csize && raw::head(c) & DEDICATED == 0,
+                    "chunk {c:p} freed as at least {csize} bytes, not dedicated, but its head is {:#x}",
+                    raw::head(c)
+                );
+                if self.try_cache(c, self.segment_at(c), csize) {
+                    return Freed::Kept;
+                }
+            }
+            self.free_block(pages, c)
+        }
+    }
+
+    /// Frees the block of in-use chunk `c`: into the front cache when its class has
+    /// room and its segment keeps another block in use; otherwise through
+    /// [`free_chunk`](Self::free_chunk), after taking the segment's cached chunks out
+    /// of the cache when `c` is its last block in use (so that it empties, and goes
+    /// back, in this call).
+    ///
+    /// # Safety
+    ///
+    /// The caller must ensure `c` is an in-use chunk of a live segment of this space,
+    /// not cached.
+    #[inline]
+    pub(crate) unsafe fn free_block(&mut self, pages: &impl PageOps, c: NonNull<u8>) -> Freed {
+        // SAFETY: `c` is an in-use chunk of a live segment (the caller's contract).
+        unsafe {
+            let head = raw::head(c);
+            let kind = head & KIND_MASK;
+            if kind & DEDICATED == 0 {
+                let seg = self.segment_of(c, kind);
+                if self.try_cache(c, seg, raw::size(head)) {
+                    return Freed::Kept;
+                }
+                if (*seg).cached != 0 && (*seg).live - (*seg).cached == 1 && seg != self.base {
+                    self.drain(pages, Some(seg));
+                }
+            }
+            self.free_chunk(pages, c)
+        }
+    }
+
+    /// Takes the cached chunks of segment `only` (of every segment when `None`) out
+    /// of the cache and frees them for good. Walks every class: at most
+    /// [`cache::DEPTH`] chunks each.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn drain(&mut self, pages: &impl PageOps, only: Option<*mut Segment>) {
+        for k in 0..cache::CLASSES {
+            let mut kept: Option<NonNull<u8>> = None;
+            let mut at = self.cache.heads[k];
+            while let Some(c) = NonNull::new(at) {
+                // SAFETY: `c` is in class `k`'s list, so a cached chunk (the cache's
+                // invariant); once out of the list it is an in-use chunk like any
+                // other, which `free_chunk` takes. Its segment keeps a block in use
+                // that is not cached (the invariant of `Segment::cached`), so the
+                // segment does not empty here.
+                unsafe {
+                    at = raw::link(c, 0);
+                    let seg = self.segment_at(c);
+                    if only.is_some_and(|only| only != seg) {
+                        kept = Some(c);
+                        continue;
+                    }
+                    match kept {
+                        Some(prev) => raw::set_link(prev, 0, at),
+                        None => self.cache.heads[k] = at,
+                    }
+                    self.cache.counts[k] -= 1;
+                    self.cache.bytes -= cache::class_bytes(k);
+                    raw::set_key_word(c, 0);
+                    (*seg).cached -= 1;
+                    let freed = self.free_chunk(pages, c);
+                    debug_assert!(
+                        matches!(freed, Freed::Kept),
+                        "draining the cache emptied a segment"
+                    );
+                }
+            }
+        }
+    }
+
     /// Frees the in-use chunk `c`: merges it with free neighbours, decommits the
     /// pages that are now wholly inside free space, and puts the result in the index;
     /// or, when that empties the segment, unlinks the segment for the caller to
@@ -481,6 +672,7 @@ impl Core {
                 size,
                 committed,
                 live: 0,
+                cached: 0,
                 kind: kind as usize,
                 first: HEADER,
             });
@@ -744,7 +936,7 @@ impl Core {
             if addr >= base + s.first && addr < base + s.size - FENCE {
                 // SAFETY: a live segment of this space, its tags intact (the space's
                 // invariants between calls).
-                return unsafe { Self::check_chunk(sp, addr, payload) };
+                return unsafe { Self::check_chunk(&self.cache, sp, addr, payload) };
             }
             seg = s.next;
         }
@@ -754,12 +946,14 @@ impl Core {
     }
 
     /// Walks segment `seg`'s chunks to the chunk address `addr`: in use there is `Ok`,
-    /// free there a double free, and no chunk starting there an interior pointer.
+    /// free or cached there a double free, and no chunk starting there an interior
+    /// pointer.
     ///
     /// # Safety
     ///
     /// `seg` is a live segment of this space with intact tags.
     unsafe fn check_chunk(
+        cache: &Cache,
         seg: NonNull<Segment>,
         addr: usize,
         payload: NonNull<u8>,
@@ -792,7 +986,7 @@ impl Core {
                     Misuse::NotABlock { ptr }
                 });
             }
-            if raw::head(c) & IN_USE == 0 {
+            if raw::head(c) & IN_USE == 0 || cache.holds(c) {
                 return Err(Misuse::DoubleFree { ptr });
             }
             Ok(())
@@ -805,21 +999,38 @@ impl Core {
         (self.hook)(misuse);
     }
 
-    /// The figures, as counted.
+    /// The cached chunks and their bytes (a walk of the cache, reading each tag).
+    pub(crate) fn cached(&self) -> (usize, usize) {
+        self.cache.chunks().fold((0, 0), |(n, bytes), (_, c)| {
+            // SAFETY: a cached chunk is an in-use chunk of a live segment.
+            (n + 1, bytes + raw::size(unsafe { raw::head(c) }))
+        })
+    }
+
+    /// The figures, as counted (the counters hold cached chunks as in use; the
+    /// figures call them free).
     pub(crate) fn stats(&self) -> SpaceStats {
         let c = &self.counters;
+        let (cached_blocks, cached_bytes) = self.cached();
         SpaceStats {
             reserved: c.reserved,
             max_reserved: c.max_reserved,
             committed: c.committed,
             max_committed: c.max_committed,
-            live_bytes: c.live_bytes,
-            live_blocks: c.live_blocks,
-            free_bytes: self.counters.free_bytes(),
+            live_bytes: c.live_bytes - (cached_bytes - cached_blocks * IN_USE_OVERHEAD),
+            live_blocks: c.live_blocks - cached_blocks,
+            free_bytes: c.free_bytes() + cached_bytes,
+            cached_bytes,
+            cached_blocks,
             segments: c.segments,
             ..SpaceStats::default()
         }
     }
+}
+
+/// The smaller of `a` and `b` (`Ord::min` is not `const`).
+const fn const_min(a: usize, b: usize) -> usize {
+    if a < b { a } else { b }
 }
 
 /// The offset of a dedicated chunk from its segment's base such that its payload `p`

@@ -12,7 +12,7 @@ use crate::chunk::raw;
 
 /// Second-level lists per first level.
 const SL_BITS: u32 = 4;
-const SL_COUNT: usize = 1 << SL_BITS;
+pub(crate) const SL_COUNT: usize = 1 << SL_BITS;
 /// log2 of the first size that leaves level 0 (256): below it lists are 16 bytes apart.
 const LINEAR_LOG2: u32 = SL_BITS + 4;
 /// First levels: sizes below 2^(FL_COUNT + LINEAR_LOG2 - 1), beyond `MAX_SEGMENT`.
@@ -35,10 +35,21 @@ pub(crate) const fn list_of(size: usize) -> (usize, usize) {
     }
 }
 
+/// The smallest chunk size list `(fl, sl)` holds.
+#[inline]
+pub(crate) const fn list_start(fl: usize, sl: usize) -> usize {
+    if fl == 0 {
+        sl << 4
+    } else {
+        let log2 = fl as u32 + LINEAR_LOG2 - 1;
+        (1 << log2) + (sl << (log2 - SL_BITS))
+    }
+}
+
 /// The first list whose every chunk holds `size` bytes: `size` rounded up to the next
 /// list boundary, then mapped.
 #[inline]
-const fn list_at_least(size: usize) -> (usize, usize) {
+pub(crate) const fn list_at_least(size: usize) -> (usize, usize) {
     if size < 1 << LINEAR_LOG2 {
         (0, size >> 4)
     } else {

@@ -5,6 +5,7 @@
 extern crate std;
 
 mod alloc_api;
+mod cache;
 mod chunk;
 mod config;
 mod core;
@@ -23,8 +24,12 @@ pub use crate::locked::{LockedSpace, SpaceGuard, SpinSpace};
 pub use crate::space::MemorySpace;
 pub use crate::walk::{Allocations, Block, Corruption, FreeBlocks, Rule, ValidateReport};
 
-/// A space's figures, kept as counters as it works (so [`MemorySpace::stats`] is O(1));
+/// A space's figures, kept as counters as it works; [`MemorySpace::stats`] adds up
+/// only the blocks in the block cache (at most 16 per size class), and
 /// [`MemorySpace::validate`] recomputes each by walking the segments.
+///
+/// A block in the block cache (see [`SpaceConfig::block_cache`]) counts as free: in
+/// `free_bytes`, and in `cached_bytes` and `cached_blocks`, not in `live_bytes`.
 ///
 /// The base segment of [`MemorySpace::with_base`] counts as reserved and committed.
 ///
@@ -57,8 +62,13 @@ pub struct SpaceStats {
     pub live_bytes: usize,
     /// Live blocks.
     pub live_blocks: usize,
-    /// Bytes in free chunks.
+    /// Bytes in free chunks, the cached ones included.
     pub free_bytes: usize,
+    /// Bytes in the block cache: freed blocks kept whole for reuse (their chunks'
+    /// sizes, heads included).
+    pub cached_bytes: usize,
+    /// Blocks in the block cache.
+    pub cached_blocks: usize,
     /// Live segments (ordinary, dedicated and base).
     pub segments: usize,
     /// What reached the page source, counted below the commit cache: its reserved

@@ -166,9 +166,9 @@ unsafe impl<P: PageSource, R: RawMutex> crate::alloc_api::RawSpace for LockedSpa
     }
 
     #[inline]
-    unsafe fn raw_free(&self, ptr: NonNull<u8>) {
+    unsafe fn raw_free(&self, ptr: NonNull<u8>, layout: Layout) {
         // SAFETY: the caller's contract.
-        unsafe { self.space.lock().free(ptr) }
+        unsafe { self.space.lock().dealloc(ptr, layout) }
     }
 
     unsafe fn raw_resize(&self, ptr: NonNull<u8>, new_size: usize) -> bool {

@@ -8,6 +8,8 @@ use core::ptr::NonNull;
 use bento_pages::PageSource;
 
 use crate::MemorySpace;
+use crate::cache;
+use crate::cache::Cache;
 use crate::chunk::{FENCE, Flags, HEADER, IN_USE_OVERHEAD, Kind, MIN_CHUNK, Segment, raw};
 use crate::core::Core;
 use crate::index::{self, list_of};
@@ -46,15 +48,18 @@ pub struct Block {
 struct Cursor {
     seg: *mut Segment,
     next: Option<NonNull<u8>>,
+    /// The space's block cache, which tells cached chunks from blocks in use.
+    cache: *const Cache,
 }
 
 impl Cursor {
-    /// The next chunk and its head.
+    /// The next chunk, its head, and whether it is free (in a free list or cached).
     ///
     /// # Safety
     ///
-    /// The space's segments and tags are intact and unchanged since the cursor began.
-    unsafe fn step(&mut self) -> Option<(NonNull<u8>, usize)> {
+    /// The space's segments, tags and cache are intact and unchanged since the cursor
+    /// began.
+    unsafe fn step(&mut self) -> Option<(NonNull<u8>, usize, bool)> {
         loop {
             let seg = NonNull::new(self.seg)?;
             // SAFETY: `seg` is a live segment; `next` is its first chunk or the chunk
@@ -71,7 +76,10 @@ impl Cursor {
                     continue;
                 }
                 self.next = Some(c.add(size));
-                return Some((c, head));
+                // A chunk is cached only in a segment that is not dedicated; the cache
+                // lives as long as the space the cursor borrows.
+                let free = head & IN_USE == 0 || (head & MARK == 0 && (*self.cache).holds(c));
+                return Some((c, head, free));
             }
         }
     }
@@ -98,8 +106,8 @@ impl Iterator for Allocations<'_> {
         loop {
             // SAFETY: the iterator borrows the space exclusively, so nothing changes
             // its tags while it walks.
-            let (c, head) = unsafe { self.cursor.step()? };
-            if head & IN_USE != 0 {
+            let (c, head, free) = unsafe { self.cursor.step()? };
+            if !free {
                 return Some(Block {
                     ptr: raw::payload(c),
                     size: raw::size(head) - IN_USE_OVERHEAD,
@@ -115,8 +123,8 @@ impl Iterator for FreeBlocks<'_> {
     fn next(&mut self) -> Option<Block> {
         loop {
             // SAFETY: as for `Allocations`.
-            let (c, head) = unsafe { self.cursor.step()? };
-            if head & IN_USE == 0 {
+            let (c, head, free) = unsafe { self.cursor.step()? };
+            if free {
                 return Some(Block {
                     ptr: c,
                     size: raw::size(head),
@@ -151,11 +159,16 @@ pub struct ValidateReport {
     pub live_blocks: usize,
     /// Their usable bytes.
     pub live_bytes: usize,
-    /// Free chunks.
+    /// Free chunks, the cached ones included.
     pub free_blocks: usize,
     /// Their bytes.
     pub free_bytes: usize,
-    /// Segment headers, end fences and the tag of each in-use chunk.
+    /// Chunks in the block cache (tagged in use, counted as free above).
+    pub cached_blocks: usize,
+    /// Their bytes.
+    pub cached_bytes: usize,
+    /// Segment headers, end fences and the tag of each in-use chunk that is not
+    /// cached.
     pub overhead: usize,
     /// Bytes committed in the segments walked: `reserved - decommitted`.
     pub committed: usize,
@@ -225,6 +238,39 @@ pub enum Rule {
         /// The segment's count.
         recorded: usize,
     },
+    /// A segment's count of cached chunks disagrees with the chunks the block cache
+    /// holds there.
+    #[error(
+        "the segment's cached count is {recorded} but the block cache holds {counted} of its chunks"
+    )]
+    Cached {
+        /// Cached chunks found in the segment.
+        counted: usize,
+        /// The segment's count.
+        recorded: usize,
+    },
+    /// A segment that can be released holds cached chunks and no other block in use:
+    /// it should have been emptied and released.
+    #[error("the segment holds only cached blocks")]
+    OnlyCached,
+    /// The block cache holds an entry that is not a cached chunk of its class.
+    #[error(
+        "class {class} of the block cache holds an entry that is not a cached chunk of at least its size"
+    )]
+    CacheEntry {
+        /// The class.
+        class: usize,
+    },
+    /// The block cache's counts or bytes disagree with its lists.
+    #[error("the block cache's {name} is {recorded} but its lists hold {counted}")]
+    CacheCount {
+        /// Which count.
+        name: &'static str,
+        /// What the lists hold.
+        counted: usize,
+        /// What the cache recorded.
+        recorded: usize,
+    },
     /// A figure kept as a counter disagrees with the walk.
     #[error("{name} is {recorded} but the walk counts {counted}")]
     Figure {
@@ -282,7 +328,9 @@ impl<P: PageSource> MemorySpace<P> {
         }
     }
 
-    /// Every free chunk, whole (address and size). Borrows the space exclusively.
+    /// Every free chunk, whole (address and size), the block cache's included (a
+    /// cached chunk is not merged, so it may lie next to another free chunk).
+    /// Borrows the space exclusively.
     ///
     /// ```
     /// use core::alloc::Layout;
@@ -304,9 +352,11 @@ impl<P: PageSource> MemorySpace<P> {
     }
 
     fn cursor(&mut self) -> Cursor {
+        let entered = self.entered();
         Cursor {
-            seg: self.entered().core.segments,
+            seg: entered.core.segments,
             next: None,
+            cache: &raw const entered.core.cache,
         }
     }
 
@@ -351,9 +401,13 @@ impl<P: PageSource> MemorySpace<P> {
         // SAFETY: `validate` reads only inside live segments (each entry is located
         // in one before it is read) and writes only mark bits it clears again.
         unsafe {
-            let result = check_lists(core, limit).and_then(|listed| walk_segments(core, listed));
+            let result = check_lists(core, limit).and_then(|listed| {
+                check_cache(core)?;
+                walk_segments(core, listed)
+            });
             if result.is_err() {
                 unmark_lists(core, limit);
+                unmark_cache(core);
             }
             let report = result?;
             if let Some((counted, recorded)) = self.source_committed(&entered)
@@ -493,6 +547,110 @@ unsafe fn unmark_lists(core: &mut Core, limit: usize) {
 /// # Safety
 ///
 /// The segment list is intact.
+/// Checks the block cache's lists: every entry a 16-aligned in-use chunk of at least
+/// its class's size in an ordinary or base segment, holding its key, not marked
+/// (so in no list twice), the counts and bytes as recorded. Marks each entry's head
+/// with `MARK` for the segment walk.
+///
+/// # Safety
+///
+/// As for `check_lists`.
+unsafe fn check_cache(core: &mut Core) -> Result<(), Corruption> {
+    let mut bytes = 0;
+    for k in 0..cache::CLASSES {
+        let entry = |c: NonNull<u8>| Corruption {
+            segment: 0,
+            offset: c.addr().get(),
+            rule: Rule::CacheEntry { class: k },
+        };
+        let mut n = 0;
+        let mut cur = core.cache.heads[k];
+        while let Some(c) = NonNull::new(cur) {
+            n += 1;
+            if n > usize::from(cache::DEPTH) {
+                return Err(entry(c));
+            }
+            let Some(seg) = segment_holding(core, c) else {
+                return Err(entry(c));
+            };
+            if seg.kind == Kind::Dedicated as usize || !c.addr().get().is_multiple_of(16) {
+                return Err(entry(c));
+            }
+            // SAFETY: `c` lies in the chunk area of a live segment, at least a minimum
+            // chunk before its end fence, so its head and first payload words are
+            // readable.
+            unsafe {
+                let head = raw::head(c);
+                if head & IN_USE == 0
+                    || head & MARK != 0
+                    || raw::size(head) < cache::class_bytes(k)
+                    || raw::key_word(c) != cache::key(c)
+                {
+                    return Err(entry(c));
+                }
+                raw::set_head(c, head | MARK);
+                cur = raw::link(c, 0);
+            }
+            bytes += cache::class_bytes(k);
+        }
+        let recorded = usize::from(core.cache.counts[k]);
+        if n != recorded {
+            return Err(Corruption {
+                segment: 0,
+                offset: 0,
+                rule: Rule::CacheCount {
+                    name: "count of a class",
+                    counted: n,
+                    recorded,
+                },
+            });
+        }
+    }
+    if bytes != core.cache.bytes || bytes > core.cache.limit {
+        return Err(Corruption {
+            segment: 0,
+            offset: 0,
+            rule: Rule::CacheCount {
+                name: "bytes (at most its limit)",
+                counted: bytes,
+                recorded: core.cache.bytes,
+            },
+        });
+    }
+    Ok(())
+}
+
+/// Clears the marks `check_cache` set, after a failed validation.
+///
+/// # Safety
+///
+/// As for `unmark_lists`.
+unsafe fn unmark_cache(core: &mut Core) {
+    for k in 0..cache::CLASSES {
+        let mut cur = core.cache.heads[k];
+        let mut steps = 0;
+        while let Some(c) = NonNull::new(cur) {
+            steps += 1;
+            let ordinary =
+                segment_holding(core, c).is_some_and(|s| s.kind != Kind::Dedicated as usize);
+            if steps > usize::from(cache::DEPTH) || !ordinary || !c.addr().get().is_multiple_of(16)
+            {
+                break;
+            }
+            // SAFETY: `c` lies in the chunk area of a live segment that is not
+            // dedicated (checked), where no in-use chunk carries `MARK` but by
+            // `check_cache`.
+            unsafe {
+                let head = raw::head(c);
+                if head & IN_USE != 0 {
+                    raw::set_head(c, head & !MARK);
+                }
+                cur = raw::link(c, 0);
+            }
+        }
+    }
+}
+
 unsafe fn walk_segments(core: &mut Core, listed: usize) -> Result<ValidateReport, Corruption> {
     let mut r = ValidateReport::default();
     let mut seg = core.segments;
@@ -510,7 +668,21 @@ unsafe fn walk_segments(core: &mut Core, listed: usize) -> Result<ValidateReport
             },
         })?;
         // SAFETY: the segment is live (the caller's contract).
-        let live = unsafe { walk_segment(core, sp, &mut r)? };
+        let (live, cached) = unsafe { walk_segment(core, sp, &mut r)? };
+        let here = |rule| Corruption {
+            segment: core::ptr::from_ref(s).addr(),
+            offset: 0,
+            rule,
+        };
+        if cached != s.cached {
+            return Err(here(Rule::Cached {
+                counted: cached,
+                recorded: s.cached,
+            }));
+        }
+        if cached > 0 && live == cached && s.kind != Kind::Base as usize {
+            return Err(here(Rule::OnlyCached));
+        }
         if live != s.live {
             return Err(Corruption {
                 segment: core::ptr::from_ref(s).addr(),
@@ -561,6 +733,13 @@ unsafe fn walk_segments(core: &mut Core, listed: usize) -> Result<ValidateReport
         c.max_reserved.max(c.reserved),
         c.max_reserved,
     )?;
+    // The counters hold cached chunks as in use, so the walk did too; the report
+    // calls them free, as `stats` does.
+    r.live_blocks -= r.cached_blocks;
+    r.live_bytes -= r.cached_bytes - r.cached_blocks * IN_USE_OVERHEAD;
+    r.overhead -= r.cached_blocks * IN_USE_OVERHEAD;
+    r.free_blocks += r.cached_blocks;
+    r.free_bytes += r.cached_bytes;
     Ok(r)
 }
 
@@ -573,7 +752,7 @@ unsafe fn walk_segment(
     core: &Core,
     seg: NonNull<Segment>,
     r: &mut ValidateReport,
-) -> Result<usize, Corruption> {
+) -> Result<(usize, usize), Corruption> {
     // SAFETY: the caller's contract.
     let s = unsafe { seg.as_ref() };
     let base_ptr = seg.cast::<u8>();
@@ -601,6 +780,7 @@ unsafe fn walk_segment(
     let mut c = unsafe { base_ptr.add(s.first) };
     let mut prev_free = false;
     let mut live = 0;
+    let mut cached = 0;
     let mut walked = s.first + FENCE;
     let mut decommitted = 0;
     loop {
@@ -621,6 +801,17 @@ unsafe fn walk_segment(
             return Err(at(c, Rule::Overrun));
         }
         if head & IN_USE != 0 {
+            let mut head = head;
+            if head & MARK != 0 && kind_bits & MARK == 0 {
+                // A cached chunk, marked by `check_cache`: in use to the tags and the
+                // counters.
+                head &= !MARK;
+                // SAFETY: as below; clears the mark.
+                unsafe { raw::set_head(c, head) };
+                cached += 1;
+                r.cached_blocks += 1;
+                r.cached_bytes += size;
+            }
             if head & (MARK | BASE) != kind_bits {
                 return Err(at(c, Rule::KindFlag));
             }
@@ -679,5 +870,5 @@ unsafe fn walk_segment(
     r.decommitted += decommitted;
     r.reserved += s.size;
     r.segments += 1;
-    Ok(live)
+    Ok((live, cached))
 }

@@ -190,7 +190,8 @@ fn the_default_hook_panics() {
 
 /// Overwrites the word at `at` and expects `validate()` to name `rule`.
 fn corrupt(at: usize, value: usize, rule: fn(&Rule) -> bool) {
-    let space = MemorySpace::new(HeapPages::new(), SMALL).unwrap();
+    // No block cache: the freed block must become a free chunk.
+    let space = MemorySpace::new(HeapPages::new(), SMALL.with_block_cache(0)).unwrap();
     let blocks: Vec<_> = (0..6)
         .map(|_| space.alloc(Layout::new::<[u8; 200]>()).unwrap())
         .collect();

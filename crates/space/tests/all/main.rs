@@ -1,6 +1,7 @@
 //! bento-space's integration tests: one binary, a module per concern.
 
 mod bad_input;
+mod cache;
 mod interop;
 mod model;
 mod pages;

@@ -79,6 +79,14 @@ impl<P: PageSource> Target for SpaceTarget<'_, P> {
     }
 
     unsafe fn deallocate(&mut self, end: End, ptr: NonNull<u8>, layout: Layout) {
+        // Half the blocks (by an address bit) go through `free`, which reads the
+        // block's tag; the others through the `Allocator`, which frees with the
+        // layout (`dealloc`) and need not.
+        if layout.size() != 0 && ptr.addr().get() & 16 != 0 {
+            // SAFETY: a live, non-zero-size block of the space (the interpreter's
+            // contract).
+            return unsafe { self.space.free(ptr) };
+        }
         // SAFETY: the interpreter upholds `Target::deallocate`'s contract.
         unsafe { Api02::new(&self.space).deallocate(end, ptr, layout) }
     }
@@ -130,11 +138,11 @@ impl<P: PageSource> Target for SpaceTarget<'_, P> {
     }
 
     fn trim(&mut self) {
+        // Trim frees the block cache first, which can park more pages.
         let parked = self.space.stats().cache.parked;
-        assert_eq!(
-            self.space.trim(),
-            parked,
-            "trim gives back what the cache parks"
+        assert!(
+            self.space.trim() >= parked,
+            "trim gives back at least what the cache parked before"
         );
         assert_eq!(self.space.stats().cache.parked, 0);
     }

@@ -240,7 +240,9 @@ mod linux {
     #[cfg(debug_assertions)]
     #[cfg_attr(miri, ignore = "mmap is not supported under Miri")]
     fn a_double_free_into_decommitted_pages_is_reported_not_faulted() {
-        let mut space = MemorySpace::new(SystemPages::new(), crate::SMALL).unwrap();
+        // No block cache: `a` and `b` must merge at once.
+        let config = crate::SMALL.with_block_cache(0);
+        let mut space = MemorySpace::new(SystemPages::new(), config).unwrap();
         space.set_misuse_hook(record);
         let a = space.alloc(layout(8000)).unwrap();
         let b = space.alloc(layout(8000)).unwrap();

@@ -154,7 +154,8 @@ fn walking_finds_every_block_and_every_free_chunk() {
 
 #[test]
 fn realloc_shrinks_and_grows_in_place_and_moves_when_it_must() {
-    let space = MemorySpace::new(HeapPages::new(), SMALL).unwrap();
+    // No block cache: a freed block must merge with the free space after it.
+    let space = MemorySpace::new(HeapPages::new(), SMALL.with_block_cache(0)).unwrap();
     let a = space.alloc(layout(1000)).unwrap();
     let b = space.alloc(layout(1000)).unwrap();
     // SAFETY: `a` and `b` are live; each pointer is replaced by what realloc returns.

@@ -1,0 +1,129 @@
+//! The front cache: small chunks freed recently, kept whole for the next request of
+//! their size class.
+//!
+//! A chunk freed into the cache keeps its `IN_USE` tag, so its neighbours do not
+//! merge with it and nothing else in the space sees a change; only the figures call
+//! it free. Its first payload word links it to the next cached chunk of its class
+//! and its second holds [`key`] (its address mixed with a constant), which is how
+//! the walkers and the debug checks tell a cached chunk from a block in use (then
+//! confirmed by walking its class, so a block that happens to hold the key is never
+//! taken for cached).
+//!
+//! This is what glibc's tcache and mimalloc's per-page free lists do for speed: a
+//! free and the allocation after it touch the chunk and the cache's slot, not the
+//! neighbours and their lists. Two things keep the space's promises:
+//! - each segment counts its cached chunks (`Segment::cached`), so the free that
+//!   leaves a segment with no block in use is known at once; it takes that segment's
+//!   cached chunks out first (a walk of at most [`DEPTH`] chunks per class), merges
+//!   them, and the segment goes back to the source in the same call;
+//! - the cache holds at most [`DEPTH`] chunks per class and `SpaceConfig::block_cache`
+//!   bytes in all, counting each chunk as its class's smallest size.
+//!
+//! Classes are the index's lists for chunks below [`LIMIT`] bytes, so a chunk is
+//! cached under the list it would be filed in (`list_of`, rounding down) and a
+//! request looks in the list whose every chunk fits (`list_at_least`, rounding up):
+//! the same good fit as the index, no scan.
+
+use core::ptr::{self, NonNull};
+
+use crate::chunk::raw;
+use crate::index::{SL_COUNT, list_at_least, list_of, list_start};
+
+/// Chunks of this many bytes and more are never cached.
+pub(crate) const LIMIT: usize = 8192;
+/// Classes: the index's lists below `LIMIT` (levels 0 to 5).
+pub(crate) const CLASSES: usize = (list_of(LIMIT).0) * SL_COUNT;
+/// The most chunks a class holds.
+pub(crate) const DEPTH: u8 = 16;
+
+const _: () = assert!(list_of(LIMIT).1 == 0, "LIMIT starts a first level");
+
+/// What a cached chunk's second payload word holds.
+#[inline]
+pub(crate) fn key(c: NonNull<u8>) -> usize {
+    c.addr().get() ^ 0x6a09_e667_f3bc_c908_u64 as usize
+}
+
+/// The class chunks of `size` bytes are cached in, if any.
+#[inline]
+pub(crate) const fn class_of(size: usize) -> Option<usize> {
+    if size >= LIMIT {
+        return None;
+    }
+    let (fl, sl) = list_of(size);
+    Some(fl * SL_COUNT + sl)
+}
+
+/// The smallest chunk size of class `k`: what the cache counts a chunk of it as.
+#[inline]
+pub(crate) const fn class_bytes(k: usize) -> usize {
+    list_start(k / SL_COUNT, k % SL_COUNT)
+}
+
+/// The class whose every chunk holds `size` bytes, if any.
+#[inline]
+pub(crate) const fn class_at_least(size: usize) -> Option<usize> {
+    let (fl, sl) = list_at_least(size);
+    let k = fl * SL_COUNT + sl;
+    if k < CLASSES { Some(k) } else { None }
+}
+
+/// The cached chunks, one singly linked list per class.
+pub(crate) struct Cache {
+    // Invariant: null or the first of a list (through each chunk's first payload
+    // word, null-terminated) of `counts[k]` chunks of a live ordinary or base
+    // segment, each tagged in use, holding `key` in its second payload word, counted
+    // in its segment's `cached`, of at least `class_bytes(k)` bytes, in no other
+    // list. Cached chunks count as in use in the space's counters.
+    pub(crate) heads: [*mut u8; CLASSES],
+    pub(crate) counts: [u8; CLASSES],
+    // Invariant: the sum of `class_bytes(k)` over the cached chunks, at most `limit`.
+    pub(crate) bytes: usize,
+    /// `SpaceConfig::block_cache`.
+    pub(crate) limit: usize,
+}
+
+impl Cache {
+    pub(crate) const fn new(limit: usize) -> Self {
+        Self {
+            heads: [ptr::null_mut(); CLASSES],
+            counts: [0; CLASSES],
+            bytes: 0,
+            limit,
+        }
+    }
+
+    /// Whether class `k` has room for one more chunk.
+    #[inline]
+    pub(crate) fn has_room(&self, k: usize) -> bool {
+        self.counts[k] < DEPTH && self.bytes + class_bytes(k) <= self.limit
+    }
+
+    /// Whether in-use chunk `c` is cached: it holds its key, and a walk of the
+    /// classes finds it (a block whose bytes happen to match the key is not).
+    ///
+    /// # Safety
+    ///
+    /// The caller must ensure `c` is an in-use chunk of a live segment.
+    pub(crate) unsafe fn holds(&self, c: NonNull<u8>) -> bool {
+        // SAFETY: an in-use chunk is at least the minimum chunk, committed.
+        if unsafe { raw::key_word(c) } != key(c) {
+            return false;
+        }
+        self.chunks().any(|(_, p)| p == c)
+    }
+
+    /// Every cached chunk with its class.
+    pub(crate) fn chunks(&self) -> impl Iterator<Item = (usize, NonNull<u8>)> + '_ {
+        (0..CLASSES).flat_map(move |k| {
+            let mut at = self.heads[k];
+            core::iter::from_fn(move || {
+                let p = NonNull::new(at)?;
+                // SAFETY: `p` is a cached chunk (the list's invariant): its first
+                // payload word is the link.
+                at = unsafe { raw::link(p, 0) };
+                Some((k, p))
+            })
+        })
+    }
+}
