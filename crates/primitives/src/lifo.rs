@@ -29,13 +29,15 @@ use crate::bump::{FAST_MAX, grain_up};
 #[repr(C)]
 #[derive(Clone, Copy)]
 struct Header {
-    /// The end's state just before this block was placed (see [`Lifo`]): the top the
-    /// block was placed at, and the header offset of the block below (or `NONE`).
+    /// The end's state word just before this block was placed (see [`Lifo`]): the top
+    /// the block was placed at, and the header offset of the block below (or `NONE`).
     /// Popping the block restores it.
     below: u64,
-    /// The epoch the block was placed in; bit 63 (`FREED`) marks a block freed out of
-    /// order.
-    stamp: u64,
+    /// 0 when the block is placed. A marker taken while the block is the newest writes
+    /// a marker identity into the low 63 bits (`MARK_ID`), which tells this block from
+    /// a later one placed at the same offset; bit 63 (`FREED`) marks a block freed out
+    /// of order.
+    mark: u64,
 }
 
 pub(crate) const HEADER: usize = size_of::<Header>();
@@ -43,8 +45,10 @@ const _: () = assert!(HEADER == 16 && align_of::<Header>() == 8);
 
 /// "No block".
 const NONE: u32 = u32::MAX;
-/// Set in `Header::stamp` when the block was freed while not on top.
+/// Set in `Header::mark` when the block was freed while not on top.
 const FREED: u64 = 1 << 63;
+/// The marker identity in `Header::mark`.
+const MARK_ID: u64 = FREED - 1;
 /// Block ends are rounded to this, so every header is aligned.
 pub(crate) const GRAIN: usize = 8;
 /// The largest memory an end works in: offsets and tops must fit a `u32` with room for
@@ -72,8 +76,8 @@ pub enum LifoCheck {
 
 /// A position in a [`Stack`](crate::Stack) (or one end of a
 /// [`DoubleStack`](crate::DoubleStack) or [`DoubleArena`](crate::DoubleArena)) to roll
-/// back to: the end's identity, its epoch when the marker was taken, and its top and
-/// newest block then. Identities are 32-bit and never reused: creating more than
+/// back to: the end's identity, its epoch when the marker was taken, its top and
+/// newest block then, and the mark identity written into that block. Identities are 32-bit and never reused: creating more than
 /// 2³² − 1 stack ends (`Stack`, or either end of a `DoubleStack` or `DoubleArena`) in
 /// one process panics.
 ///
@@ -94,6 +98,9 @@ pub struct Marker {
     used: u32,
     epoch: u64,
     state: u64,
+    // The `MARK_ID` bits of the newest block's header when the marker was taken (0
+    // when the end had no block).
+    mark: u64,
 }
 
 impl Marker {
@@ -219,26 +226,30 @@ pub(crate) struct Placed {
 /// The top and the newest block's header offset share one word (`state`), which is
 /// exactly what a block's header keeps of the state before it: placing a block writes
 /// the old word into its header and sets the new one; popping it copies the header's
-/// word back.
+/// word back. The word holds the top and the distance from the newest header to the
+/// top (see [`pack`]), so that the fast path's new word is the old top plus a constant
+/// of the request's size: one addition between the load of the word and its store.
 ///
-/// Markers are checked through **epochs**. Every block is stamped with the epoch it
-/// was placed in. The epoch moves on whenever the end lowers its top or changes its
-/// newest block's size (a pop, a rollback, an in-place resize, a reset) and when a
-/// marker is taken above a block stamped with the current epoch, so that a marker's
-/// epoch is above the stamp of every block that existed when it was taken and at most
-/// the stamp of every block placed after it. A rollback to a marker of the current
-/// epoch is therefore valid at once (only placements happened since it, O(1)); any
-/// other is checked by popping, on paper, the blocks stamped at or after the marker's
-/// epoch and comparing the state this reaches with the marker's.
+/// Markers are checked in two ways. The **epoch** moves on whenever the end lowers its
+/// top or changes its newest block's size (a pop, a rollback, an in-place resize, a
+/// reset), so a rollback to a marker of the current epoch is valid at once: only
+/// placements happened since it (O(1), the frame pattern). Any other marker is checked
+/// by popping, on paper, the blocks placed above the marker's top and comparing the
+/// state this reaches with the marker's; the newest block at the marker must also
+/// still carry the **mark** the marker wrote into its header, which tells it from a
+/// block placed later at the same offset after it was freed (placements write a zero
+/// mark).
 pub(crate) struct Lifo {
     // Invariant: `pack(top, last)`. `top` is a multiple of 8; up, everything from it
     // to the limit is free; down, everything from the limit to it is free. `last` is
     // the header offset of the newest block, or `NONE` when there is none (down, it
     // equals `top` whenever there is a block).
     state: Cell<u64>,
-    // Invariant: at least the stamp of every block (stamps never decrease up the chain)
-    // and below `FREED`.
+    // Moves on at every pop, rollback, in-place resize and reset.
     epoch: Cell<u64>,
+    // Invariant: above every mark identity in a header, and below `FREED`; mark
+    // identities increase up the chain.
+    next_mark: Cell<u64>,
     // Markers of an epoch below this were taken before the last reset.
     floor: Cell<u64>,
     id: u32,
@@ -248,10 +259,14 @@ pub(crate) struct Lifo {
     check: LifoCheck,
 }
 
-/// The state word of an end with top `top` and newest header `last`.
+/// The state word of an end with top `top` and newest header `last`: the top in the
+/// low half, `top - last` (wrapping) in the high half. Up, a block of `d` bytes with
+/// its header at the old top gives `pack(top + d, top) = top + (d | d << 32)`; down,
+/// the newest header is the top (distance 0); with no block, `last = NONE` decodes
+/// from the wrapped distance `top + 1`.
 #[inline(always)]
 const fn pack(top: u32, last: u32) -> u64 {
-    top as u64 | (last as u64) << 32
+    top as u64 | (top.wrapping_sub(last) as u64) << 32
 }
 
 /// The top of a state word.
@@ -263,7 +278,7 @@ const fn top_of(state: u64) -> u32 {
 /// The newest header offset of a state word.
 #[inline(always)]
 const fn last_of(state: u64) -> u32 {
-    (state >> 32) as u32
+    top_of(state).wrapping_sub((state >> 32) as u32)
 }
 
 impl Lifo {
@@ -273,6 +288,7 @@ impl Lifo {
         Self {
             state: Cell::new(pack(origin, NONE)),
             epoch: Cell::new(0),
+            next_mark: Cell::new(1),
             floor: Cell::new(0),
             // An identity must never repeat while its marker may be alive: a marker of
             // one end accepted by another would give it a foreign state word.
@@ -317,7 +333,7 @@ impl Lifo {
         let mut at = self.last();
         while at != NONE {
             let h = Self::header(base, at);
-            live += usize::from(h.stamp & FREED == 0);
+            live += usize::from(h.mark & FREED == 0);
             at = last_of(h.below);
         }
         live
@@ -362,7 +378,8 @@ impl Lifo {
         }
         let state = self.state.get();
         let top = top_of(state) as usize;
-        let new_top = top + HEADER + grain_up(size);
+        let step = HEADER + grain_up(size);
+        let new_top = top + step;
         if new_top > limit as usize {
             return None;
         }
@@ -372,9 +389,11 @@ impl Lifo {
             let header = base.add(top);
             header.cast::<Header>().write(Header {
                 below: state,
-                stamp: self.epoch.get(),
+                mark: 0,
             });
-            self.state.set(new_top as u64 | (top as u64) << 32);
+            // `pack(new_top, top)`: `new_top < 2^32`, so the low half does not carry.
+            self.state
+                .set(top as u64 + (step as u64 | (step as u64) << 32));
             Some(header.add(HEADER))
         }
     }
@@ -433,7 +452,7 @@ impl Lifo {
             at,
             Header {
                 below: self.state.get(),
-                stamp: self.epoch.get(),
+                mark: 0,
             },
         );
         self.state.set(pack(placed.new_top, at));
@@ -475,7 +494,7 @@ impl Lifo {
     pub(crate) fn free(&self, base: NonNull<u8>, ptr: NonNull<u8>) {
         let at = self.header_of(base, ptr);
         let h = Self::header(base, at);
-        if h.stamp & FREED != 0 {
+        if h.mark & FREED != 0 {
             panic!(
                 "Stack: double free of block #{} at {ptr:p}",
                 self.number(base, at)
@@ -486,7 +505,7 @@ impl Lifo {
             // Reclaim the blocks beneath that were freed out of order.
             while last_of(state) != NONE {
                 let below = Self::header(base, last_of(state));
-                if below.stamp & FREED == 0 {
+                if below.mark & FREED == 0 {
                     break;
                 }
                 state = below.below;
@@ -500,7 +519,7 @@ impl Lifo {
                 base,
                 at,
                 Header {
-                    stamp: h.stamp | FREED,
+                    mark: h.mark | FREED,
                     ..h
                 },
             ),
@@ -545,28 +564,55 @@ impl Lifo {
         self.next_epoch();
     }
 
-    /// A marker at the current top.
+    /// A marker at the current top. Marks the newest block (once: later markers on
+    /// the same block share its mark).
     pub(crate) fn marker(&self, base: NonNull<u8>) -> Marker {
         let state = self.state.get();
-        // Blocks placed after the marker must be told from the ones below it by their
-        // stamps alone: move the epoch past the newest block's.
         let last = last_of(state);
-        if last != NONE && Self::header(base, last).stamp & !FREED == self.epoch.get() {
-            self.next_epoch();
-        }
+        let mark = if last == NONE {
+            0
+        } else {
+            let h = Self::header(base, last);
+            if h.mark & MARK_ID == 0 {
+                let id = self.next_mark.get();
+                self.next_mark.set(id + 1);
+                Self::set_header(
+                    base,
+                    last,
+                    Header {
+                        mark: h.mark | id,
+                        ..h
+                    },
+                );
+                id
+            } else {
+                h.mark & MARK_ID
+            }
+        };
         Marker {
             end: self.id,
             used: self.used() as u32,
             epoch: self.epoch.get(),
             state,
+            mark,
         }
+    }
+
+    /// Whether a block whose header is at `at` was placed above a marker at `top`.
+    #[inline]
+    fn above(&self, at: u32, top: u32) -> bool {
+        at != NONE
+            && match self.dir {
+                Dir::Up => at >= top,
+                Dir::Down => at < top,
+            }
     }
 
     /// Frees every block allocated after `marker` was taken.
     ///
     /// O(1) when the end has only placed blocks since the marker was taken; otherwise
-    /// the marker is checked by walking the blocks allocated since it (the ones it
-    /// frees), at O(1) per block.
+    /// the marker is checked by walking the blocks above it (the ones it frees), at
+    /// O(1) per block.
     pub(crate) fn rollback(&self, base: NonNull<u8>, marker: Marker) -> Result<(), MarkerError> {
         if marker.end != self.id {
             return Err(MarkerError::Foreign);
@@ -578,17 +624,18 @@ impl Lifo {
             return Err(MarkerError::AboveTop);
         }
         if marker.epoch != self.epoch.get() {
-            // Pop, on paper, the blocks placed since the marker (stamped at or after
-            // its epoch); if nothing below it changed, that gives back its state.
+            // Pop, on paper, the blocks placed above the marker's top; if nothing below
+            // it changed, that gives back its state, with its newest block still the
+            // one it marked.
+            let top = top_of(marker.state);
             let mut state = self.state.get();
-            while last_of(state) != NONE {
-                let h = Self::header(base, last_of(state));
-                if h.stamp & !FREED < marker.epoch {
-                    break;
-                }
-                state = h.below;
+            while self.above(last_of(state), top) {
+                state = Self::header(base, last_of(state)).below;
             }
-            if state != marker.state {
+            let last = last_of(state);
+            if state != marker.state
+                || (last != NONE && Self::header(base, last).mark & MARK_ID != marker.mark)
+            {
                 return Err(MarkerError::Stale);
             }
         }
@@ -605,17 +652,17 @@ impl Lifo {
     }
 
     /// Walks every block from the newest down and checks the chain: headers inside the
-    /// used part and in order, stamps not increasing down the chain and not above the
-    /// epoch, and the chain ending at the origin.
+    /// used part and in order, mark identities decreasing down the chain and below the
+    /// next one to be given, and the chain ending at the origin.
     pub(crate) fn validate(&self, base: NonNull<u8>) -> Result<StackReport, &'static str> {
         let mut report = StackReport::default();
         let (mut boundary, mut at) = (self.top(), self.last());
-        let mut stamp_above = self.epoch.get();
+        let mut mark_above = self.next_mark.get();
         if !(boundary as usize).is_multiple_of(GRAIN) {
             return Err("top not 8-aligned");
         }
-        if self.floor.get() > stamp_above || stamp_above >= FREED {
-            return Err("the epoch is below the last reset's or out of range");
+        if self.floor.get() > self.epoch.get() || mark_above == 0 || mark_above > FREED {
+            return Err("the epoch is below the last reset's, or the next mark out of range");
         }
         while at != NONE {
             let h = Self::header(base, at);
@@ -632,17 +679,21 @@ impl Lifo {
                 Dir::Up => boundary as usize,
                 Dir::Down => prev_top as usize,
             };
-            let stamp = h.stamp & !FREED;
-            if stamp > stamp_above {
-                return Err("a block's stamp is above the epoch or the stamp of a newer block");
+            let mark = h.mark & MARK_ID;
+            if mark != 0 {
+                if mark >= mark_above {
+                    return Err(
+                        "a block's mark is not below the next mark or the mark of a newer block",
+                    );
+                }
+                mark_above = mark;
             }
-            if h.stamp & FREED == 0 {
+            if h.mark & FREED == 0 {
                 report.live_blocks += 1;
                 report.live_bytes += room_end - payload;
             } else {
                 report.deferred_blocks += 1;
             }
-            stamp_above = stamp;
             boundary = prev_top;
             at = last_of(h.below);
         }

@@ -11,7 +11,8 @@ use crate::lifo::{Dir, GRAIN, Lifo, LifoCheck, MAX_SPAN, Marker, MarkerError, St
 
 /// A stack allocator over a caller's buffer: blocks are freed in LIFO order, each
 /// with a 16-byte header in front of it holding the stack's state before it (the top
-/// it was placed at and the block below, as offsets) and the epoch it was placed in.
+/// it was placed at and the block below, as offsets) and a mark word (set when the
+/// block is freed out of order, or when a marker is taken with the block on top).
 ///
 /// ```text
 ///  base                                                          top
@@ -245,8 +246,8 @@ impl<'buf> Stack<'buf> {
     }
 
     /// Walks every block from the top down and checks the chain: headers inside the
-    /// used part, each below the one above it, epoch stamps not increasing down the
-    /// chain, and the chain ending at offset 0.
+    /// used part, each below the one above it, marker marks decreasing down the chain,
+    /// and the chain ending at offset 0.
     ///
     /// # Errors
     ///

@@ -275,6 +275,33 @@ fn one_end_rolls_back_while_the_other_is_borrowed() {
 }
 
 #[test]
+fn an_upper_marker_is_stale_when_its_block_was_replaced() {
+    let mut buf = Buffer::pages(1);
+    let mut stack = DoubleStack::new(buf.bytes());
+    let l = Layout::from_size_align(32, 8).unwrap();
+    // Pop the block under a marker of the upper end and place the same block again:
+    // the top and the newest block's offset come back, the block does not.
+    let a = stack.upper().alloc_layout(l).unwrap();
+    let over_a = stack.upper().marker();
+    // SAFETY: `a` is the upper end's newest live block of layout `l`.
+    unsafe { stack.upper().deallocate(a, l) };
+    assert_eq!(stack.upper().alloc_layout(l).unwrap(), a);
+    assert_eq!(stack.rollback(over_a), Err(MarkerError::Stale));
+
+    // Nested markers on the upper end: after the inner rollback the outer marker is
+    // checked by the walk down (towards higher offsets) and is still valid.
+    let outer = stack.upper().marker();
+    stack.upper().alloc_layout(l).unwrap();
+    let inner = stack.upper().marker();
+    stack.upper().alloc_layout(l).unwrap();
+    stack.rollback(inner).unwrap();
+    stack.upper().alloc_layout(l).unwrap();
+    stack.rollback(outer).unwrap();
+    assert_eq!(stack.upper().used(), outer.used());
+    assert_eq!(stack.validate().unwrap().live_blocks, 1);
+}
+
+#[test]
 fn the_upper_end_resizes_within_its_slack_and_moves_beyond() {
     let mut buf = Buffer::pages(1);
     let stack = DoubleStack::new(buf.bytes());
