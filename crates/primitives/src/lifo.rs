@@ -77,9 +77,9 @@ pub enum LifoCheck {
 /// A position in a [`Stack`](crate::Stack) (or one end of a
 /// [`DoubleStack`](crate::DoubleStack) or [`DoubleArena`](crate::DoubleArena)) to roll
 /// back to: the end's identity, its epoch when the marker was taken, its top and
-/// newest block then, and the mark identity written into that block. Identities are 32-bit and never reused: creating more than
-/// 2³² − 1 stack ends (`Stack`, or either end of a `DoubleStack` or `DoubleArena`) in
-/// one process panics.
+/// newest block then, and the mark identity written into that block. Identities are
+/// 32-bit and never reused: creating more than 2³² − 1 stack ends (`Stack`, or either
+/// end of a `DoubleStack` or `DoubleArena`) in one process panics.
 ///
 /// ```
 /// use bento_primitives::Stack;
