@@ -9,7 +9,7 @@ use std::time::Duration;
 use allocator_api2::vec::Vec as ApiVec;
 use bento_benches::{
     bento_arena_16, bento_bump_16, bento_bump_layout_16, bento_stack_16, buffer, bumpalo_16,
-    system_16,
+    frame_arena, frame_bump, frame_bumpalo, mixed_sizes, system_16,
 };
 use bento_primitives::{Arena, Bump, DoubleStack, Stack};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
@@ -18,19 +18,6 @@ use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_m
 const N: usize = 1000;
 /// Allocations in one frame of the frame workload.
 const FRAME: usize = 10_000;
-
-/// Sizes from 8 to 256 bytes, pseudo-random but the same for every allocator.
-fn mixed_sizes(n: usize) -> Vec<usize> {
-    let mut x = 0x2545_F491_4F6C_DD1Du64;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            8 + (x % 249) as usize
-        })
-        .collect()
-}
 
 fn sixteen_bytes(c: &mut Criterion) {
     let mut g = c.benchmark_group("bump/16B_then_reset");
@@ -146,33 +133,15 @@ fn frame(c: &mut Criterion) {
     let mut buf = buffer(total + 64);
     let mut bump = Bump::new(&mut buf);
     g.bench_with_input(BenchmarkId::new("bento", FRAME), &sizes, |b, sizes| {
-        b.iter(|| {
-            for &s in sizes {
-                let layout = std::alloc::Layout::from_size_align(s, 8).unwrap();
-                black_box(bump.alloc_layout(layout).unwrap());
-            }
-            bump.reset();
-        })
+        b.iter(|| frame_bump(&mut bump, sizes))
     });
     let mut arena = Arena::new(total + 4096).unwrap();
     g.bench_with_input(BenchmarkId::new("arena", FRAME), &sizes, |b, sizes| {
-        b.iter(|| {
-            for &s in sizes {
-                let layout = std::alloc::Layout::from_size_align(s, 8).unwrap();
-                black_box(arena.alloc_layout(layout).unwrap());
-            }
-            arena.reset();
-        })
+        b.iter(|| frame_arena(&mut arena, sizes))
     });
     let mut bumpalo = bumpalo::Bump::with_capacity(total + 64);
     g.bench_with_input(BenchmarkId::new("bumpalo", FRAME), &sizes, |b, sizes| {
-        b.iter(|| {
-            for &s in sizes {
-                let layout = std::alloc::Layout::from_size_align(s, 8).unwrap();
-                black_box(bumpalo.alloc_layout(layout));
-            }
-            bumpalo.reset();
-        })
+        b.iter(|| frame_bumpalo(&mut bumpalo, sizes))
     });
     g.finish();
 }

@@ -92,6 +92,54 @@ pub fn bento_arena_16<P: PageSource>(arena: &mut Arena<P>, n: usize) -> u64 {
     acc
 }
 
+/// `n` sizes from 8 to 256 bytes, a fixed pseudo-random sequence (the mixed and frame
+/// workloads).
+pub fn mixed_sizes(n: usize) -> Vec<usize> {
+    let mut x = 0x2545_F491_4F6C_DD1Du64;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            8 + (x % 249) as usize
+        })
+        .collect()
+}
+
+/// One frame in a `Bump`: an 8-aligned `alloc_layout` per size, then a reset.
+#[inline(never)]
+pub fn frame_bump(bump: &mut Bump<'_>, sizes: &[usize]) {
+    for &s in sizes {
+        let layout = core::alloc::Layout::from_size_align(s, 8).expect("a valid layout");
+        std::hint::black_box(bump.alloc_layout(layout).expect("the buffer holds the frame"));
+    }
+    bump.reset();
+}
+
+/// The same frame in an `Arena`.
+#[inline(never)]
+pub fn frame_arena<P: PageSource>(arena: &mut Arena<P>, sizes: &[usize]) {
+    for &s in sizes {
+        let layout = core::alloc::Layout::from_size_align(s, 8).expect("a valid layout");
+        std::hint::black_box(
+            arena
+                .alloc_layout(layout)
+                .expect("the reservation holds the frame"),
+        );
+    }
+    arena.reset();
+}
+
+/// The same frame in a `bumpalo::Bump`.
+#[inline(never)]
+pub fn frame_bumpalo(bump: &mut bumpalo::Bump, sizes: &[usize]) {
+    for &s in sizes {
+        let layout = core::alloc::Layout::from_size_align(s, 8).expect("a valid layout");
+        std::hint::black_box(bump.alloc_layout(layout));
+    }
+    bump.reset();
+}
+
 /// A heap buffer of `bytes` bytes for a `Bump`.
 pub fn buffer(bytes: usize) -> Vec<MaybeUninit<u8>> {
     vec![MaybeUninit::uninit(); bytes]

@@ -15,10 +15,13 @@ use bento_benches::heap::{
 };
 use bento_benches::{
     BATCH, BareFreeList, CHUNK, bento_arena_16, bento_bump_16, bento_bump_layout_16,
-    bento_stack_16, buffer, bumpalo_16, lifo_bare, lifo_mimalloc, lifo_pool, lifo_shared_pool,
+    bento_stack_16, buffer, bumpalo_16, frame_arena, frame_bump, mixed_sizes, lifo_bare, lifo_mimalloc, lifo_pool, lifo_shared_pool,
     lifo_slab, lifo_system, system_16,
 };
 use bento_primitives::{Arena, Bump, Pool, SharedPool, Stack};
+
+/// Allocations in one frame of the frame modes (as in the criterion bench).
+const FRAME: usize = 10_000;
 
 /// The space modes: `space-mixed-<peer>` runs `n` steps of the mixed workload (10k
 /// live; count with `--toggle-collect='bento_benches::heap::mixed_replace*'`, two
@@ -89,6 +92,22 @@ fn main() {
             bento_arena_16(&mut arena, n);
             bento_arena_16(&mut arena, n)
         }
+        // The frame modes run `n` frames of 10k allocations, 8-256 B (count with
+        // `--toggle-collect='bento_benches::frame_*'`; per allocation = total / 10k / n).
+        "frame-bump" => {
+            let sizes = mixed_sizes(FRAME);
+            let mut buf = buffer(sizes.iter().sum::<usize>() + 8 * FRAME + 64);
+            let mut bump = Bump::new(&mut buf);
+            (0..n).for_each(|_| frame_bump(&mut bump, &sizes));
+            0
+        }
+        "frame-arena" => {
+            let sizes = mixed_sizes(FRAME);
+            let mut arena = Arena::new(sizes.iter().sum::<usize>() + 8 * FRAME + 4096)
+                .expect("address space for the frame");
+            (0..n).for_each(|_| frame_arena(&mut arena, &sizes));
+            0
+        }
         // The pool modes run `n / 100` LIFO batches of 100 pairs (64-byte chunks):
         // instructions per pair = the loop's total / n.
         "pool-bare" => {
@@ -111,6 +130,7 @@ fn main() {
         "pool-mimalloc" => lifo_mimalloc(n / BATCH),
         other => panic!(
             "unknown allocator `{other}`: bento, bumpalo, system, bump-layout, stack, arena, \
+             frame-bump, frame-arena, \
              pool-bare, pool, pool-shared, pool-slab, pool-system, pool-mimalloc, or \
              space-{{mixed,pairs}}-{{bento,glibc,dlmalloc,rlsf,talc,mimalloc,jemalloc}}"
         ),
