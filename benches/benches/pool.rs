@@ -1,5 +1,6 @@
 //! Pools beside their peers, 64-byte chunks: alloc/free pairs LIFO in batches of 100,
-//! and random replacement with 10k chunks live. `cargo bench -p bento-benches --bench pool`.
+//! and random replacement with 10k chunks live. `bento_shared_pool_cache` is the shared
+//! pool through one thread's `SharedPoolCache` (default batch). `cargo bench -p bento-benches --bench pool`.
 
 use std::hint::black_box;
 
@@ -32,6 +33,12 @@ fn lifo(c: &mut Criterion) {
     g.bench_function("bento_shared_pool", |b| {
         b.iter(|| lifo_batches(&mut &shared, black_box(1)))
     });
+    {
+        let cache = shared.cache();
+        g.bench_function("bento_shared_pool_cache", |b| {
+            b.iter(|| lifo_batches(&mut &cache, black_box(1)))
+        });
+    }
     let mut slab = slab::Slab::<Entry64>::with_capacity(BATCH);
     g.bench_function("slab", |b| b.iter(|| lifo_batches(&mut slab, black_box(1))));
     g.bench_function("system_box", |b| {
@@ -78,6 +85,7 @@ fn random(c: &mut Criterion) {
     let mut buf = buffer((CHUNK + 4) * (LIVE + 1) + 4096);
     let shared = SharedPool::new(&mut buf, Layout::new::<[u8; CHUNK]>()).unwrap();
     replace_on(&mut g, "bento_shared_pool", &shared, &order);
+    replace_on(&mut g, "bento_shared_pool_cache", &shared.cache(), &order);
     replace_on(
         &mut g,
         "slab",

@@ -111,7 +111,10 @@ pub fn mixed_sizes(n: usize) -> Vec<usize> {
 pub fn frame_bump(bump: &mut Bump<'_>, sizes: &[usize]) {
     for &s in sizes {
         let layout = core::alloc::Layout::from_size_align(s, 8).expect("a valid layout");
-        std::hint::black_box(bump.alloc_layout(layout).expect("the buffer holds the frame"));
+        std::hint::black_box(
+            bump.alloc_layout(layout)
+                .expect("the buffer holds the frame"),
+        );
     }
     bump.reset();
 }
@@ -239,6 +242,7 @@ macro_rules! pool_chunks {
 
 pool_chunks!(bento_primitives::Pool<'_>);
 pool_chunks!(bento_primitives::SharedPool<'_>);
+pool_chunks!(bento_primitives::SharedPoolCache<'_, '_>);
 
 /// A slab entry of 64 bytes whose first word is written, the rest left as is.
 #[derive(Clone, Copy, Debug)]
@@ -359,6 +363,12 @@ pub fn lifo_pool(pool: &bento_primitives::Pool<'_>, rounds: usize) -> u64 {
 #[inline(never)]
 pub fn lifo_shared_pool(pool: &bento_primitives::SharedPool<'_>, rounds: usize) -> u64 {
     lifo_batches(&mut &*pool, rounds)
+}
+
+/// See [`lifo_bare`]: through one thread's cache of the shared pool.
+#[inline(never)]
+pub fn lifo_shared_cache(cache: &bento_primitives::SharedPoolCache<'_, '_>, rounds: usize) -> u64 {
+    lifo_batches(&mut &*cache, rounds)
 }
 
 /// See [`lifo_bare`].

@@ -15,8 +15,8 @@ use bento_benches::heap::{
 };
 use bento_benches::{
     BATCH, BareFreeList, CHUNK, bento_arena_16, bento_bump_16, bento_bump_layout_16,
-    bento_stack_16, buffer, bumpalo_16, frame_arena, frame_bump, mixed_sizes, lifo_bare, lifo_mimalloc, lifo_pool, lifo_shared_pool,
-    lifo_slab, lifo_system, system_16,
+    bento_stack_16, buffer, bumpalo_16, frame_arena, frame_bump, lifo_bare, lifo_mimalloc,
+    lifo_pool, lifo_shared_cache, lifo_shared_pool, lifo_slab, lifo_system, mixed_sizes, system_16,
 };
 use bento_primitives::{Arena, Bump, Pool, SharedPool, Stack};
 
@@ -125,13 +125,19 @@ fn main() {
                 SharedPool::new(&mut buf, core::alloc::Layout::new::<[u8; CHUNK]>()).unwrap();
             lifo_shared_pool(&pool, n / BATCH)
         }
+        "pool-cache" => {
+            let mut buf = buffer((CHUNK + 4) * BATCH + 4096);
+            let pool =
+                SharedPool::new(&mut buf, core::alloc::Layout::new::<[u8; CHUNK]>()).unwrap();
+            lifo_shared_cache(&pool.cache(), n / BATCH)
+        }
         "pool-slab" => lifo_slab(&mut slab::Slab::with_capacity(BATCH), n / BATCH),
         "pool-system" => lifo_system(n / BATCH),
         "pool-mimalloc" => lifo_mimalloc(n / BATCH),
         other => panic!(
             "unknown allocator `{other}`: bento, bumpalo, system, bump-layout, stack, arena, \
              frame-bump, frame-arena, \
-             pool-bare, pool, pool-shared, pool-slab, pool-system, pool-mimalloc, or \
+             pool-bare, pool, pool-shared, pool-cache, pool-slab, pool-system, pool-mimalloc, or \
              space-{{mixed,pairs}}-{{bento,glibc,dlmalloc,rlsf,talc,mimalloc,jemalloc}}"
         ),
     };

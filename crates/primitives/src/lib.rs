@@ -14,6 +14,8 @@ mod frame;
 mod growing_pool;
 mod lifo;
 mod pool;
+#[cfg(target_has_atomic = "64")]
+mod pool_cache;
 // The head packs an index and a tag into 64 bits.
 #[cfg(target_has_atomic = "64")]
 mod shared_pool;
@@ -32,6 +34,8 @@ pub use crate::frame::{Frame, FrameArena, FrameBusy};
 pub use crate::growing_pool::{GROWING_POOL_COMMIT_STEP, GrowingPool};
 pub use crate::lifo::{LifoCheck, Marker, MarkerError, StackReport};
 pub use crate::pool::{Pool, PoolCorruption, PoolReport};
+#[cfg(target_has_atomic = "64")]
+pub use crate::pool_cache::{SHARED_POOL_CACHE_BATCH, SharedPoolCache};
 #[cfg(target_has_atomic = "64")]
 pub use crate::shared_pool::{SHARED_POOL_MAX_CHUNKS, SharedPool};
 pub use crate::stack::Stack;

@@ -50,6 +50,26 @@ fn tag(head: u64) -> u32 {
 #[repr(align(64))]
 struct CacheLine<T>(T);
 
+/// Chunks linked through the table from `first` to `last`, `len` of them: what moves
+/// between the free list and a [`SharedPoolCache`](crate::SharedPoolCache) in one swap.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Chain {
+    pub(crate) first: u32,
+    pub(crate) last: u32,
+    pub(crate) len: u32,
+}
+
+impl Chain {
+    /// The chain of the one chunk `index`.
+    pub(crate) fn one(index: u32) -> Self {
+        Self {
+            first: index,
+            last: index,
+            len: 1,
+        }
+    }
+}
+
 /// A pool of equal chunks shared by any number of threads (`Sync`): allocation and
 /// free are lock-free, each one compare-and-swap on one 64-bit word in the common case.
 ///
@@ -258,7 +278,7 @@ impl<'buf> SharedPool<'buf> {
         let chunk = self.geo.chunk(index);
         if cfg!(debug_assertions) {
             // SAFETY: `index` was popped, so it is below `fresh` and now ours alone.
-            unsafe { self.link(index) }.store(LIVE, Ordering::Relaxed);
+            unsafe { self.link(index) }.store(LIVE, Ordering::Release);
             if let Some(offset) = self.poison_broken(chunk) {
                 report(
                     self.hook,
@@ -329,32 +349,169 @@ impl<'buf> SharedPool<'buf> {
     /// ```
     #[inline]
     pub unsafe fn free(&self, chunk: NonNull<u8>) {
-        // The caller's pointer may reach only the bytes it asked for; the pool's own
-        // pointer reaches the whole chunk (which the debug fill writes).
-        let chunk = self.geo.base.with_addr(chunk.addr());
-        let index = if cfg!(debug_assertions) {
-            match self.check_free(chunk) {
-                Some(index) => index,
-                None => return,
-            }
-        } else {
-            self.geo.index_of(chunk)
+        let Some(index) = self.take_back(chunk) else {
+            return;
         };
-        // SAFETY: the caller guarantees the chunk was handed out, so its link was
-        // initialised before (and happens before this call).
-        let link = unsafe { self.link(index) };
+        // SAFETY: the caller guarantees the chunk was handed out and is not free, so
+        // it is this caller's alone, and its link was initialised before.
+        unsafe { self.push_chain(Chain::one(index)) }
+    }
+
+    /// Pushes `chain` (chunks the caller owns, linked through the table from
+    /// `chain.first` to `chain.last`) onto the free list with one swap.
+    ///
+    /// # Safety
+    ///
+    /// The caller must ensure that every chunk of the chain was handed out by this
+    /// pool (so its link is initialised) and is owned by the caller, and that the
+    /// links from `first` lead to `last` through `len` chunks.
+    #[inline]
+    pub(crate) unsafe fn push_chain(&self, chain: Chain) {
+        // SAFETY: `last` was handed out: below `fresh`, its link initialised.
+        let link = unsafe { self.link(chain.last as usize) };
         let mut head = self.head.0.load(Ordering::Relaxed);
         loop {
-            link.store(first(head), Ordering::Relaxed);
+            // Release: a thread still walking the list it saw before `last` was popped
+            // and reading this link learns, by the head it reloads, that its walk is
+            // stale (see `pop_chain`).
+            link.store(first(head), Ordering::Release);
             match self.head.0.compare_exchange_weak(
                 head,
-                pack(index as u32, tag(head).wrapping_add(1)),
+                pack(chain.first, tag(head).wrapping_add(1)),
                 Ordering::Release,
                 Ordering::Relaxed,
             ) {
                 Ok(_) => return,
                 Err(now) => head = now,
             }
+        }
+    }
+
+    /// Takes up to `max` chunks (at least 1) off the top of the free list with one
+    /// swap, as a chain ending in `NIL`; `None` when the list is empty.
+    ///
+    /// The walk down the list reads links of chunks other threads may pop meanwhile.
+    /// After each link it reloads the head: while the head (index and tag) is the one
+    /// this walk started from, no swap happened, so the link read is the list's own,
+    /// and the chunk it names was pushed before that head (its link initialised and
+    /// visible through the acquire). A link written later, by a thread that popped
+    /// the chunk, is a release store after that pop, so reading it (acquire) makes
+    /// the reload see the moved head: the walk starts again before it follows the
+    /// link. The final swap succeeds only on the same head, so the chain taken is
+    /// the list's top.
+    pub(crate) fn pop_chain(&self, max: u32) -> Option<Chain> {
+        debug_assert!(max > 0);
+        let mut head = self.head.0.load(Ordering::Acquire);
+        'walk: loop {
+            let start = first(head);
+            if start == NIL {
+                return None;
+            }
+            let (mut last, mut len) = (start, 1);
+            let rest = loop {
+                // SAFETY: `last` is the top of the list in `head` (acquired), or a link
+                // read while the head still read `head`: on the list, pushed before,
+                // its link initialised and visible.
+                let next = unsafe { self.link(last as usize) }.load(Ordering::Acquire);
+                let now = self.head.0.load(Ordering::Acquire);
+                if now != head {
+                    head = now;
+                    continue 'walk;
+                }
+                if len == max || next == NIL {
+                    break next;
+                }
+                last = next;
+                len += 1;
+            };
+            match self.head.0.compare_exchange_weak(
+                head,
+                pack(rest, tag(head).wrapping_add(1)),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => {
+                    // SAFETY: `last` is ours now; end the chain there.
+                    unsafe { self.link(last as usize) }.store(NIL, Ordering::Release);
+                    return Some(Chain {
+                        first: start,
+                        last,
+                        len,
+                    });
+                }
+                Err(now) => head = now,
+            }
+        }
+    }
+
+    /// Takes up to `max` chunks (at least 1) above the high-water mark, as a chain
+    /// ending in `NIL` (debug builds poison them as free chunks); `None` when every
+    /// chunk was handed out.
+    pub(crate) fn fresh_chain(&self, max: u32) -> Option<Chain> {
+        debug_assert!(max > 0);
+        let capacity = self.geo.capacity as u32;
+        let mut fresh = self.fresh.load(Ordering::Relaxed);
+        let end = loop {
+            if fresh >= capacity {
+                return None;
+            }
+            let end = fresh + max.min(capacity - fresh);
+            match self
+                .fresh
+                .compare_exchange_weak(fresh, end, Ordering::Relaxed, Ordering::Relaxed)
+            {
+                Ok(_) => break end,
+                Err(now) => fresh = now,
+            }
+        };
+        for index in fresh..end {
+            let next = if index + 1 == end { NIL } else { index + 1 };
+            // SAFETY: slot `index < capacity` of the table; this thread alone won it,
+            // and no other thread reads it before the chunk is pushed, which this write
+            // happens before (as in `take_fresh`).
+            unsafe {
+                self.links.add(index as usize).write(AtomicU32::new(next));
+            }
+            if cfg!(debug_assertions) {
+                self.fill(self.geo.chunk(index as usize), FREED);
+            }
+        }
+        Some(Chain {
+            first: fresh,
+            last: end - 1,
+            len: end - fresh,
+        })
+    }
+
+    /// The link of chunk `index`, for a cache holding it.
+    ///
+    /// # Safety
+    ///
+    /// The caller must ensure that chunk `index` was handed to it (by `pop_chain` or
+    /// `fresh_chain`) and is not free.
+    #[inline]
+    pub(crate) unsafe fn held_link(&self, index: u32) -> &AtomicU32 {
+        // SAFETY: a chunk handed out is below `fresh`, its link initialised.
+        unsafe { self.link(index as usize) }
+    }
+
+    /// The chunk with index `index`, marked in use (debug builds) as `alloc` marks it.
+    #[inline]
+    pub(crate) fn hand_out(&self, index: u32) -> NonNull<u8> {
+        self.popped(index as usize)
+    }
+
+    /// The index of `chunk`, a chunk being freed, after the debug checks `free`
+    /// makes; `None` when they reported misuse (the chunk must not be kept).
+    #[inline]
+    pub(crate) fn take_back(&self, chunk: NonNull<u8>) -> Option<u32> {
+        // The caller's pointer may reach only the bytes it asked for; the pool's own
+        // pointer reaches the whole chunk (which the debug fill writes).
+        let chunk = self.geo.base.with_addr(chunk.addr());
+        if cfg!(debug_assertions) {
+            self.check_free(chunk).map(|i| i as u32)
+        } else {
+            Some(self.geo.index_of(chunk) as u32)
         }
     }
 
@@ -374,7 +531,7 @@ impl<'buf> SharedPool<'buf> {
         // before (the caller's contract), so its link is initialised.
         let link = unsafe { self.link(index) };
         if link
-            .compare_exchange(LIVE, NIL, Ordering::Relaxed, Ordering::Relaxed)
+            .compare_exchange(LIVE, NIL, Ordering::Release, Ordering::Relaxed)
             .is_err()
         {
             report(self.hook, &PoolMisuse::DoubleFree { ptr: chunk });
@@ -483,8 +640,18 @@ impl<'buf> SharedPool<'buf> {
         self.hook = hook;
     }
 
+    /// The chunks' geometry.
+    pub(crate) fn geometry(&self) -> &Geometry {
+        &self.geo
+    }
+
+    /// What the debug checks call on misuse.
+    pub(crate) fn misuse_hook(&self) -> MisuseHook {
+        self.hook
+    }
+
     /// Chunks handed out at least once.
-    fn touched(&self) -> usize {
+    pub(crate) fn touched(&self) -> usize {
         self.fresh.load(Ordering::Relaxed) as usize
     }
 

@@ -1,12 +1,14 @@
 //! Loom models of `SharedPool`'s lock-free free list: concurrent pops and pushes lose
 //! and duplicate nothing, the ABA interleaving fails its swap, and a chunk's contents
-//! pass from one owner to the next without a data race.
+//! pass from one owner to the next without a data race. The same for the batches a
+//! `SharedPoolCache` takes (a walk down the list, then one swap) and gives back.
 //!
 //! Run with `cargo xtask loom` (`RUSTFLAGS="--cfg bento_loom"`, feature `loom`).
 #![cfg(bento_loom)]
 
 use core::alloc::Layout;
 use core::mem::MaybeUninit;
+use core::num::NonZeroU32;
 use core::ptr::NonNull;
 
 use bento_primitives::SharedPool;
@@ -194,5 +196,131 @@ fn an_alloc_racing_a_free_takes_the_chunk_whole_or_not_at_all() {
             }
             None => drain_exactly(pool, vec![chunks[1]]),
         }
+    });
+}
+
+/// A batch of `n` for a cache.
+fn batch(n: u32) -> NonZeroU32 {
+    NonZeroU32::new(n).unwrap()
+}
+
+/// Two threads, each with a cache of batch 2, take two chunks (one walk and swap
+/// each), write them, free them into the cache and drop it (one swap back): the list
+/// ends with all four chunks, each once.
+#[test]
+fn two_caches_take_batches_and_give_them_back() {
+    loom::model(|| {
+        let (pool, chunks) = pool_with_list(4, &[3, 2, 1, 0]);
+        let payloads = Payloads::new(&chunks);
+        let handles: Vec<_> = (1..=2)
+            .map(|owner| {
+                let payloads = Arc::clone(&payloads);
+                thread::spawn(move || {
+                    let cache = pool.cache_with_batch(batch(2));
+                    let a = cache.alloc().expect("two chunks each, four in all");
+                    let b = cache.alloc().expect("two chunks each, four in all");
+                    assert_ne!(a, b);
+                    payloads.own(a, owner);
+                    payloads.own(b, owner);
+                    // SAFETY: chunks this thread took, freed once.
+                    unsafe {
+                        cache.free(b);
+                        cache.free(a);
+                    }
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().unwrap();
+        }
+        drain_exactly(pool, chunks);
+    });
+}
+
+/// The ABA trace against a batch: T1's cache walks A -> B to take both; meanwhile T2
+/// pops A and B and pushes A back. T1 must not take B (T2 holds it): its walk sees
+/// the head move, or its swap fails.
+#[test]
+fn a_batch_walk_never_takes_a_chunk_popped_meanwhile() {
+    loom::model(|| {
+        // The list is A -> B -> C (A on top).
+        let (pool, chunks) = pool_with_list(3, &[2, 1, 0]);
+        let payloads = Payloads::new(&chunks);
+        let t1 = {
+            let payloads = Arc::clone(&payloads);
+            thread::spawn(move || {
+                let cache = pool.cache_with_batch(batch(2));
+                let x = cache.alloc().expect("three chunks, at most three out");
+                payloads.own(x, 1);
+                // A second chunk, from the batch or a second walk: T1's until it frees
+                // it (the payload check catches a chunk T2 holds at the same time).
+                if let Some(y) = cache.alloc() {
+                    payloads.own(y, 1);
+                    // SAFETY: a chunk this thread took, freed once.
+                    unsafe { cache.free(y) };
+                }
+                Chunk(x)
+            })
+        };
+        let t2 = {
+            let payloads = Arc::clone(&payloads);
+            thread::spawn(move || {
+                let a = pool.alloc().expect("three chunks, at most three out");
+                let b = pool.alloc();
+                payloads.own(a, 2);
+                if let Some(b) = b {
+                    payloads.own(b, 2);
+                }
+                // SAFETY: `a` is this thread's, freed once.
+                unsafe { pool.free(a) };
+                b.map(Chunk)
+            })
+        };
+        let Chunk(x) = t1.join().unwrap();
+        let b = t2.join().unwrap();
+        assert_ne!(Some(Chunk(x)), b, "one chunk handed to two owners");
+        // Everything but `x` and T2's `b` is back on the list.
+        let rest: Vec<_> = chunks
+            .iter()
+            .copied()
+            .filter(|&c| c != x && Some(Chunk(c)) != b)
+            .collect();
+        drain_exactly(pool, rest);
+    });
+}
+
+/// A cache of batch 1 giving its older chunk back (one swap) when it holds two, and
+/// the rest on drop, while another thread pops: the pop takes a chunk whole, its
+/// contents handed over, or finds the list empty; nothing is lost.
+#[test]
+fn a_flush_racing_a_pop_loses_nothing() {
+    loom::model(|| {
+        // Two chunks, both held by T1 at the start.
+        let (pool, chunks) = pool_with_list(2, &[]);
+        let payloads = Payloads::new(&chunks);
+        let held = (Chunk(chunks[0]), Chunk(chunks[1]));
+        let t1 = {
+            let payloads = Arc::clone(&payloads);
+            thread::spawn(move || {
+                let (Chunk(a), Chunk(b)) = held;
+                payloads.own(a, 1);
+                payloads.own(b, 1);
+                let cache = pool.cache_with_batch(batch(1));
+                // SAFETY: chunks this thread holds, freed once. The second free makes
+                // two held, twice the batch: `a` goes to the list.
+                unsafe {
+                    cache.free(a);
+                    cache.free(b);
+                }
+                assert_eq!(cache.held(), 1);
+            })
+        };
+        let got = pool.alloc();
+        if let Some(c) = got {
+            payloads.own(c, 2);
+        }
+        t1.join().unwrap();
+        let rest: Vec<_> = chunks.iter().copied().filter(|&c| Some(c) != got).collect();
+        drain_exactly(pool, rest);
     });
 }

@@ -4,6 +4,7 @@
 use core::alloc::Layout;
 use core::cell::{Cell, RefCell};
 use core::mem::MaybeUninit;
+use core::num::NonZeroU32;
 use core::ptr::NonNull;
 use std::sync::atomic::{AtomicPtr, Ordering};
 
@@ -13,8 +14,8 @@ use allocator_api2::vec::Vec as ApiVec;
 use bento_align::Alignment;
 use bento_pages::{FaultyPages, HeapPages, Metered, PageSource};
 use bento_primitives::{
-    GROWING_POOL_COMMIT_STEP, GrowingPool, Pool, PoolBox, PoolMisuse, PoolReport, SharedPool,
-    TypedPool,
+    GROWING_POOL_COMMIT_STEP, GrowingPool, Pool, PoolBox, PoolMisuse, PoolReport,
+    SHARED_POOL_CACHE_BATCH, SharedPool, SharedPoolCache, TypedPool,
 };
 use bento_testkit::{Api02, Caps, End, Figures, Ops, SizeGen, Target, cases, run, seeded};
 
@@ -745,7 +746,14 @@ fn shared_pool_debug_checks() {
 /// Threads pass chunks to each other through shared slots and check, before freeing
 /// one, that it holds the fill its writer left: a chunk handed out twice would be
 /// overwritten by its second owner.
-fn transfer_stress(pool: &SharedPool<'_>, threads: usize, rounds: usize) {
+/// With `batch`, each thread allocates and frees through its own cache of that batch,
+/// so chunks taken by one cache are freed into another.
+fn transfer_stress(
+    pool: &SharedPool<'_>,
+    threads: usize,
+    rounds: usize,
+    batch: Option<NonZeroU32>,
+) {
     const CHUNK: usize = 64;
     let slots: Vec<AtomicPtr<u8>> = (0..8)
         .map(|_| AtomicPtr::new(core::ptr::null_mut()))
@@ -754,9 +762,14 @@ fn transfer_stress(pool: &SharedPool<'_>, threads: usize, rounds: usize) {
         for t in 0..threads {
             let slots = &slots;
             s.spawn(move || {
+                let cache = batch.map(|b| pool.cache_with_batch(b));
+                let alloc = || match &cache {
+                    Some(cache) => cache.alloc(),
+                    None => pool.alloc(),
+                };
                 let mut x = (t as u32).wrapping_mul(2_654_435_761) | 1;
                 for round in 0..rounds {
-                    let Some(c) = pool.alloc() else { continue };
+                    let Some(c) = alloc() else { continue };
                     let fill = (t * 31 + round) as u8;
                     // SAFETY: `c` is a 64-byte chunk this thread owns.
                     unsafe { c.write_bytes(fill, CHUNK) };
@@ -775,8 +788,16 @@ fn transfer_stress(pool: &SharedPool<'_>, threads: usize, rounds: usize) {
                         });
                         assert!(whole, "a chunk was written by two owners");
                         // SAFETY: a live chunk of `pool`, freed once.
-                        unsafe { pool.free(got) };
+                        unsafe {
+                            match &cache {
+                                Some(cache) => cache.free(got),
+                                None => pool.free(got),
+                            }
+                        }
                     }
+                }
+                if let Some(cache) = &cache {
+                    assert_eq!(cache.validate(), Ok(cache.held()));
                 }
             });
         }
@@ -793,7 +814,7 @@ fn transfer_stress(pool: &SharedPool<'_>, threads: usize, rounds: usize) {
 fn shared_pool_stress_four_threads() {
     let mut buf = Buffer::pages(cases(64, 1));
     let mut pool = SharedPool::new(buf.bytes(), Layout::new::<[u8; 64]>()).unwrap();
-    transfer_stress(&pool, 4, cases(1_000_000, 60));
+    transfer_stress(&pool, 4, cases(1_000_000, 60), None);
     // Every chunk came back exactly once: nothing in use, and taking them all gives
     // each chunk once.
     assert_eq!(pool.validate().unwrap().in_use, 0);
@@ -816,6 +837,223 @@ fn shared_pool_stress_with_a_tiny_pool() {
     let bytes = &mut buf.bytes()[..4 * (64 + 4) + 64];
     let mut pool = SharedPool::new(bytes, Layout::new::<[u8; 64]>()).unwrap();
     assert!(pool.capacity() >= 4);
-    transfer_stress(&pool, 3, cases(200_000, 100));
+    transfer_stress(&pool, 3, cases(200_000, 100), None);
+    assert_eq!(pool.validate().unwrap().in_use, 0);
+}
+
+// ---------------------------------------------------------------------------------------
+// SharedPoolCache
+
+/// `n` batch as a `NonZeroU32`.
+fn batch(n: u32) -> NonZeroU32 {
+    NonZeroU32::new(n).expect("a non-zero batch")
+}
+
+#[test]
+fn shared_pool_cache_takes_and_gives_back_in_batches() {
+    let mut buf = Buffer::pages(4);
+    let mut pool = SharedPool::new(buf.bytes(), Layout::new::<[u8; 64]>()).unwrap();
+    let cap = pool.capacity();
+    {
+        let cache = pool.cache_with_batch(batch(4));
+        // An empty list: the first refill takes four never-used chunks, in order.
+        let a = cache.alloc().unwrap();
+        assert_eq!(cache.held(), 3);
+        let rest: Vec<_> = (0..3).map(|_| cache.alloc().unwrap()).collect();
+        assert_eq!(rest[0].addr().get() - a.addr().get(), 64);
+        assert_eq!(cache.held(), 0);
+        // LIFO inside the cache.
+        // SAFETY: live chunks, freed once.
+        unsafe { cache.free(rest[2]) };
+        assert_eq!(cache.alloc(), Some(rest[2]));
+        // Eight held (twice the batch): the four freed first go to the shared list,
+        // the four freed last stay.
+        let more: Vec<_> = (0..4).map(|_| cache.alloc().unwrap()).collect();
+        let all: Vec<_> = core::iter::once(a).chain(rest).chain(more).collect();
+        for (i, &c) in all.iter().enumerate() {
+            // SAFETY: live chunks, freed once.
+            unsafe { cache.free(c) };
+            assert_eq!(cache.held(), if i < 7 { i + 1 } else { 4 });
+            assert_eq!(cache.validate(), Ok(cache.held()));
+        }
+        // The pool hands out the older half, newest first: chunks 3, 2, 1, 0 of `all`.
+        for &c in all[..4].iter().rev() {
+            assert_eq!(pool.alloc(), Some(c));
+        }
+        // The cache hands out the newer half, newest first.
+        for &c in all[4..].iter().rev() {
+            assert_eq!(cache.alloc(), Some(c));
+        }
+        for &c in &all {
+            // SAFETY: live chunks (from the pool or the cache), freed once.
+            unsafe { cache.free(c) };
+        }
+        assert_eq!(cache.held(), 4);
+        // The next refill takes from the shared list, not from the untouched chunks.
+        let touched_before = pool_touched(&cache);
+        cache.flush();
+        assert_eq!(cache.held(), 0);
+        let c = cache.alloc().unwrap();
+        assert!(all.contains(&c));
+        assert_eq!(pool_touched(&cache), touched_before);
+        // SAFETY: live, freed once.
+        unsafe { cache.free(c) };
+    }
+    // Dropping the cache gave back everything.
+    let report = pool.validate().unwrap();
+    assert_eq!((report.in_use, report.free_listed), (0, 8));
+    assert_eq!(report.untouched, cap - 8);
+}
+
+/// The chunks the cache's pool has handed out at least once, from outside: a fresh
+/// chunk taken and given back through the pool moves it by one.
+fn pool_touched(cache: &SharedPoolCache<'_, '_>) -> usize {
+    format!("{:?}", cache.pool())
+        .split("touched: ")
+        .nth(1)
+        .and_then(|s| s.split([',', ' ']).next())
+        .and_then(|s| s.parse().ok())
+        .expect("the Debug output names `touched`")
+}
+
+#[test]
+fn shared_pool_cache_runs_dry_cleanly() {
+    // Ten chunks, two caches of batch 4: the first finds nothing while the last free
+    // chunk rests in the second, and gets it once the second flushes.
+    let mut buf = Buffer::pages(1);
+    let bytes = &mut buf.bytes()[..10 * (64 + 4) + 64];
+    let mut pool = SharedPool::new(bytes, Layout::new::<[u8; 64]>()).unwrap();
+    let cap = pool.capacity();
+    assert!((10..=11).contains(&cap));
+    {
+        let one = pool.cache_with_batch(batch(4));
+        let two = pool.cache_with_batch(batch(4));
+        let mut mine: Vec<_> = (0..cap - 1).map(|_| two.alloc().unwrap()).collect();
+        assert_eq!(two.held(), 1);
+        assert!(one.alloc().is_none() && pool.alloc().is_none());
+        // SAFETY: a live chunk, freed once (into the other cache).
+        unsafe { one.free(mine[0]) };
+        assert_eq!(one.alloc(), Some(mine[0]));
+        assert!(
+            one.alloc().is_none(),
+            "the last chunk rests in the other cache"
+        );
+        two.flush();
+        mine.push(one.alloc().expect("the flushed chunk"));
+        assert!(one.alloc().is_none() && two.alloc().is_none());
+        mine.sort();
+        mine.dedup();
+        assert_eq!(mine.len(), cap, "a chunk came out twice");
+        for c in mine {
+            // SAFETY: live chunks, freed once.
+            unsafe { two.free(c) };
+        }
+    }
+    assert_eq!(pool.in_use(), 0);
+    pool.validate().unwrap();
+}
+
+#[test]
+fn shared_pool_cache_model_and_interop() {
+    let mut buf = Buffer::pages(cases(4, 1));
+    let mut pool = SharedPool::new(buf.bytes(), Layout::new::<[u8; 128]>()).unwrap();
+    {
+        let cache = pool.cache_with_batch(batch(3));
+        let caps = Caps::default()
+            .with_sizes(SizeGen::new(200).with_boundaries(&[128]))
+            .with_max_align(Alignment::new(16).unwrap())
+            .with_max_live(cases(200, 20))
+            .with_validate_every(3);
+        let r = seeded(cases(100, 1), |u| {
+            run(
+                &mut Api02::with_validate(&&cache, |c| {
+                    let held = c.validate()?;
+                    assert!(held < 2 * 3, "a cache holds less than twice its batch");
+                    Ok(Figures {
+                        live_blocks: None,
+                        live_bytes: None,
+                    })
+                }),
+                &caps,
+                u,
+            )
+        });
+        if !cfg!(miri) {
+            assert!(r.allocs > 500 && r.allocs_failed > 0, "{r:?}");
+        }
+        let mut v = ApiVec::new_in(&cache);
+        v.extend(0..16u64);
+        let b = Box::new_in(v, &cache);
+        assert_eq!(b.iter().sum::<u64>(), 120);
+    }
+    assert_eq!(pool.in_use(), 0);
+    pool.validate().unwrap();
+}
+
+#[cfg(debug_assertions)]
+#[test]
+fn shared_pool_cache_debug_checks() {
+    let mut buf = Buffer::pages(1);
+    let mut pool = SharedPool::new(buf.bytes(), Layout::new::<[u8; 32]>()).unwrap();
+    pool.set_misuse_hook(record);
+    {
+        let cache = pool.cache_with_batch(batch(2));
+        let a = cache.alloc().unwrap();
+        let outside = 0u64;
+        // SAFETY: the misuse under test, refused before any write.
+        unsafe { cache.free(NonNull::from(&outside).cast()) };
+        assert_seen("is not a chunk of this pool");
+        // SAFETY: `a` is live; the second free is the misuse.
+        unsafe {
+            cache.free(a);
+            cache.free(a);
+        }
+        assert_seen("double free");
+        assert_eq!(cache.validate(), Ok(2));
+        // SAFETY: `a` is free, resting in the cache; the write is the misuse.
+        unsafe { a.add(5).write(1) };
+        assert_eq!(cache.alloc(), Some(a));
+        assert_seen("offset 5");
+        // SAFETY: live, freed once.
+        unsafe { cache.free(a) };
+    }
+    assert!(seen().is_empty());
+    assert_eq!(pool.validate().unwrap().in_use, 0);
+}
+
+#[test]
+fn shared_pool_cache_stress_four_threads() {
+    let mut buf = Buffer::pages(cases(64, 1));
+    let mut pool = SharedPool::new(buf.bytes(), Layout::new::<[u8; 64]>()).unwrap();
+    transfer_stress(
+        &pool,
+        4,
+        cases(1_000_000, 60),
+        Some(batch(SHARED_POOL_CACHE_BATCH)),
+    );
+    assert_eq!(pool.validate().unwrap().in_use, 0);
+    let mut all: Vec<_> = core::iter::from_fn(|| pool.alloc()).collect();
+    assert_eq!(all.len(), pool.capacity());
+    all.sort();
+    all.dedup();
+    assert_eq!(all.len(), pool.capacity(), "a chunk came out twice");
+    for c in all {
+        // SAFETY: live, freed once.
+        unsafe { pool.free(c) };
+    }
+}
+
+#[test]
+fn shared_pool_cache_stress_with_a_tiny_pool() {
+    // Six chunks, three threads with caches of batch 2 and one without: batches move
+    // constantly and the list is empty most of the time.
+    let mut buf = Buffer::pages(1);
+    let bytes = &mut buf.bytes()[..6 * (64 + 4) + 64];
+    let mut pool = SharedPool::new(bytes, Layout::new::<[u8; 64]>()).unwrap();
+    std::thread::scope(|s| {
+        let pool = &pool;
+        s.spawn(move || transfer_stress(pool, 3, cases(200_000, 100), Some(batch(2))));
+        s.spawn(move || transfer_stress(pool, 1, cases(200_000, 100), None));
+    });
     assert_eq!(pool.validate().unwrap().in_use, 0);
 }
