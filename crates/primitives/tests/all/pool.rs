@@ -1022,7 +1022,7 @@ fn shared_pool_cache_debug_checks() {
 }
 
 #[test]
-fn shared_pool_cache_stress_four_threads() {
+fn shared_pool_stress_through_caches_four_threads() {
     let mut buf = Buffer::pages(cases(64, 1));
     let mut pool = SharedPool::new(buf.bytes(), Layout::new::<[u8; 64]>()).unwrap();
     transfer_stress(
@@ -1044,7 +1044,7 @@ fn shared_pool_cache_stress_four_threads() {
 }
 
 #[test]
-fn shared_pool_cache_stress_with_a_tiny_pool() {
+fn shared_pool_stress_through_caches_with_a_tiny_pool() {
     // Six chunks, three threads with caches of batch 2 and one without: batches move
     // constantly and the list is empty most of the time.
     let mut buf = Buffer::pages(1);
