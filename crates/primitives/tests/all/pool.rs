@@ -810,13 +810,9 @@ fn transfer_stress(
     }
 }
 
-#[test]
-fn shared_pool_stress_four_threads() {
-    let mut buf = Buffer::pages(cases(64, 1));
-    let mut pool = SharedPool::new(buf.bytes(), Layout::new::<[u8; 64]>()).unwrap();
-    transfer_stress(&pool, 4, cases(1_000_000, 60), None);
-    // Every chunk came back exactly once: nothing in use, and taking them all gives
-    // each chunk once.
+/// Every chunk came back exactly once: nothing in use, and taking them all gives each
+/// chunk once.
+fn every_chunk_came_back_once(pool: &mut SharedPool<'_>) {
     assert_eq!(pool.validate().unwrap().in_use, 0);
     let mut all: Vec<_> = core::iter::from_fn(|| pool.alloc()).collect();
     assert_eq!(all.len(), pool.capacity());
@@ -827,6 +823,14 @@ fn shared_pool_stress_four_threads() {
         // SAFETY: live, freed once.
         unsafe { pool.free(c) };
     }
+}
+
+#[test]
+fn shared_pool_stress_four_threads() {
+    let mut buf = Buffer::pages(cases(64, 1));
+    let mut pool = SharedPool::new(buf.bytes(), Layout::new::<[u8; 64]>()).unwrap();
+    transfer_stress(&pool, 4, cases(1_000_000, 60), None);
+    every_chunk_came_back_once(&mut pool);
 }
 
 #[test]
@@ -1031,16 +1035,7 @@ fn shared_pool_stress_through_caches_four_threads() {
         cases(1_000_000, 60),
         Some(batch(SHARED_POOL_CACHE_BATCH)),
     );
-    assert_eq!(pool.validate().unwrap().in_use, 0);
-    let mut all: Vec<_> = core::iter::from_fn(|| pool.alloc()).collect();
-    assert_eq!(all.len(), pool.capacity());
-    all.sort();
-    all.dedup();
-    assert_eq!(all.len(), pool.capacity(), "a chunk came out twice");
-    for c in all {
-        // SAFETY: live, freed once.
-        unsafe { pool.free(c) };
-    }
+    every_chunk_came_back_once(&mut pool);
 }
 
 #[test]
