@@ -52,8 +52,8 @@ impl Ends {
         Self {
             base,
             cap,
-            lower: Lifo::new(Dir::Up, 0, LifoCheck::Deferred),
-            upper: Lifo::new(Dir::Down, cap, LifoCheck::Deferred),
+            lower: Lifo::new(base, Dir::Up, 0, LifoCheck::Deferred),
+            upper: Lifo::new(base, Dir::Down, cap, LifoCheck::Deferred),
             lo_ready: Cell::new(lo_ready),
             hi_ready: Cell::new(hi_ready),
         }
@@ -113,16 +113,16 @@ impl Ends {
             return Ok(dangling(layout));
         }
         let end = self.end(dir);
-        let placed = end.place(self.base, layout, self.limit(dir))?;
+        let placed = end.place(layout, self.limit(dir))?;
         if !self.reach(backing, dir, placed.new_top) {
             return Err(AllocError);
         }
-        Ok(end.push(self.base, placed))
+        Ok(end.push(placed))
     }
 
     fn resize(&self, backing: &dyn Backing, dir: Dir, ptr: NonNull<u8>, new_size: usize) -> bool {
         let end = self.end(dir);
-        match end.resized_top(self.base, ptr, new_size, self.limit(dir)) {
+        match end.resized_top(ptr, new_size, self.limit(dir)) {
             Some(top) if self.reach(backing, dir, top) => {
                 end.set_top(top);
                 true
@@ -139,9 +139,9 @@ impl Ends {
     /// Rolls back whichever end `marker` belongs to.
     pub(crate) fn rollback(&self, marker: Marker) -> Result<(), MarkerError> {
         if marker.end_id() == self.upper.id() {
-            self.upper.rollback(self.base, marker)
+            self.upper.rollback(marker)
         } else {
-            self.lower.rollback(self.base, marker)
+            self.lower.rollback(marker)
         }
     }
 
@@ -154,7 +154,7 @@ impl Ends {
         if lo > self.lo_ready.get() || hi < self.hi_ready.get() {
             return Err("a top lies outside the usable part of its side");
         }
-        Ok(self.lower.validate(self.base)? + self.upper.validate(self.base)?)
+        Ok(self.lower.validate()? + self.upper.validate()?)
     }
 }
 
@@ -234,7 +234,7 @@ impl<'a> StackEnd<'a> {
     /// ```
     #[must_use]
     pub fn marker(&self) -> Marker {
-        self.ends.end(self.dir).marker(self.ends.base)
+        self.ends.end(self.dir).marker()
     }
 
     /// Bytes this end uses: blocks, headers, padding.
@@ -266,7 +266,7 @@ impl<'a> StackEnd<'a> {
     /// ```
     #[must_use]
     pub fn live_blocks(&self) -> usize {
-        self.ends.end(self.dir).live(self.ends.base)
+        self.ends.end(self.dir).live()
     }
 }
 
@@ -288,7 +288,7 @@ unsafe impl RawAlloc for StackEnd<'_> {
 
     unsafe fn dealloc_raw(&self, ptr: NonNull<u8>, layout: Layout) {
         if layout.size() != 0 {
-            self.ends.end(self.dir).free(self.ends.base, ptr);
+            self.ends.end(self.dir).free(ptr);
         }
     }
 
@@ -382,7 +382,7 @@ impl EndMut<'_> {
     /// ```
     pub fn rollback(&mut self, marker: Marker) -> Result<(), MarkerError> {
         let lifo = self.end.ends.end(self.end.dir);
-        lifo.rollback(self.end.ends.base, marker)
+        lifo.rollback(marker)
     }
 
     /// Frees every block of this end and invalidates its markers.

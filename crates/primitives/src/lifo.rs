@@ -2,8 +2,8 @@
 //! has one end growing up; [`DoubleStack`] and [`DoubleArena`] have a second one
 //! growing down from the other side of the same memory.
 //!
-//! Positions are `u32` offsets from the start of the memory (`base`), for both ends.
-//! A block's 16-byte header always lies just below its payload, so a free finds it at
+//! Positions are `u32` offsets from the start of the memory (`base`), for both ends;
+//! only the top is also kept as a pointer, for the allocation fast path. A block's 16-byte header always lies just below its payload, so a free finds it at
 //! `ptr - 16` whichever end the block came from:
 //!
 //! ```text
@@ -29,15 +29,38 @@ use crate::bump::{FAST_MAX, grain_up};
 #[repr(C)]
 #[derive(Clone, Copy)]
 struct Header {
-    /// The end's state word just before this block was placed (see [`Lifo`]): the top
-    /// the block was placed at, and the header offset of the block below (or `NONE`).
-    /// Popping the block restores it.
+    /// Where the end stood just before this block was placed, relative to this header
+    /// (see [`Lifo`]): the low half is the gap then (`NONE` when the end had no block),
+    /// the high half the distance from this header back to the top then (the padding
+    /// the block's alignment needed: 0 on the fast path). Popping the block restores
+    /// both.
     below: u64,
     /// 0 when the block is placed. A marker taken while the block is the newest writes
     /// a marker identity into the low 63 bits (`MARK_ID`), which tells this block from
     /// a later one placed at the same offset; bit 63 (`FREED`) marks a block freed out
     /// of order.
     mark: u64,
+}
+
+impl Header {
+    /// The `below` word of a block placed `pad` bytes from the top, with `gap` the
+    /// end's gap at that moment.
+    #[inline(always)]
+    const fn below(gap: u32, pad: u32) -> u64 {
+        gap as u64 | (pad as u64) << 32
+    }
+
+    /// The gap when the block was placed.
+    #[inline(always)]
+    const fn gap(&self) -> u32 {
+        self.below as u32
+    }
+
+    /// The distance from the header to the top when the block was placed.
+    #[inline(always)]
+    const fn pad(&self) -> u32 {
+        (self.below >> 32) as u32
+    }
 }
 
 pub(crate) const HEADER: usize = size_of::<Header>();
@@ -97,7 +120,7 @@ pub struct Marker {
     end: u32,
     used: u32,
     epoch: u64,
-    state: u64,
+    pos: Pos,
     // The `MARK_ID` bits of the newest block's header when the marker was taken (0
     // when the end had no block).
     mark: u64,
@@ -220,31 +243,46 @@ pub(crate) struct Placed {
     pub(crate) new_top: u32,
 }
 
-/// One end's state. Every method takes `base`, the start of the memory, whose
-/// provenance covers every offset the end uses.
+/// Where an end stands, as offsets: what a [`Marker`] records and a rollback restores.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Pos {
+    /// The top.
+    top: u32,
+    /// How far the newest header lies from the top, `NONE` when the end has no block.
+    gap: u32,
+}
+
+/// One end's state, over memory starting at `base`.
 ///
-/// The top and the newest block's header offset share one word (`state`), which is
-/// exactly what a block's header keeps of the state before it: placing a block writes
-/// the old word into its header and sets the new one; popping it copies the header's
-/// word back. The word holds the top and the distance from the newest header to the
-/// top (see [`pack`]), so that the fast path's new word is the old top plus a constant
-/// of the request's size: one addition between the load of the word and its store.
+/// The top is kept as a pointer and beside it the **gap**, how far the newest block's
+/// header lies from the top (up, its block's length; down, 0 since the newest header
+/// is the top). A block's header records the gap and its distance from the top as they
+/// were when it was placed, relative to itself, so placing a block on the fast path
+/// (aligned to at most 8, header at the top) stores the old gap as the header's word,
+/// the new top, and the new gap (the block's step, a constant of the request): no
+/// offset is converted and the memory's start is not read. Popping a block restores
+/// the top and gap from its header; everything else (markers, walks, messages) works
+/// in offsets from `base`.
 ///
 /// Markers are checked in two ways. The **epoch** moves on whenever the end lowers its
 /// top or changes its newest block's size (a pop, a rollback, an in-place resize, a
 /// reset), so a rollback to a marker of the current epoch is valid at once: only
 /// placements happened since it (O(1), the frame pattern). Any other marker is checked
 /// by popping, on paper, the blocks placed above the marker's top and comparing the
-/// state this reaches with the marker's; the newest block at the marker must also
+/// position this reaches with the marker's; the newest block at the marker must also
 /// still carry the **mark** the marker wrote into its header, which tells it from a
 /// block placed later at the same offset after it was freed (placements write a zero
 /// mark).
 pub(crate) struct Lifo {
-    // Invariant: `pack(top, last)`. `top` is a multiple of 8; up, everything from it
-    // to the limit is free; down, everything from the limit to it is free. `last` is
-    // the header offset of the newest block, or `NONE` when there is none (down, it
-    // equals `top` whenever there is a block).
-    state: Cell<u64>,
+    // Invariant: 8-aligned; its provenance covers every offset the end uses (up to
+    // `MAX_SPAN` bytes).
+    base: NonNull<u8>,
+    // Invariant: `base` plus the top offset, a multiple of 8; up, everything from it to
+    // the limit is free; down, everything from the limit to it is free.
+    top: Cell<NonNull<u8>>,
+    // Invariant: the gap (see above), below 2^32; `NONE` when the end has no block.
+    // Held as a `u64` so that the fast path stores it as a header's `below` word.
+    gap: Cell<u64>,
     // Moves on at every pop, rollback, in-place resize and reset.
     epoch: Cell<u64>,
     // Invariant: above every mark identity in a header, and below `FREED`; mark
@@ -259,39 +297,24 @@ pub(crate) struct Lifo {
     check: LifoCheck,
 }
 
-/// The state word of an end with top `top` and newest header `last`: the top in the
-/// low half, `top - last` (wrapping) in the high half. Up, a block of `d` bytes with
-/// its header at the old top gives `pack(top + d, top) = top + (d | d << 32)`; down,
-/// the newest header is the top (distance 0); with no block, `last = NONE` decodes
-/// from the wrapped distance `top + 1`.
-#[inline(always)]
-const fn pack(top: u32, last: u32) -> u64 {
-    top as u64 | (top.wrapping_sub(last) as u64) << 32
-}
-
-/// The top of a state word.
-#[inline(always)]
-const fn top_of(state: u64) -> u32 {
-    state as u32
-}
-
-/// The newest header offset of a state word.
-#[inline(always)]
-const fn last_of(state: u64) -> u32 {
-    top_of(state).wrapping_sub((state >> 32) as u32)
-}
-
 impl Lifo {
-    /// An empty end growing `dir` from `origin`.
-    pub(crate) fn new(dir: Dir, origin: u32, check: LifoCheck) -> Self {
+    /// An empty end over the memory at `base`, growing `dir` from `origin`.
+    ///
+    /// The caller must ensure that `base` is 8-aligned and its provenance covers every
+    /// offset the end will be given (its limits), at most `MAX_SPAN`; the end's
+    /// unsafe blocks rely on it.
+    pub(crate) fn new(base: NonNull<u8>, dir: Dir, origin: u32, check: LifoCheck) -> Self {
         debug_assert!(origin as usize <= MAX_SPAN && (origin as usize).is_multiple_of(GRAIN));
+        debug_assert!(base.addr().get().is_multiple_of(GRAIN));
         Self {
-            state: Cell::new(pack(origin, NONE)),
+            base,
+            top: Cell::new(Self::ptr_at(base, origin)),
+            gap: Cell::new(u64::from(NONE)),
             epoch: Cell::new(0),
             next_mark: Cell::new(1),
             floor: Cell::new(0),
             // An identity must never repeat while its marker may be alive: a marker of
-            // one end accepted by another would give it a foreign state word.
+            // one end accepted by another would give it a foreign position.
             id: NEXT_ID
                 .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |id| id.checked_add(1))
                 .expect("bento: 2^32 - 1 stack ends created in this process; a stack's marker identity would repeat"),
@@ -301,14 +324,55 @@ impl Lifo {
         }
     }
 
+    /// The top, as an offset.
     #[inline]
     pub(crate) fn top(&self) -> u32 {
-        top_of(self.state.get())
+        // The top lies at most `MAX_SPAN` above `base`.
+        (self.top.get().addr().get() - self.base.addr().get()) as u32
+    }
+
+    /// Where the end stands.
+    #[inline]
+    fn pos(&self) -> Pos {
+        Pos {
+            top: self.top(),
+            // The invariant keeps the gap below 2^32.
+            gap: self.gap.get() as u32,
+        }
+    }
+
+    /// Moves the end to `pos`.
+    #[inline]
+    fn set_pos(&self, pos: Pos) {
+        self.top.set(Self::ptr_at(self.base, pos.top));
+        self.gap.set(u64::from(pos.gap));
+    }
+
+    /// The newest header offset at `pos`, `NONE` when there is no block.
+    #[inline]
+    fn last_at(&self, pos: Pos) -> u32 {
+        match (pos.gap, self.dir) {
+            (NONE, _) => NONE,
+            (gap, Dir::Up) => pos.top.wrapping_sub(gap),
+            (gap, Dir::Down) => pos.top.wrapping_add(gap),
+        }
+    }
+
+    /// Where the end stood before the block whose header `h` is at `at` was placed.
+    #[inline]
+    fn below(&self, at: u32, h: Header) -> Pos {
+        Pos {
+            top: match self.dir {
+                Dir::Up => at.wrapping_sub(h.pad()),
+                Dir::Down => at.wrapping_add(h.pad()),
+            },
+            gap: h.gap(),
+        }
     }
 
     #[inline]
     fn last(&self) -> u32 {
-        last_of(self.state.get())
+        self.last_at(self.pos())
     }
 
     pub(crate) fn id(&self) -> u32 {
@@ -328,13 +392,13 @@ impl Lifo {
     }
 
     /// Blocks allocated and not freed, counted by walking the chain.
-    pub(crate) fn live(&self, base: NonNull<u8>) -> usize {
+    pub(crate) fn live(&self) -> usize {
         let mut live = 0;
         let mut at = self.last();
         while at != NONE {
-            let h = Self::header(base, at);
+            let h = self.header(at);
             live += usize::from(h.mark & FREED == 0);
-            at = last_of(h.below);
+            at = self.last_at(self.below(at, h));
         }
         live
     }
@@ -342,74 +406,71 @@ impl Lifo {
     #[inline]
     fn ptr_at(base: NonNull<u8>, offset: u32) -> NonNull<u8> {
         // SAFETY: every offset the end computes lies inside, or one past, the memory
-        // `base` starts (the caller's contract on `base`).
+        // `base` starts (the contract of `new`).
         unsafe { base.add(offset as usize) }
     }
 
     #[inline]
-    fn header(base: NonNull<u8>, at: u32) -> Header {
-        // SAFETY: `at` is the offset of a block's header (from the state or a chain
-        // link), 8-aligned and inside the used part of the memory, written by `push`.
-        unsafe { Self::ptr_at(base, at).cast::<Header>().read() }
+    fn header(&self, at: u32) -> Header {
+        // SAFETY: `at` is the offset of a block's header (from the position or a
+        // header's record), 8-aligned and inside the used part of the memory, written
+        // by `push`.
+        unsafe { Self::ptr_at(self.base, at).cast::<Header>().read() }
     }
 
     #[inline]
-    fn set_header(base: NonNull<u8>, at: u32, h: Header) {
+    fn set_header(&self, at: u32, h: Header) {
         // SAFETY: as in `header`; headers are only written by the end, in front of the
         // blocks it hands out.
-        unsafe { Self::ptr_at(base, at).cast::<Header>().write(h) }
+        unsafe { Self::ptr_at(self.base, at).cast::<Header>().write(h) }
     }
 
     /// [`place`](Self::place) and [`push`](Self::push) in one for an end growing up,
     /// when `layout` is aligned to at most 8 and at most `FAST_MAX` bytes: the header
-    /// goes at the (8-aligned) top and the payload right after it, with no overflow
-    /// possible (`limit < 4 GiB`). `None` when the layout is not such or does not fit.
+    /// goes at the (8-aligned) top and the payload right after it. `limit` is the
+    /// address the block may not pass; the caller keeps it at most `usize::MAX -
+    /// HEADER - FAST_MAX`, so the sum below cannot overflow. `None` when the layout is
+    /// not such or does not fit.
     #[inline(always)]
-    pub(crate) fn push_up_fast(
-        &self,
-        base: NonNull<u8>,
-        layout: Layout,
-        limit: u32,
-    ) -> Option<NonNull<u8>> {
+    pub(crate) fn push_up_fast(&self, layout: Layout, limit: usize) -> Option<NonNull<u8>> {
         debug_assert_eq!(self.dir, Dir::Up);
+        debug_assert!(limit <= usize::MAX - HEADER - FAST_MAX);
         let size = layout.size();
         if size == 0 || layout.align() > GRAIN || size > FAST_MAX {
             return None;
         }
-        let state = self.state.get();
-        let top = top_of(state) as usize;
+        let top = self.top.get();
         let step = HEADER + grain_up(size);
-        let new_top = top + step;
-        if new_top > limit as usize {
+        if top.addr().get() + step > limit {
             return None;
         }
-        // SAFETY: `top + HEADER <= new_top <= limit`: the header (8-aligned, as the top
-        // is) and the payload lie inside the memory, above the top.
+        // SAFETY: `top + step <= limit`: the header (8-aligned, as the top is) and the
+        // payload lie inside the memory, above the top, where nothing is live.
         unsafe {
-            let header = base.add(top);
-            header.cast::<Header>().write(Header {
-                below: state,
-                mark: 0,
-            });
-            // `pack(new_top, top)`: `new_top < 2^32`, so the low half does not carry.
-            self.state
-                .set(top as u64 + (step as u64 | (step as u64) << 32));
-            Some(header.add(HEADER))
+            // The header sits at the top: no padding, so the gap is the whole `below`
+            // word; the mark is 0. Written as one 16-byte value, so that it is one store.
+            #[cfg(target_arch = "x86_64")]
+            {
+                use core::arch::x86_64::{_mm_loadl_epi64, _mm_storeu_si128};
+                let w = _mm_loadl_epi64(self.gap.as_ptr().cast());
+                _mm_storeu_si128(top.as_ptr().cast(), w);
+            }
+            #[cfg(not(target_arch = "x86_64"))]
+            top.cast::<u128>().write_unaligned(u128::from(self.gap.get()));
+            self.top.set(top.add(step));
+            // The newest header is `step` below the new top.
+            self.gap.set(step as u64);
+            Some(top.add(HEADER))
         }
     }
 
     /// Where a block for `layout` (of non-zero size) goes, given that this end may not
     /// pass `limit` (the other end's top, or the end of the memory).
     #[inline]
-    pub(crate) fn place(
-        &self,
-        base: NonNull<u8>,
-        layout: Layout,
-        limit: u32,
-    ) -> Result<Placed, AllocError> {
+    pub(crate) fn place(&self, layout: Layout, limit: u32) -> Result<Placed, AllocError> {
         debug_assert!(layout.size() != 0);
-        let base_addr = base.addr().get();
-        let top_addr = base_addr + self.top() as usize;
+        let base_addr = self.base.addr().get();
+        let top_addr = self.top.get().addr().get();
         let align = layout.align().max(GRAIN);
         match self.dir {
             Dir::Up => {
@@ -445,23 +506,27 @@ impl Lifo {
 
     /// Writes the header of the block `placed` and makes it the newest.
     #[inline(always)]
-    pub(crate) fn push(&self, base: NonNull<u8>, placed: Placed) -> NonNull<u8> {
+    pub(crate) fn push(&self, placed: Placed) -> NonNull<u8> {
         let at = placed.payload - HEADER as u32;
-        Self::set_header(
-            base,
+        let pos = self.pos();
+        self.set_header(
             at,
             Header {
-                below: self.state.get(),
+                below: Header::below(pos.gap, at.abs_diff(pos.top)),
                 mark: 0,
             },
         );
-        self.state.set(pack(placed.new_top, at));
-        Self::ptr_at(base, placed.payload)
+        // Up, the new top is the block's rounded end; down, it is the header.
+        self.set_pos(Pos {
+            top: placed.new_top,
+            gap: placed.new_top.abs_diff(at),
+        });
+        Self::ptr_at(self.base, placed.payload)
     }
 
     /// The header offset of the block at `ptr`, checked in debug builds.
-    fn header_of(&self, base: NonNull<u8>, ptr: NonNull<u8>) -> u32 {
-        let offset = ptr.addr().get().wrapping_sub(base.addr().get());
+    fn header_of(&self, ptr: NonNull<u8>) -> u32 {
+        let offset = ptr.addr().get().wrapping_sub(self.base.addr().get());
         let (low, high) = match self.dir {
             Dir::Up => (HEADER, self.top() as usize),
             Dir::Down => (self.top() as usize + HEADER, self.origin as usize),
@@ -477,46 +542,46 @@ impl Lifo {
     /// The position of the block whose header is at `at` in the chain, counting from
     /// 1 at the bottom (for messages; walks the chain).
     #[cold]
-    fn number(&self, base: NonNull<u8>, at: u32) -> usize {
+    fn number(&self, at: u32) -> usize {
         let (mut depth, mut below_it, mut cur) = (0, 0, self.last());
         while cur != NONE {
             depth += 1;
             if cur == at {
                 below_it = depth;
             }
-            cur = last_of(Self::header(base, cur).below);
+            cur = self.last_at(self.below(cur, self.header(cur)));
         }
         depth + 1 - below_it
     }
 
     /// Frees the block at `ptr`: pops it when it is the newest (and every block beneath
     /// it freed out of order), marks it otherwise.
-    pub(crate) fn free(&self, base: NonNull<u8>, ptr: NonNull<u8>) {
-        let at = self.header_of(base, ptr);
-        let h = Self::header(base, at);
+    pub(crate) fn free(&self, ptr: NonNull<u8>) {
+        let at = self.header_of(ptr);
+        let h = self.header(at);
         if h.mark & FREED != 0 {
-            panic!(
-                "Stack: double free of block #{} at {ptr:p}",
-                self.number(base, at)
-            );
+            panic!("Stack: double free of block #{} at {ptr:p}", self.number(at));
         }
         if at == self.last() {
-            let mut state = h.below;
+            let mut pos = self.below(at, h);
             // Reclaim the blocks beneath that were freed out of order.
-            while last_of(state) != NONE {
-                let below = Self::header(base, last_of(state));
+            loop {
+                let last = self.last_at(pos);
+                if last == NONE {
+                    break;
+                }
+                let below = self.header(last);
                 if below.mark & FREED == 0 {
                     break;
                 }
-                state = below.below;
+                pos = self.below(last, below);
             }
-            self.state.set(state);
+            self.set_pos(pos);
             self.next_epoch();
             return;
         }
         match self.check {
-            LifoCheck::Deferred => Self::set_header(
-                base,
+            LifoCheck::Deferred => self.set_header(
                 at,
                 Header {
                     mark: h.mark | FREED,
@@ -525,8 +590,8 @@ impl Lifo {
             ),
             LifoCheck::Strict => panic!(
                 "Stack (LifoCheck::Strict): block #{} at {ptr:p} freed while block #{} is on top",
-                self.number(base, at),
-                self.number(base, self.last())
+                self.number(at),
+                self.number(self.last())
             ),
         }
     }
@@ -535,14 +600,8 @@ impl Lifo {
     /// `None` when it is not the newest block or there is no room below `limit`. Up,
     /// the newest block's end moves; down, its start is fixed and the block can only
     /// use the slack up to the block above it, so the top stays.
-    pub(crate) fn resized_top(
-        &self,
-        base: NonNull<u8>,
-        ptr: NonNull<u8>,
-        new_size: usize,
-        limit: u32,
-    ) -> Option<u32> {
-        let at = self.header_of(base, ptr);
+    pub(crate) fn resized_top(&self, ptr: NonNull<u8>, new_size: usize, limit: u32) -> Option<u32> {
+        let at = self.header_of(ptr);
         if at != self.last() {
             return None;
         }
@@ -551,33 +610,38 @@ impl Lifo {
             Dir::Up => (new_size <= limit as usize - payload)
                 .then(|| (payload + new_size).next_multiple_of(GRAIN) as u32),
             Dir::Down => {
-                let room = top_of(Self::header(base, at).below) as usize - payload;
+                let room = self.below(at, self.header(at)).top as usize - payload;
                 (new_size <= room).then_some(self.top())
             }
         }
     }
 
-    /// Sets the top after [`resized_top`](Self::resized_top): a new epoch, since a
-    /// marker taken above the newest block no longer lies at its end.
+    /// Sets the top after [`resized_top`](Self::resized_top) (the newest block stays
+    /// the newest): a new epoch, since a marker taken above the newest block no longer
+    /// lies at its end.
     pub(crate) fn set_top(&self, top: u32) {
-        self.state.set(pack(top, self.last()));
+        let last = self.last();
+        debug_assert_ne!(last, NONE, "set_top resizes the newest block");
+        self.set_pos(Pos {
+            top,
+            gap: top.abs_diff(last),
+        });
         self.next_epoch();
     }
 
     /// A marker at the current top. Marks the newest block (once: later markers on
     /// the same block share its mark).
-    pub(crate) fn marker(&self, base: NonNull<u8>) -> Marker {
-        let state = self.state.get();
-        let last = last_of(state);
+    pub(crate) fn marker(&self) -> Marker {
+        let pos = self.pos();
+        let last = self.last_at(pos);
         let mark = if last == NONE {
             0
         } else {
-            let h = Self::header(base, last);
+            let h = self.header(last);
             if h.mark & MARK_ID == 0 {
                 let id = self.next_mark.get();
                 self.next_mark.set(id + 1);
-                Self::set_header(
-                    base,
+                self.set_header(
                     last,
                     Header {
                         mark: h.mark | id,
@@ -593,7 +657,7 @@ impl Lifo {
             end: self.id,
             used: self.used() as u32,
             epoch: self.epoch.get(),
-            state,
+            pos,
             mark,
         }
     }
@@ -613,7 +677,7 @@ impl Lifo {
     /// O(1) when the end has only placed blocks since the marker was taken; otherwise
     /// the marker is checked by walking the blocks above it (the ones it frees), at
     /// O(1) per block.
-    pub(crate) fn rollback(&self, base: NonNull<u8>, marker: Marker) -> Result<(), MarkerError> {
+    pub(crate) fn rollback(&self, marker: Marker) -> Result<(), MarkerError> {
         if marker.end != self.id {
             return Err(MarkerError::Foreign);
         }
@@ -625,55 +689,76 @@ impl Lifo {
         }
         if marker.epoch != self.epoch.get() {
             // Pop, on paper, the blocks placed above the marker's top; if nothing below
-            // it changed, that gives back its state, with its newest block still the
+            // it changed, that gives back its position, with its newest block still the
             // one it marked.
-            let top = top_of(marker.state);
-            let mut state = self.state.get();
-            while self.above(last_of(state), top) {
-                state = Self::header(base, last_of(state)).below;
+            let mut pos = self.pos();
+            while self.above(self.last_at(pos), marker.pos.top) {
+                let last = self.last_at(pos);
+                pos = self.below(last, self.header(last));
             }
-            let last = last_of(state);
-            if state != marker.state
-                || (last != NONE && Self::header(base, last).mark & MARK_ID != marker.mark)
+            let last = self.last_at(pos);
+            if pos != marker.pos || (last != NONE && self.header(last).mark & MARK_ID != marker.mark)
             {
                 return Err(MarkerError::Stale);
             }
         }
-        self.state.set(marker.state);
+        self.set_pos(marker.pos);
         self.next_epoch();
         Ok(())
     }
 
     /// Frees everything and invalidates every marker.
     pub(crate) fn reset(&self) {
-        self.state.set(pack(self.origin, NONE));
+        self.set_pos(Pos {
+            top: self.origin,
+            gap: NONE,
+        });
         self.next_epoch();
         self.floor.set(self.epoch.get());
     }
 
     /// Walks every block from the newest down and checks the chain: headers inside the
     /// used part and in order, mark identities decreasing down the chain and below the
-    /// next one to be given, and the chain ending at the origin.
-    pub(crate) fn validate(&self, base: NonNull<u8>) -> Result<StackReport, &'static str> {
+    /// next one to be given, and the chain ending at the origin. Each header's place is
+    /// checked before it is read.
+    pub(crate) fn validate(&self) -> Result<StackReport, &'static str> {
         let mut report = StackReport::default();
         let (mut boundary, mut at) = (self.top(), self.last());
         let mut mark_above = self.next_mark.get();
         if !(boundary as usize).is_multiple_of(GRAIN) {
             return Err("top not 8-aligned");
         }
+        if self.gap.get() > u64::from(NONE) {
+            return Err("the gap is out of range");
+        }
         if self.floor.get() > self.epoch.get() || mark_above == 0 || mark_above > FREED {
             return Err("the epoch is below the last reset's, or the next mark out of range");
         }
         while at != NONE {
-            let h = Self::header(base, at);
-            let (prev_top, payload) = (top_of(h.below), at as usize + HEADER);
+            let payload = at as usize + HEADER;
+            // Up, the header and the payload lie below the boundary (the top, or the
+            // start of the block above's padding); down, the header is the boundary.
+            let inside = match self.dir {
+                Dir::Up => payload <= boundary as usize && at.is_multiple_of(GRAIN as u32),
+                Dir::Down => at == boundary && payload <= self.origin as usize,
+            };
+            if !inside {
+                return Err("a header lies outside the part its block was placed in");
+            }
+            let h = self.header(at);
+            let below = self.below(at, h);
+            let prev_top = below.top;
             // The block's room: from its payload to the boundary above it (up), or to
             // the top it was placed under (down).
             let room_end = match self.dir {
-                Dir::Up if payload > boundary as usize || prev_top > at => {
+                Dir::Up if prev_top > at || !prev_top.is_multiple_of(GRAIN as u32) => {
                     return Err("a header lies outside the part its block was placed in");
                 }
-                Dir::Down if at != boundary || payload > prev_top as usize => {
+                Dir::Down
+                    if payload > prev_top as usize
+                        || prev_top > self.origin
+                        || !prev_top.is_multiple_of(GRAIN as u32) =>
+                {
                     return Err("a header lies outside the part its block was placed in");
                 }
                 Dir::Up => boundary as usize,
@@ -695,7 +780,7 @@ impl Lifo {
                 report.deferred_blocks += 1;
             }
             boundary = prev_top;
-            at = last_of(h.below);
+            at = self.last_at(below);
         }
         if boundary != self.origin {
             return Err("the chain does not end at the bottom of the stack");

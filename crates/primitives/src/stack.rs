@@ -7,7 +7,10 @@ use core::mem::MaybeUninit;
 use core::ptr::NonNull;
 
 use crate::alloc_api::{AllocError, RawAlloc, dangling, impl_allocator};
-use crate::lifo::{Dir, GRAIN, Lifo, LifoCheck, MAX_SPAN, Marker, MarkerError, StackReport};
+use crate::bump::FAST_MAX;
+use crate::lifo::{
+    Dir, GRAIN, HEADER, Lifo, LifoCheck, MAX_SPAN, Marker, MarkerError, StackReport,
+};
 
 /// A stack allocator over a caller's buffer: blocks are freed in LIFO order, each
 /// with a 16-byte header in front of it holding the stack's state before it (the top
@@ -60,10 +63,12 @@ use crate::lifo::{Dir, GRAIN, Lifo, LifoCheck, MAX_SPAN, Marker, MarkerError, St
 /// drop(v);
 /// ```
 pub struct Stack<'buf> {
-    // Invariant: 8-aligned; its provenance covers `[base, base + cap)`.
-    base: NonNull<u8>,
     // Invariant: a multiple of 8, at most `MAX_SPAN`.
     cap: u32,
+    // Invariant: the address `cap` bytes above the start, at most `usize::MAX - HEADER
+    // - FAST_MAX` (the fast path's limit).
+    end: usize,
+    // Invariant: over the buffer's 8-aligned start, whose provenance covers `cap` bytes.
     lifo: Lifo,
     _buf: PhantomData<&'buf mut [MaybeUninit<u8>]>,
 }
@@ -89,9 +94,9 @@ impl<'buf> Stack<'buf> {
     pub fn with_check(buf: &'buf mut [MaybeUninit<u8>], check: LifoCheck) -> Self {
         let (base, cap) = grained(buf);
         Self {
-            base,
             cap,
-            lifo: Lifo::new(Dir::Up, 0, check),
+            end: base.addr().get() + cap as usize,
+            lifo: Lifo::new(base, Dir::Up, 0, check),
             _buf: PhantomData,
         }
     }
@@ -116,7 +121,7 @@ impl<'buf> Stack<'buf> {
     /// ```
     #[inline]
     pub fn alloc_layout(&self, layout: Layout) -> Result<NonNull<u8>, AllocError> {
-        if let Some(p) = self.lifo.push_up_fast(self.base, layout, self.cap) {
+        if let Some(p) = self.lifo.push_up_fast(layout, self.end) {
             return Ok(p);
         }
         self.alloc_slow(layout)
@@ -129,8 +134,8 @@ impl<'buf> Stack<'buf> {
         if layout.size() == 0 {
             return Ok(dangling(layout));
         }
-        let placed = self.lifo.place(self.base, layout, self.cap)?;
-        Ok(self.lifo.push(self.base, placed))
+        let placed = self.lifo.place(layout, self.cap)?;
+        Ok(self.lifo.push(placed))
     }
 
     /// A marker at the current top.
@@ -145,7 +150,7 @@ impl<'buf> Stack<'buf> {
     /// ```
     #[must_use]
     pub fn marker(&self) -> Marker {
-        self.lifo.marker(self.base)
+        self.lifo.marker()
     }
 
     /// Frees every block allocated after `marker` was taken. The next allocation
@@ -179,7 +184,7 @@ impl<'buf> Stack<'buf> {
     /// assert_eq!(stack.rollback(frame), Err(MarkerError::Stale));
     /// ```
     pub fn rollback(&mut self, marker: Marker) -> Result<(), MarkerError> {
-        self.lifo.rollback(self.base, marker)
+        self.lifo.rollback(marker)
     }
 
     /// Frees everything at once and invalidates every marker.
@@ -242,7 +247,7 @@ impl<'buf> Stack<'buf> {
     /// ```
     #[must_use]
     pub fn live_blocks(&self) -> usize {
-        self.lifo.live(self.base)
+        self.lifo.live()
     }
 
     /// Walks every block from the top down and checks the chain: headers inside the
@@ -265,18 +270,21 @@ impl<'buf> Stack<'buf> {
         if self.lifo.top() > self.cap {
             return Err("top outside the buffer");
         }
-        self.lifo.validate(self.base)
+        self.lifo.validate()
     }
 }
 
-/// The 8-aligned part of `buf`, at most `MAX_SPAN` bytes of it: its start and length.
+/// The 8-aligned part of `buf`, at most `MAX_SPAN` bytes of it, ending at most at
+/// `usize::MAX - HEADER - FAST_MAX` (so that the fast path's sum cannot overflow; never
+/// a real loss): its start and length.
 pub(crate) fn grained(buf: &mut [MaybeUninit<u8>]) -> (NonNull<u8>, u32) {
     let len = buf.len();
     let start = NonNull::from(buf).cast::<u8>();
     let lead = start.as_ptr().align_offset(GRAIN).min(len);
     // SAFETY: `lead <= len`: inside, or one past, the buffer.
     let base = unsafe { start.add(lead) };
-    let cap = (len - lead).min(MAX_SPAN) & !(GRAIN - 1);
+    let room = (usize::MAX - HEADER - FAST_MAX).saturating_sub(base.addr().get());
+    let cap = (len - lead).min(MAX_SPAN).min(room) & !(GRAIN - 1);
     (base, cap as u32)
 }
 
@@ -299,13 +307,13 @@ unsafe impl RawAlloc for Stack<'_> {
 
     unsafe fn dealloc_raw(&self, ptr: NonNull<u8>, layout: Layout) {
         if layout.size() != 0 {
-            self.lifo.free(self.base, ptr);
+            self.lifo.free(ptr);
         }
     }
 
     unsafe fn resize_in_place(&self, ptr: NonNull<u8>, _old: Layout, new_size: usize) -> bool {
         // Only the top block changes size; any other keeps its place in the stack.
-        match self.lifo.resized_top(self.base, ptr, new_size, self.cap) {
+        match self.lifo.resized_top(ptr, new_size, self.cap) {
             Some(top) => {
                 self.lifo.set_top(top);
                 true
