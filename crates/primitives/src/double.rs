@@ -11,7 +11,7 @@ use core::mem::MaybeUninit;
 use core::ptr::NonNull;
 
 use crate::alloc_api::{AllocError, RawAlloc, dangling, impl_allocator};
-use crate::lifo::{Dir, Lifo, LifoCheck, Marker, MarkerError, StackReport};
+use crate::lifo::{Dir, HEADER, Lifo, LifoCheck, Marker, MarkerError, StackReport};
 use crate::stack::grained;
 
 /// What lies behind the two ends: how far each side's memory is usable, and how to
@@ -52,8 +52,8 @@ impl Ends {
         Self {
             base,
             cap,
-            lower: Lifo::new(base, Dir::Up, 0, LifoCheck::Deferred),
-            upper: Lifo::new(base, Dir::Down, cap, LifoCheck::Deferred),
+            lower: Lifo::new(base, Dir::Up, 0, LifoCheck::Deferred, false),
+            upper: Lifo::new(base, Dir::Down, cap, LifoCheck::Deferred, false),
             lo_ready: Cell::new(lo_ready),
             hi_ready: Cell::new(hi_ready),
         }
@@ -84,17 +84,23 @@ impl Ends {
         }
     }
 
-    /// The top the end `dir` may not pass: the other end's.
+    /// The top the end `dir` may not pass: the other end's (above the lower end's
+    /// waiting header, if it keeps one).
     fn limit(&self, dir: Dir) -> u32 {
         match dir {
             Dir::Up => self.upper.top(),
-            Dir::Down => self.lower.top(),
+            Dir::Down => self.lower.top() + self.lower.waiting_room(),
         }
     }
 
-    /// Makes sure the memory of side `dir` is usable as far as `to`.
+    /// Makes sure the memory of side `dir` is usable as far as its new top `top` (and
+    /// the lower end's waiting header above it).
     #[inline]
-    fn reach(&self, backing: &dyn Backing, dir: Dir, to: u32) -> bool {
+    fn reach(&self, backing: &dyn Backing, dir: Dir, top: u32) -> bool {
+        let to = match dir {
+            Dir::Up => top + HEADER as u32,
+            Dir::Down => top,
+        };
         let ready = match dir {
             Dir::Up => to <= self.lo_ready.get(),
             Dir::Down => to >= self.hi_ready.get(),
@@ -148,7 +154,7 @@ impl Ends {
     /// Both ends walked and checked, and the tops in order inside the ready parts.
     pub(crate) fn validate(&self) -> Result<StackReport, &'static str> {
         let (lo, hi) = (self.lower.top(), self.upper.top());
-        if lo > hi || hi > self.cap {
+        if lo + self.lower.waiting_room() > hi || hi > self.cap {
             return Err("the ends have crossed or left the memory");
         }
         if lo > self.lo_ready.get() || hi < self.hi_ready.get() {

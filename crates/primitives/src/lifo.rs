@@ -234,6 +234,31 @@ pub(crate) enum Dir {
     Down,
 }
 
+/// Writes `h` at `at` as one 16-byte store where the target has one (SSE2 on x86_64),
+/// so that the fast path costs one store for it, not two.
+///
+/// # Safety
+///
+/// The caller must ensure that `at` is valid for writing 16 bytes and 8-aligned.
+#[inline(always)]
+unsafe fn write_header(at: NonNull<u8>, h: Header) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: SSE2 is part of the x86_64 baseline; the caller makes the 16 bytes at `at`
+    // writable (the store needs no alignment). The value is two integers, no pointer.
+    unsafe {
+        use core::arch::x86_64::{_mm_set_epi64x, _mm_storeu_si128};
+        _mm_storeu_si128(
+            at.as_ptr().cast(),
+            _mm_set_epi64x(h.mark as i64, h.below as i64),
+        );
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    // SAFETY: the caller's contract; `Header` is 8-aligned.
+    unsafe {
+        at.cast::<Header>().write(h);
+    }
+}
+
 /// Where a new block goes; [`Lifo::push`] makes it so.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Placed {
@@ -254,15 +279,22 @@ pub(crate) struct Pos {
 
 /// One end's state, over memory starting at `base`.
 ///
-/// The top is kept as a pointer and beside it the **gap**, how far the newest block's
-/// header lies from the top (up, its block's length; down, 0 since the newest header
-/// is the top). A block's header records the gap and its distance from the top as they
-/// were when it was placed, relative to itself, so placing a block on the fast path
-/// (aligned to at most 8, header at the top) stores the old gap as the header's word,
-/// the new top, and the new gap (the block's step, a constant of the request): no
-/// offset is converted and the memory's start is not read. Popping a block restores
-/// the top and gap from its header; everything else (markers, walks, messages) works
-/// in offsets from `base`.
+/// The end keeps only its top, as a pointer. Where the newest block's header lies
+/// follows from the **gap**, its distance from the top: down, the newest header is the
+/// top (gap 0); up, the gap is the newest block's length, and it is kept in memory, in
+/// the **waiting header**: the 16 bytes at the top already hold the header of the next
+/// block placed there (the gap and a zero mark). An end at its origin has no block
+/// (every block moves the top by at least its 16-byte header), so its gap is `NONE`
+/// without a read, and only an end made `eager` keeps a waiting header there too.
+///
+/// A block's header records the gap and its distance from the top as they were when
+/// it was placed, relative to itself. So the fast path (up, aligned to at most 8,
+/// header at the top) finds its header already written, and writes only the next
+/// waiting header (the block's length and a zero mark: a constant of the request)
+/// and the new top: no offset is converted and the memory's start is not read.
+/// Popping a block restores the top and writes the waiting header there; everything
+/// else (markers, walks, messages) works in offsets from `base`. The price is 16 bytes
+/// above the top that an up end cannot use.
 ///
 /// Markers are checked in two ways. The **epoch** moves on whenever the end lowers its
 /// top or changes its newest block's size (a pop, a rollback, an in-place resize, a
@@ -278,11 +310,14 @@ pub(crate) struct Lifo {
     // `MAX_SPAN` bytes).
     base: NonNull<u8>,
     // Invariant: `base` plus the top offset, a multiple of 8; up, everything from it to
-    // the limit is free; down, everything from the limit to it is free.
+    // the limit is free, and the 16 bytes at it hold the waiting header (`below` the
+    // gap with no padding, mark 0) unless it is the origin of an end that is not
+    // eager; down, everything from the limit to it is free.
     top: Cell<NonNull<u8>>,
-    // Invariant: the gap (see above), below 2^32; `NONE` when the end has no block.
-    // Held as a `u64` so that the fast path stores it as a header's `below` word.
-    gap: Cell<u64>,
+    // Whether an up end keeps a waiting header at its origin too (a `Stack`, whose
+    // fast path needs one there; the ends of a double stack do not, since a
+    // `DoubleArena` may not have committed that memory).
+    eager: bool,
     // Moves on at every pop, rollback, in-place resize and reset.
     epoch: Cell<u64>,
     // Invariant: above every mark identity in a header, and below `FREED`; mark
@@ -298,18 +333,26 @@ pub(crate) struct Lifo {
 }
 
 impl Lifo {
-    /// An empty end over the memory at `base`, growing `dir` from `origin`.
+    /// An empty end over the memory at `base`, growing `dir` from `origin`; an `eager`
+    /// end (up only) writes its waiting header at the origin now.
     ///
     /// The caller must ensure that `base` is 8-aligned and its provenance covers every
-    /// offset the end will be given (its limits), at most `MAX_SPAN`; the end's
-    /// unsafe blocks rely on it.
-    pub(crate) fn new(base: NonNull<u8>, dir: Dir, origin: u32, check: LifoCheck) -> Self {
+    /// offset the end will be given (its limits), at most `MAX_SPAN`, and for an eager
+    /// end the 16 bytes at the origin; the end's unsafe blocks rely on it.
+    pub(crate) fn new(
+        base: NonNull<u8>,
+        dir: Dir,
+        origin: u32,
+        check: LifoCheck,
+        eager: bool,
+    ) -> Self {
         debug_assert!(origin as usize <= MAX_SPAN && (origin as usize).is_multiple_of(GRAIN));
         debug_assert!(base.addr().get().is_multiple_of(GRAIN));
-        Self {
+        debug_assert!(!eager || dir == Dir::Up);
+        let end = Self {
             base,
             top: Cell::new(Self::ptr_at(base, origin)),
-            gap: Cell::new(u64::from(NONE)),
+            eager,
             epoch: Cell::new(0),
             next_mark: Cell::new(1),
             floor: Cell::new(0),
@@ -321,7 +364,12 @@ impl Lifo {
             origin,
             dir,
             check,
-        }
+        };
+        end.set_pos(Pos {
+            top: origin,
+            gap: NONE,
+        });
+        end
     }
 
     /// The top, as an offset.
@@ -334,18 +382,48 @@ impl Lifo {
     /// Where the end stands.
     #[inline]
     fn pos(&self) -> Pos {
-        Pos {
-            top: self.top(),
-            // The invariant keeps the gap below 2^32.
-            gap: self.gap.get() as u32,
+        let top = self.top();
+        let gap = match self.dir {
+            _ if top == self.origin => NONE,
+            Dir::Up => self.header(top).gap(),
+            Dir::Down => 0,
+        };
+        Pos { top, gap }
+    }
+
+    /// Whether an up end at `top` keeps a waiting header there.
+    #[inline]
+    fn waits_at(&self, top: u32) -> bool {
+        self.dir == Dir::Up && (top != self.origin || self.eager)
+    }
+
+    /// The bytes at the top that the end keeps for its waiting header: 16 when it
+    /// keeps one there, else 0. Nothing else may use them.
+    #[inline]
+    pub(crate) fn waiting_room(&self) -> u32 {
+        if self.waits_at(self.top()) {
+            HEADER as u32
+        } else {
+            0
         }
     }
 
-    /// Moves the end to `pos`.
+    /// Moves the end to `pos` (a position its blocks allow: `gap` is `NONE` exactly at
+    /// the origin, and 0 down), writing the waiting header there.
     #[inline]
     fn set_pos(&self, pos: Pos) {
+        debug_assert_eq!(pos.gap == NONE, pos.top == self.origin);
+        debug_assert!(self.dir == Dir::Up || pos.gap == 0 || pos.gap == NONE);
         self.top.set(Self::ptr_at(self.base, pos.top));
-        self.gap.set(u64::from(pos.gap));
+        if self.waits_at(pos.top) {
+            self.set_header(
+                pos.top,
+                Header {
+                    below: Header::below(pos.gap, 0),
+                    mark: 0,
+                },
+            );
+        }
     }
 
     /// The newest header offset at `pos`, `NONE` when there is no block.
@@ -425,15 +503,15 @@ impl Lifo {
         unsafe { Self::ptr_at(self.base, at).cast::<Header>().write(h) }
     }
 
-    /// [`place`](Self::place) and [`push`](Self::push) in one for an end growing up,
-    /// when `layout` is aligned to at most 8 and at most `FAST_MAX` bytes: the header
-    /// goes at the (8-aligned) top and the payload right after it. `limit` is the
-    /// address the block may not pass; the caller keeps it at most `usize::MAX -
-    /// HEADER - FAST_MAX`, so the sum below cannot overflow. `None` when the layout is
-    /// not such or does not fit.
+    /// [`place`](Self::place) and [`push`](Self::push) in one for an eager end
+    /// growing up, when `layout` is aligned to at most 8 and at most `FAST_MAX` bytes:
+    /// the block's header is the one waiting at the top, the payload follows it, and
+    /// the next waiting header goes at the new top. `limit` is the address the new top
+    /// may not pass (16 bytes below the end of the memory, which keeps room for that
+    /// header); the caller keeps it at most `usize::MAX - HEADER - FAST_MAX`, so the
+    /// sum below cannot overflow. `None` when the layout is not such or does not fit.
     #[inline(always)]
     pub(crate) fn push_up_fast(&self, layout: Layout, limit: usize) -> Option<NonNull<u8>> {
-        debug_assert_eq!(self.dir, Dir::Up);
         debug_assert!(limit <= usize::MAX - HEADER - FAST_MAX);
         let size = layout.size();
         if size == 0 || layout.align() > GRAIN || size > FAST_MAX {
@@ -444,22 +522,23 @@ impl Lifo {
         if top.addr().get() + step > limit {
             return None;
         }
-        // SAFETY: `top + step <= limit`: the header (8-aligned, as the top is) and the
-        // payload lie inside the memory, above the top, where nothing is live.
+        // Only an eager end gets here: a `Stack` too small to be eager has its limit at
+        // the origin, below any block.
+        debug_assert!(self.eager);
+        // SAFETY: `top + step <= limit`, 16 bytes below the end of the memory: the
+        // payload and the next waiting header (8-aligned, as the top is) lie inside the
+        // memory, above the block's header, where nothing is live.
         unsafe {
-            // The header sits at the top: no padding, so the gap is the whole `below`
-            // word; the mark is 0. Written as one 16-byte value, so that it is one store.
-            #[cfg(target_arch = "x86_64")]
-            {
-                use core::arch::x86_64::{_mm_loadl_epi64, _mm_storeu_si128};
-                let w = _mm_loadl_epi64(self.gap.as_ptr().cast());
-                _mm_storeu_si128(top.as_ptr().cast(), w);
-            }
-            #[cfg(not(target_arch = "x86_64"))]
-            top.cast::<u128>().write_unaligned(u128::from(self.gap.get()));
-            self.top.set(top.add(step));
-            // The newest header is `step` below the new top.
-            self.gap.set(step as u64);
+            let new_top = top.add(step);
+            // The block is the newest, `step` below the new top.
+            write_header(
+                new_top,
+                Header {
+                    below: Header::below(step as u32, 0),
+                    mark: 0,
+                },
+            );
+            self.top.set(new_top);
             Some(top.add(HEADER))
         }
     }
@@ -481,12 +560,13 @@ impl Lifo {
                     .ok_or(AllocError)?
                     - base_addr;
                 let end = payload.checked_add(layout.size()).ok_or(AllocError)?;
-                if end > limit as usize {
+                // The waiting header goes at the new top.
+                if end > (limit as usize).saturating_sub(HEADER) {
                     return Err(AllocError);
                 }
                 Ok(Placed {
                     payload: payload as u32,
-                    // `end <= limit`, a multiple of 8: the rounding stays inside.
+                    // `end <= limit - 16`, a multiple of 8: the rounding stays below.
                     new_top: end.next_multiple_of(GRAIN) as u32,
                 })
             }
@@ -504,7 +584,8 @@ impl Lifo {
         }
     }
 
-    /// Writes the header of the block `placed` and makes it the newest.
+    /// Writes the header of the block `placed` and makes it the newest (up, writing the
+    /// waiting header at the new top).
     #[inline(always)]
     pub(crate) fn push(&self, placed: Placed) -> NonNull<u8> {
         let at = placed.payload - HEADER as u32;
@@ -607,7 +688,8 @@ impl Lifo {
         }
         let payload = at as usize + HEADER;
         match self.dir {
-            Dir::Up => (new_size <= limit as usize - payload)
+            // The waiting header goes at the new top, below `limit`.
+            Dir::Up => (new_size <= (limit as usize).saturating_sub(payload + HEADER))
                 .then(|| (payload + new_size).next_multiple_of(GRAIN) as u32),
             Dir::Down => {
                 let room = self.below(at, self.header(at)).top as usize - payload;
@@ -728,8 +810,11 @@ impl Lifo {
         if !(boundary as usize).is_multiple_of(GRAIN) {
             return Err("top not 8-aligned");
         }
-        if self.gap.get() > u64::from(NONE) {
-            return Err("the gap is out of range");
+        if self.waits_at(boundary) {
+            let waiting = self.header(boundary);
+            if waiting.pad() != 0 || waiting.mark != 0 {
+                return Err("the header waiting at the top is not blank");
+            }
         }
         if self.floor.get() > self.epoch.get() || mark_above == 0 || mark_above > FREED {
             return Err("the epoch is below the last reset's, or the next mark out of range");

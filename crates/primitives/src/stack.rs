@@ -13,15 +13,21 @@ use crate::lifo::{
 };
 
 /// A stack allocator over a caller's buffer: blocks are freed in LIFO order, each
-/// with a 16-byte header in front of it holding the stack's state before it (the top
-/// it was placed at and the block below, as offsets) and a mark word (set when the
-/// block is freed out of order, or when a marker is taken with the block on top).
+/// with a 16-byte header in front of it holding where the stack stood before it (the
+/// distances from the header to the previous top and to the block below, 4 bytes each)
+/// and a mark word (set when the block is freed out of order, or when a marker is taken
+/// with the block on top).
 ///
 /// ```text
-///  base                                                          top
-///   | hdr | block A | pad | hdr | block B | hdr | block C |       free
-///          prev_top ^            ^ prev_last chain to A   ^ grows in place
+///  base                                                                 top
+///   | hdr | block A | pad | hdr | block B | hdr | block C | waiting hdr |  free
+///          prev_top ^            ^ chain to A             ^ grows in place
 /// ```
+///
+/// The 16 bytes at the top always hold the header of the next block (written when the
+/// top moves there), so an allocation writes only the header after it and the new top.
+/// Those 16 bytes are the price: a full stack leaves them unused, and a block written
+/// past its end there is reported by [`validate`](Self::validate).
 ///
 /// Freeing the top block pops it, and pops every block beneath it that was freed out of
 /// order. With [`LifoCheck::Deferred`] (the default) an out-of-order free marks the
@@ -65,9 +71,10 @@ use crate::lifo::{
 pub struct Stack<'buf> {
     // Invariant: a multiple of 8, at most `MAX_SPAN`.
     cap: u32,
-    // Invariant: the address `cap` bytes above the start, at most `usize::MAX - HEADER
-    // - FAST_MAX` (the fast path's limit).
-    end: usize,
+    // Invariant: the address 16 bytes below the end of the usable buffer (room for the
+    // waiting header above the top), or its start when it holds less than 16 bytes; at
+    // most `usize::MAX - HEADER - FAST_MAX`. The fast path's limit.
+    fast_limit: usize,
     // Invariant: over the buffer's 8-aligned start, whose provenance covers `cap` bytes.
     lifo: Lifo,
     _buf: PhantomData<&'buf mut [MaybeUninit<u8>]>,
@@ -95,8 +102,8 @@ impl<'buf> Stack<'buf> {
         let (base, cap) = grained(buf);
         Self {
             cap,
-            end: base.addr().get() + cap as usize,
-            lifo: Lifo::new(base, Dir::Up, 0, check),
+            fast_limit: base.addr().get() + (cap as usize).saturating_sub(HEADER),
+            lifo: Lifo::new(base, Dir::Up, 0, check, cap as usize >= HEADER),
             _buf: PhantomData,
         }
     }
@@ -121,7 +128,7 @@ impl<'buf> Stack<'buf> {
     /// ```
     #[inline]
     pub fn alloc_layout(&self, layout: Layout) -> Result<NonNull<u8>, AllocError> {
-        if let Some(p) = self.lifo.push_up_fast(layout, self.end) {
+        if let Some(p) = self.lifo.push_up_fast(layout, self.fast_limit) {
             return Ok(p);
         }
         self.alloc_slow(layout)
@@ -267,8 +274,8 @@ impl<'buf> Stack<'buf> {
     /// assert_eq!(stack.validate().unwrap().live_blocks, 0);
     /// ```
     pub fn validate(&self) -> Result<StackReport, &'static str> {
-        if self.lifo.top() > self.cap {
-            return Err("top outside the buffer");
+        if self.lifo.top() as usize + self.lifo.waiting_room() as usize > self.cap as usize {
+            return Err("top (or the header waiting there) outside the buffer");
         }
         self.lifo.validate()
     }
