@@ -40,8 +40,9 @@ pub(crate) struct Ends {
     cap: u32,
     lower: Lifo,
     upper: Lifo,
-    // Invariant: `[0, lo_ready)` and `[hi_ready, cap)` are usable; `lower.top() <=
-    // lo_ready` and `hi_ready <= upper.top()`.
+    // Invariant: `[0, lo_ready)` and `[hi_ready, cap)` are usable; `lower.top() +
+    // lower.waiting_room() <= lo_ready` (the lower end's waiting header is usable
+    // memory too) and `hi_ready <= upper.top()`.
     lo_ready: Cell<u32>,
     hi_ready: Cell<u32>,
 }
@@ -157,7 +158,7 @@ impl Ends {
         if lo + self.lower.waiting_room() > hi || hi > self.cap {
             return Err("the ends have crossed or left the memory");
         }
-        if lo > self.lo_ready.get() || hi < self.hi_ready.get() {
+        if lo + self.lower.waiting_room() > self.lo_ready.get() || hi < self.hi_ready.get() {
             return Err("a top lies outside the usable part of its side");
         }
         Ok(self.lower.validate()? + self.upper.validate()?)
@@ -474,7 +475,8 @@ pub(crate) fn split<'a>(ends: &'a Ends, backing: &'a dyn Backing) -> (EndMut<'a>
 ///
 /// Each end is a LIFO [`Stack`](crate::Stack) of its own, with a 16-byte header per
 /// block, deferred out-of-order frees and checked [`Marker`]s; the ends fail with
-/// [`AllocError`] where they would meet. The lower end's newest block grows and shrinks
+/// [`AllocError`] where they would meet (once the lower end holds a block, 16 bytes
+/// above its top stay free for its next header, as in a `Stack`). The lower end's newest block grows and shrinks
 /// in place; the upper end's newest block can only use its alignment slack (its start
 /// cannot move), so it grows by moving. Offsets are 32-bit: at most 4 GiB of the buffer
 /// is used.
@@ -616,7 +618,8 @@ impl<'buf> DoubleStack<'buf> {
     }
 
     /// Bytes between the two tops: the most the next allocation at either end can
-    /// take (less its header and alignment).
+    /// take (less its header and alignment, and less the 16 bytes kept above the lower
+    /// end's top once it holds a block).
     ///
     /// ```
     /// use bento_primitives::DoubleStack;

@@ -3,13 +3,15 @@
 //! growing down from the other side of the same memory.
 //!
 //! Positions are `u32` offsets from the start of the memory (`base`), for both ends;
-//! only the top is also kept as a pointer, for the allocation fast path. A block's 16-byte header always lies just below its payload, so a free finds it at
-//! `ptr - 16` whichever end the block came from:
+//! only the top is kept as a pointer, for the allocation fast path. A block's 16-byte
+//! header always lies just below its payload, so a free finds it at `ptr - 16`
+//! whichever end the block came from. An end growing up keeps the next block's header
+//! waiting at its top (`wait`):
 //!
 //! ```text
-//!  lower end, grows up                          upper end, grows down
-//!  0 | hdr | A | pad | hdr | B |  top  ...  top | hdr | D | pad | hdr | C | origin
-//!                                              ^ the newest header sits at the top
+//!  lower end, grows up                                 upper end, grows down
+//!  0 | hdr | A | pad | hdr | B | wait |  ...  top | hdr | D | pad | hdr | C | origin
+//!                                ^ top           ^ the newest header sits at the top
 //! ```
 //!
 //! [`Stack`]: crate::Stack
@@ -235,15 +237,16 @@ pub(crate) enum Dir {
 }
 
 /// Writes `h` at `at` as one 16-byte store where the target has one (SSE2 on x86_64),
-/// so that the fast path costs one store for it, not two.
+/// so that the fast path costs one store for it, not two (LLVM splits the plain write
+/// into two 8-byte stores of immediates; measured in docs/benchmarks.md).
 ///
 /// # Safety
 ///
 /// The caller must ensure that `at` is valid for writing 16 bytes and 8-aligned.
 #[inline(always)]
 unsafe fn write_header(at: NonNull<u8>, h: Header) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: SSE2 is part of the x86_64 baseline; the caller makes the 16 bytes at `at`
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+    // SAFETY: SSE2 is enabled (the cfg); the caller makes the 16 bytes at `at`
     // writable (the store needs no alignment). The value is two integers, no pointer.
     unsafe {
         use core::arch::x86_64::{_mm_set_epi64x, _mm_storeu_si128};
@@ -252,7 +255,7 @@ unsafe fn write_header(at: NonNull<u8>, h: Header) {
             _mm_set_epi64x(h.mark as i64, h.below as i64),
         );
     }
-    #[cfg(not(target_arch = "x86_64"))]
+    #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
     // SAFETY: the caller's contract; `Header` is 8-aligned.
     unsafe {
         at.cast::<Header>().write(h);
@@ -312,7 +315,8 @@ pub(crate) struct Lifo {
     // Invariant: `base` plus the top offset, a multiple of 8; up, everything from it to
     // the limit is free, and the 16 bytes at it hold the waiting header (`below` the
     // gap with no padding, mark 0) unless it is the origin of an end that is not
-    // eager; down, everything from the limit to it is free.
+    // eager, so `top + waiting_room() <= limit` (and usable memory); down, everything
+    // from the limit to it is free.
     top: Cell<NonNull<u8>>,
     // Whether an up end keeps a waiting header at its origin too (a `Stack`, whose
     // fast path needs one there; the ends of a double stack do not, since a
@@ -388,7 +392,20 @@ impl Lifo {
             Dir::Up => self.header(top).gap(),
             Dir::Down => 0,
         };
+        // A block written past its end overwrites the waiting header first.
+        debug_assert!(
+            self.dir == Dir::Down || top == self.origin || self.gap_fits(top, gap),
+            "Stack: the header waiting at the top (offset {top}) was overwritten: a block \
+             was written past its end (end {})",
+            self.id
+        );
         Pos { top, gap }
+    }
+
+    /// Whether `gap` can be an up end's gap at `top` (above its origin): the length of
+    /// a block (a header and a multiple of 8 bytes) that fits below the top.
+    fn gap_fits(&self, top: u32, gap: u32) -> bool {
+        gap >= HEADER as u32 && gap.is_multiple_of(GRAIN as u32) && gap <= top - self.origin
     }
 
     /// Whether an up end at `top` keeps a waiting header there.
@@ -491,15 +508,16 @@ impl Lifo {
     #[inline]
     fn header(&self, at: u32) -> Header {
         // SAFETY: `at` is the offset of a block's header (from the position or a
-        // header's record), 8-aligned and inside the used part of the memory, written
-        // by `push`.
+        // header's record) or of the waiting header at the top: 8-aligned, inside the
+        // usable memory (the top's invariant keeps the waiting header below the limit),
+        // written by `push`, `push_up_fast` or `set_pos`.
         unsafe { Self::ptr_at(self.base, at).cast::<Header>().read() }
     }
 
     #[inline]
     fn set_header(&self, at: u32, h: Header) {
         // SAFETY: as in `header`; headers are only written by the end, in front of the
-        // blocks it hands out.
+        // blocks it hands out and at the top, which no block reaches.
         unsafe { Self::ptr_at(self.base, at).cast::<Header>().write(h) }
     }
 
@@ -805,28 +823,39 @@ impl Lifo {
     /// checked before it is read.
     pub(crate) fn validate(&self) -> Result<StackReport, &'static str> {
         let mut report = StackReport::default();
-        let (mut boundary, mut at) = (self.top(), self.last());
+        let mut boundary = self.top();
         let mut mark_above = self.next_mark.get();
         if !(boundary as usize).is_multiple_of(GRAIN) {
             return Err("top not 8-aligned");
         }
         if self.waits_at(boundary) {
             let waiting = self.header(boundary);
-            if waiting.pad() != 0 || waiting.mark != 0 {
+            let gap_ok = match boundary == self.origin {
+                true => waiting.gap() == NONE,
+                false => self.gap_fits(boundary, waiting.gap()),
+            };
+            if waiting.pad() != 0 || waiting.mark != 0 || !gap_ok {
                 return Err("the header waiting at the top is not blank");
             }
         }
         if self.floor.get() > self.epoch.get() || mark_above == 0 || mark_above > FREED {
             return Err("the epoch is below the last reset's, or the next mark out of range");
         }
+        // Only now that the waiting header is known sound.
+        let mut at = self.last();
         while at != NONE {
-            let payload = at as usize + HEADER;
             // Up, the header and the payload lie below the boundary (the top, or the
             // start of the block above's padding); down, the header is the boundary.
+            // In `u32`, so that a wrapped offset cannot pass.
             let inside = match self.dir {
-                Dir::Up => payload <= boundary as usize && at.is_multiple_of(GRAIN as u32),
-                Dir::Down => at == boundary && payload <= self.origin as usize,
+                Dir::Up => {
+                    at < boundary
+                        && boundary - at >= HEADER as u32
+                        && at.is_multiple_of(GRAIN as u32)
+                }
+                Dir::Down => at == boundary && self.origin - at >= HEADER as u32,
             };
+            let payload = at as usize + HEADER;
             if !inside {
                 return Err("a header lies outside the part its block was placed in");
             }

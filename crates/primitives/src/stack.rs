@@ -14,7 +14,8 @@ use crate::lifo::{
 
 /// A stack allocator over a caller's buffer: blocks are freed in LIFO order, each
 /// with a 16-byte header in front of it holding where the stack stood before it (the
-/// distances from the header to the previous top and to the block below, 4 bytes each)
+/// distance from the header back to the previous top, and from that top to the block
+/// below, 4 bytes each)
 /// and a mark word (set when the block is freed out of order, or when a marker is taken
 /// with the block on top).
 ///
@@ -26,8 +27,10 @@ use crate::lifo::{
 ///
 /// The 16 bytes at the top always hold the header of the next block (written when the
 /// top moves there), so an allocation writes only the header after it and the new top.
-/// Those 16 bytes are the price: a full stack leaves them unused, and a block written
-/// past its end there is reported by [`validate`](Self::validate).
+/// Those 16 bytes are the price: a full stack leaves them unused. A write past the end
+/// of the top block lands in them; debug builds panic when the stack next reads them,
+/// and [`validate`](Self::validate) reports it unless the bytes written happen to form
+/// a header the stack could have written.
 ///
 /// Freeing the top block pops it, and pops every block beneath it that was freed out of
 /// order. With [`LifoCheck::Deferred`] (the default) an out-of-order free marks the
@@ -226,7 +229,9 @@ impl<'buf> Stack<'buf> {
         self.lifo.used()
     }
 
-    /// The usable size of the buffer.
+    /// The bytes of the buffer the stack works in (its 8-aligned part, at most 4 GiB).
+    /// Blocks and headers take at most 16 bytes less: those stay free at the top for
+    /// the next block's header.
     ///
     /// ```
     /// use bento_primitives::Stack;

@@ -440,3 +440,42 @@ fn a_caught_strict_panic_leaves_the_count_right() {
     assert_eq!(stack.live_blocks(), 2);
     stack.validate().unwrap();
 }
+
+#[test]
+fn the_upper_end_stops_at_the_lower_ends_waiting_header() {
+    let mut buf = Buffer::pages(1);
+    let stack = DoubleStack::new(&mut buf.bytes()[..256]);
+    let small = Layout::new::<u64>();
+    // The lower end's block ends at 24; its next header waits at 24..40.
+    let low = stack.lower().alloc_layout(small).unwrap();
+    assert!(
+        stack
+            .upper()
+            .alloc_layout(Layout::from_size_align(208, 8).unwrap())
+            .is_err()
+    );
+    // 200 bytes put the upper header at 40: the ends meet exactly.
+    let high = stack
+        .upper()
+        .alloc_layout(Layout::from_size_align(200, 8).unwrap())
+        .unwrap();
+    assert_eq!(stack.free_between(), 16);
+    assert_eq!(stack.lower().alloc_layout(Layout::new::<u8>()), Err(AllocError));
+    assert_eq!(stack.upper().alloc_layout(Layout::new::<u8>()), Err(AllocError));
+    stack.validate().unwrap();
+    // Empty again, the lower end keeps no waiting header: the upper end may go down to 0.
+    // SAFETY: `low` is the lower end's only block, live.
+    unsafe { stack.lower().deallocate(low, small) };
+    assert_eq!(stack.free_between(), 40);
+    let more = stack.upper().alloc_layout(Layout::new::<[u8; 24]>()).unwrap();
+    assert_eq!(stack.free_between(), 0);
+    stack.validate().unwrap();
+    // SAFETY: both are the upper end's blocks, newest first.
+    unsafe {
+        stack.upper().deallocate(more, Layout::new::<[u8; 24]>());
+        stack
+            .upper()
+            .deallocate(high, Layout::from_size_align(200, 8).unwrap());
+    }
+    assert_eq!(stack.free_between(), stack.capacity());
+}

@@ -416,3 +416,18 @@ fn validate_catches_a_write_past_the_top_block() {
         Err("the header waiting at the top is not blank")
     );
 }
+
+#[test]
+#[cfg(debug_assertions)]
+#[should_panic(expected = "the header waiting at the top (offset 48) was overwritten")]
+fn debug_builds_catch_a_write_past_the_top_block_at_the_next_free() {
+    let mut buf = Buffer::pages(1);
+    let stack = Stack::new(buf.bytes());
+    let l = Layout::new::<[u8; 32]>();
+    let p = stack.alloc_layout(l).unwrap();
+    // SAFETY: the 16 bytes after the 32-byte block are the header waiting at the top,
+    // inside the buffer; overrunning the block into them is the bug under test.
+    unsafe { p.add(32).cast::<u32>().write(7) };
+    // SAFETY: `p` is the live top block.
+    unsafe { (&stack).deallocate(p, l) };
+}
