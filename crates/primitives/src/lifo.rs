@@ -659,7 +659,10 @@ impl Lifo {
         let at = self.header_of(ptr);
         let h = self.header(at);
         if h.mark & FREED != 0 {
-            panic!("Stack: double free of block #{} at {ptr:p}", self.number(at));
+            panic!(
+                "Stack: double free of block #{} at {ptr:p}",
+                self.number(at)
+            );
         }
         if at == self.last() {
             let mut pos = self.below(at, h);
@@ -797,7 +800,8 @@ impl Lifo {
                 pos = self.below(last, self.header(last));
             }
             let last = self.last_at(pos);
-            if pos != marker.pos || (last != NONE && self.header(last).mark & MARK_ID != marker.mark)
+            if pos != marker.pos
+                || (last != NONE && self.header(last).mark & MARK_ID != marker.mark)
             {
                 return Err(MarkerError::Stale);
             }

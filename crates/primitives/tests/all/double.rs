@@ -460,14 +460,23 @@ fn the_upper_end_stops_at_the_lower_ends_waiting_header() {
         .alloc_layout(Layout::from_size_align(200, 8).unwrap())
         .unwrap();
     assert_eq!(stack.free_between(), 16);
-    assert_eq!(stack.lower().alloc_layout(Layout::new::<u8>()), Err(AllocError));
-    assert_eq!(stack.upper().alloc_layout(Layout::new::<u8>()), Err(AllocError));
+    assert_eq!(
+        stack.lower().alloc_layout(Layout::new::<u8>()),
+        Err(AllocError)
+    );
+    assert_eq!(
+        stack.upper().alloc_layout(Layout::new::<u8>()),
+        Err(AllocError)
+    );
     stack.validate().unwrap();
     // Empty again, the lower end keeps no waiting header: the upper end may go down to 0.
     // SAFETY: `low` is the lower end's only block, live.
     unsafe { stack.lower().deallocate(low, small) };
     assert_eq!(stack.free_between(), 40);
-    let more = stack.upper().alloc_layout(Layout::new::<[u8; 24]>()).unwrap();
+    let more = stack
+        .upper()
+        .alloc_layout(Layout::new::<[u8; 24]>())
+        .unwrap();
     assert_eq!(stack.free_between(), 0);
     stack.validate().unwrap();
     // SAFETY: both are the upper end's blocks, newest first.

@@ -376,14 +376,26 @@ fn the_top_keeps_16_bytes_for_the_waiting_header() {
     // The slow path (a larger alignment) keeps the same room.
     // SAFETY: the newest block, live.
     unsafe { (&stack).deallocate(blocks[9], l) };
-    assert!(stack.alloc_layout(Layout::from_size_align(8, 16).unwrap()).is_err());
-    assert_eq!(stack.alloc_layout(Layout::from_size_align(8, 8).unwrap()).unwrap(), blocks[9]);
+    assert!(
+        stack
+            .alloc_layout(Layout::from_size_align(8, 16).unwrap())
+            .is_err()
+    );
+    assert_eq!(
+        stack
+            .alloc_layout(Layout::from_size_align(8, 8).unwrap())
+            .unwrap(),
+        blocks[9]
+    );
     // Growing the top block in place stops 16 bytes short too.
     let a = &stack;
     // SAFETY: `blocks[9]` is the live top block of 8 bytes; the grow leaves it in place
     // or fails without change.
     unsafe {
-        assert!(a.grow(blocks[9], l, Layout::from_size_align(9, 8).unwrap()).is_err());
+        assert!(
+            a.grow(blocks[9], l, Layout::from_size_align(9, 8).unwrap())
+                .is_err()
+        );
     }
     stack.validate().unwrap();
 }
@@ -395,7 +407,11 @@ fn a_stack_too_small_for_a_header_refuses_everything_cleanly() {
     assert_eq!(stack.capacity(), 8);
     let m = stack.marker();
     assert!(stack.alloc_layout(Layout::new::<u8>()).is_err());
-    assert!(stack.alloc_layout(Layout::from_size_align(1, 64).unwrap()).is_err());
+    assert!(
+        stack
+            .alloc_layout(Layout::from_size_align(1, 64).unwrap())
+            .is_err()
+    );
     assert_eq!(stack.used(), 0);
     stack.rollback(m).unwrap();
     stack.reset();
