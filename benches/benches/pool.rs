@@ -34,6 +34,13 @@ fn lifo(c: &mut Criterion) {
         b.iter(|| lifo_batches(&mut &shared, black_box(1)))
     });
     {
+        // A pool of its own, fresh, as in `insns pool-cache`: with the shared pool above,
+        // the cache would start from the 100 chunks that bench left on the list and
+        // settle at holding exactly the batch of 100, never moving a batch again. From a
+        // fresh pool of 160 chunks it takes and gives back a batch every round (the
+        // harder case).
+        let mut buf = buffer((CHUNK + 4) * BATCH + 4096);
+        let shared = SharedPool::new(&mut buf, Layout::new::<[u8; CHUNK]>()).unwrap();
         let cache = shared.cache();
         g.bench_function("bento_shared_pool_cache", |b| {
             b.iter(|| lifo_batches(&mut &cache, black_box(1)))

@@ -1,6 +1,9 @@
 #![doc = include_str!("../README.md")]
 #![no_std]
 
+// The shared pool's per-thread cache allocates its array of chunk pointers.
+#[cfg(target_has_atomic = "64")]
+extern crate alloc;
 #[cfg(any(test, feature = "std"))]
 extern crate std;
 

@@ -1,6 +1,8 @@
 //! `SharedPoolCache`: one thread's stock of a [`SharedPool`]'s chunks, so that most
 //! allocations and frees touch no shared word.
 
+use alloc::boxed::Box;
+use alloc::vec::Vec;
 use core::alloc::Layout;
 use core::cell::Cell;
 use core::fmt;
@@ -12,16 +14,15 @@ use crate::chunks::{alloc_chunk, dealloc_frees_chunk};
 use crate::shared_pool::{Chain, SharedPool};
 use crate::sync::Ordering;
 
-/// The end of a cache's list (the pool's `NIL`).
-const NIL: u32 = u32::MAX;
-
 /// The batch [`SharedPool::cache`] uses: chunks moved per swap with the shared list.
 pub const SHARED_POOL_CACHE_BATCH: u32 = 64;
 
 /// One thread's cache in front of a [`SharedPool`] (a magazine): it takes chunks from
 /// the shared free list a batch at a time, with one compare-and-swap, hands them out
-/// and takes them back with plain loads and stores, and gives a batch back (one swap)
-/// when it holds twice the batch. On drop it gives back everything it holds.
+/// and takes them back with plain loads and stores on an array of chunk pointers of
+/// its own (allocated when the cache is made: twice the batch, 8 bytes each), and
+/// gives a batch back (one swap) when it holds twice the batch. On drop it gives back
+/// everything it holds.
 ///
 /// Get one per worker thread with [`SharedPool::cache`]; it is `Send` but not `Sync`.
 /// A chunk may be freed through any cache or the pool itself, whoever allocated it.
@@ -61,10 +62,11 @@ pub const SHARED_POOL_CACHE_BATCH: u32 = 64;
 /// ```
 pub struct SharedPoolCache<'p, 'buf> {
     pool: &'p SharedPool<'buf>,
-    // Invariant: the chunks this cache holds, free and owned by it alone, linked
-    // through the pool's table from `head` (the next one handed out), `len` of them,
-    // the last one's link NIL; `head == NIL` when `len == 0`; `len < most`.
-    head: Cell<u32>,
+    // Invariant: `slots[..len]` are the chunks this cache holds (pointers to their
+    // starts, with the pool's provenance), free, distinct and owned by it alone; the
+    // newest is at `len - 1`, handed out first. `slots.len() == most`.
+    slots: Box<[Cell<NonNull<u8>>]>,
+    // Invariant: `len < most` between calls.
     len: Cell<u32>,
     batch: u32,
     // Twice the batch: a free that brings `len` to it gives a batch back.
@@ -97,7 +99,7 @@ impl<'buf> SharedPool<'buf> {
 
     /// A cache moving `batch` chunks per swap with the shared list; it holds at most
     /// twice that. A larger batch swaps less often and keeps more chunks away from
-    /// other threads.
+    /// other threads. A batch above the pool's capacity is taken as the capacity.
     ///
     /// ```
     /// use bento_primitives::SharedPool;
@@ -114,11 +116,13 @@ impl<'buf> SharedPool<'buf> {
     /// ```
     #[must_use]
     pub fn cache_with_batch(&self, batch: NonZeroU32) -> SharedPoolCache<'_, 'buf> {
-        // Twice the batch must fit a `u32`.
-        let batch = batch.get().min(u32::MAX / 4);
+        // More than the pool holds could never be taken; the capacity fits a `u32`.
+        let batch = batch.get().min(self.capacity() as u32).max(1);
         SharedPoolCache {
             pool: self,
-            head: Cell::new(NIL),
+            slots: (0..2 * batch as usize)
+                .map(|_| Cell::new(NonNull::dangling()))
+                .collect(),
             len: Cell::new(0),
             batch,
             most: 2 * batch,
@@ -147,15 +151,21 @@ impl<'p, 'buf> SharedPoolCache<'p, 'buf> {
     #[inline]
     #[must_use]
     pub fn alloc(&self) -> Option<NonNull<u8>> {
-        let top = self.head.get();
-        if top == NIL {
+        let len = self.len.get();
+        if len == 0 {
             return self.refill();
         }
-        // SAFETY: `top` is held by this cache (the invariant).
-        let next = unsafe { self.pool.held_link(top) }.load(Ordering::Relaxed);
-        self.head.set(next);
-        self.len.set(self.len.get() - 1);
-        Some(self.pool.hand_out(top))
+        let len = len - 1;
+        self.len.set(len);
+        Some(self.pool.hand_out_ptr(self.slot(len).get()))
+    }
+
+    /// Slot `i` of the array.
+    #[inline(always)]
+    fn slot(&self, i: u32) -> &Cell<NonNull<u8>> {
+        debug_assert!(i < self.most);
+        // SAFETY: the callers pass `i < len + 1 <= most == slots.len()`.
+        unsafe { self.slots.get_unchecked(i as usize) }
     }
 
     /// The cache is empty: takes a batch from the shared list, else from the chunks
@@ -167,12 +177,18 @@ impl<'p, 'buf> SharedPoolCache<'p, 'buf> {
             .pool
             .pop_chain(self.batch)
             .or_else(|| self.pool.fresh_chain(self.batch))?;
-        // SAFETY: the chain was just handed to this cache; its links lead from `first`
-        // to `last`, whose link is NIL.
-        let next = unsafe { self.pool.held_link(chain.first) }.load(Ordering::Relaxed);
-        self.head.set(next);
-        self.len.set(chain.len - 1);
-        Some(self.pool.hand_out(chain.first))
+        // The chain's first chunk goes on top, handed out now; the rest below it.
+        self.len.set(chain.len);
+        let mut at = chain.first;
+        for i in (0..chain.len).rev() {
+            self.slot(i).set(self.pool.geometry().chunk(at as usize));
+            if i != 0 {
+                // SAFETY: the chain was just handed to this cache; its links lead from
+                // `first` through `len` chunks (the last one's link is not followed).
+                at = unsafe { self.pool.held_link(at) }.load(Ordering::Relaxed);
+            }
+        }
+        self.alloc()
     }
 
     /// Gives a chunk back to this cache; when the cache then holds twice its batch, it
@@ -200,55 +216,60 @@ impl<'p, 'buf> SharedPoolCache<'p, 'buf> {
     /// ```
     #[inline]
     pub unsafe fn free(&self, chunk: NonNull<u8>) {
-        let Some(index) = self.pool.take_back(chunk) else {
+        let Some(chunk) = self.pool.take_back_ptr(chunk) else {
             return;
         };
-        let top = self.head.get();
-        // SAFETY: the caller hands the chunk over: it is this cache's now.
-        unsafe { self.pool.held_link(index) }.store(top, Ordering::Release);
-        self.head.set(index);
-        let len = self.len.get() + 1;
+        let len = self.len.get();
+        self.slot(len).set(chunk);
+        let len = len + 1;
         self.len.set(len);
-        if len >= self.most {
+        if len == self.most {
             self.flush_older_half();
         }
     }
 
     /// Keeps the `batch` chunks freed last (still warm in the data cache) and gives
-    /// the rest to the shared list in one swap.
+    /// the rest, the bottom of the array, to the shared list in one swap.
     #[cold]
     #[inline(never)]
     fn flush_older_half(&self) {
-        let mut keep_last = self.head.get();
-        for _ in 1..self.batch {
-            // SAFETY: the cache holds more than `batch` chunks; each link followed here
-            // is one of them.
-            keep_last = unsafe { self.pool.held_link(keep_last) }.load(Ordering::Relaxed);
+        let older = self.len.get() - self.batch;
+        // SAFETY: slots below `older` are this cache's chunks, distinct.
+        unsafe { self.give_back(older) };
+        for i in 0..self.batch {
+            self.slot(i).set(self.slot(older + i).get());
         }
-        // SAFETY: as above; `keep_last` is held.
-        let link = unsafe { self.pool.held_link(keep_last) };
-        let first = link.load(Ordering::Relaxed);
-        let older = Chain {
-            first,
-            last: self.last_from(first),
-            len: self.len.get() - self.batch,
-        };
-        link.store(NIL, Ordering::Release);
         self.len.set(self.batch);
-        // SAFETY: the older chunks are this cache's, linked from `first` to `last`.
-        unsafe { self.pool.push_chain(older) };
     }
 
-    /// The last chunk of the cache's list from `at`, a chunk it holds.
-    fn last_from(&self, mut at: u32) -> u32 {
-        loop {
-            // SAFETY: `at` is held by this cache, and so is every link followed from it
-            // (its list ends in NIL).
-            let next = unsafe { self.pool.held_link(at) }.load(Ordering::Relaxed);
-            if next == NIL {
-                return at;
-            }
+    /// Links the chunks in `slots[..n]` (`n > 0`) into a chain, through the pool's
+    /// table, and pushes it on the shared list with one swap.
+    ///
+    /// # Safety
+    ///
+    /// The caller must ensure that `slots[..n]` are chunks this cache holds, distinct,
+    /// and that it stops holding them (lowers `len` past them or moves others down).
+    unsafe fn give_back(&self, n: u32) {
+        let geo = self.pool.geometry();
+        let index = |i: u32| geo.index_of(self.slot(i).get()) as u32;
+        // The chain runs from the top of the part given back down to slot 0.
+        let first = index(n - 1);
+        let mut at = first;
+        for i in (0..n - 1).rev() {
+            let next = index(i);
+            // SAFETY: `at` is a chunk this cache holds, so its link is ours to write;
+            // release, as every link store (see `SharedPool::pop_chain`).
+            unsafe { self.pool.held_link(at) }.store(next, Ordering::Release);
             at = next;
+        }
+        // SAFETY: the chunks are this cache's (the caller's contract), linked from
+        // `first` to `at`.
+        unsafe {
+            self.pool.push_chain(Chain {
+                first,
+                last: at,
+                len: n,
+            });
         }
     }
 
@@ -286,19 +307,13 @@ impl<'p, 'buf> SharedPoolCache<'p, 'buf> {
     /// # unsafe { cache.free(a) };
     /// ```
     pub fn flush(&self) {
-        if self.len.get() == 0 {
+        let len = self.len.get();
+        if len == 0 {
             return;
         }
-        let first = self.head.get();
-        let all = Chain {
-            first,
-            last: self.last_from(first),
-            len: self.len.get(),
-        };
-        self.head.set(NIL);
+        // SAFETY: `slots[..len]` are this cache's chunks, distinct; it holds none after.
+        unsafe { self.give_back(len) };
         self.len.set(0);
-        // SAFETY: the chunks were this cache's, linked from `first` to `last`.
-        unsafe { self.pool.push_chain(all) };
     }
 
     /// The pool this cache takes from.
@@ -317,9 +332,9 @@ impl<'p, 'buf> SharedPoolCache<'p, 'buf> {
         self.pool
     }
 
-    /// Walks the chunks this cache holds and checks them against its count: each a
-    /// chunk of the pool below the high-water mark, no cycle, fewer than twice the
-    /// batch. Returns how many it holds.
+    /// Checks the chunks this cache holds: each the start of a chunk of the pool below
+    /// the high-water mark, no chunk twice, fewer than twice the batch. Returns how
+    /// many it holds.
     ///
     /// # Errors
     ///
@@ -339,24 +354,20 @@ impl<'p, 'buf> SharedPoolCache<'p, 'buf> {
     /// ```
     pub fn validate(&self) -> Result<usize, &'static str> {
         let len = self.len.get();
-        if len >= self.most {
+        if len >= self.most || self.slots.len() != self.most as usize {
             return Err("the cache holds twice its batch or more");
         }
-        let (mut at, mut seen) = (self.head.get(), 0u32);
-        while at != NIL {
-            if at as usize >= self.pool.touched() {
-                return Err("a cached chunk is not one the pool handed out");
+        let touched = self.pool.touched();
+        let mut indices = Vec::with_capacity(len as usize);
+        for i in 0..len {
+            match self.pool.geometry().locate(self.slot(i).get(), touched) {
+                Ok(index) => indices.push(index),
+                Err(_) => return Err("a cached chunk is not one the pool handed out"),
             }
-            if seen == len {
-                return Err("the cache's list runs past its count (a cycle?)");
-            }
-            seen += 1;
-            // SAFETY: `at` was just checked to be a chunk below the high-water mark,
-            // and the cache holds it, so its link is initialised.
-            at = unsafe { self.pool.held_link(at) }.load(Ordering::Relaxed);
         }
-        if seen != len {
-            return Err("the cache's list is shorter than its count");
+        indices.sort_unstable();
+        if indices.windows(2).any(|w| w[0] == w[1]) {
+            return Err("the cache holds a chunk twice");
         }
         Ok(len as usize)
     }

@@ -495,10 +495,15 @@ impl<'buf> SharedPool<'buf> {
         unsafe { self.link(index as usize) }
     }
 
-    /// The chunk with index `index`, marked in use (debug builds) as `alloc` marks it.
+    /// `chunk`, a chunk start a cache held, marked in use (debug builds) as `alloc`
+    /// marks it.
     #[inline]
-    pub(crate) fn hand_out(&self, index: u32) -> NonNull<u8> {
-        self.popped(index as usize)
+    pub(crate) fn hand_out_ptr(&self, chunk: NonNull<u8>) -> NonNull<u8> {
+        if cfg!(debug_assertions) {
+            self.popped(self.geo.index_of(chunk))
+        } else {
+            chunk
+        }
     }
 
     /// The index of `chunk`, a chunk being freed, after the debug checks `free`
@@ -512,6 +517,17 @@ impl<'buf> SharedPool<'buf> {
             self.check_free(chunk).map(|i| i as u32)
         } else {
             Some(self.geo.index_of(chunk) as u32)
+        }
+    }
+
+    /// [`take_back`](Self::take_back) for a cache that keeps pointers: the chunk's
+    /// start with the pool's provenance (reaching the whole chunk).
+    #[inline]
+    pub(crate) fn take_back_ptr(&self, chunk: NonNull<u8>) -> Option<NonNull<u8>> {
+        if cfg!(debug_assertions) {
+            self.take_back(chunk).map(|i| self.geo.chunk(i as usize))
+        } else {
+            Some(self.geo.base.with_addr(chunk.addr()))
         }
     }
 
