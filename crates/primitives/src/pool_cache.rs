@@ -373,6 +373,12 @@ impl<'p, 'buf> SharedPoolCache<'p, 'buf> {
     }
 }
 
+// SAFETY: the cache's pointers are chunks it owns alone (free, taken off the shared
+// list or freed into it by its owner), and `SharedPool` is `Sync`: moving the cache to
+// another thread moves that ownership with it, as handing the chunks over through the
+// pool would. Its `Cell`s keep it `!Sync`.
+unsafe impl Send for SharedPoolCache<'_, '_> {}
+
 impl Drop for SharedPoolCache<'_, '_> {
     fn drop(&mut self) {
         self.flush();

@@ -921,6 +921,33 @@ fn pool_touched(cache: &SharedPoolCache<'_, '_>) -> usize {
 }
 
 #[test]
+fn a_shared_pool_cache_moves_to_another_thread() {
+    let mut buf = Buffer::pages(4);
+    let mut pool = SharedPool::new(buf.bytes(), Layout::new::<[u8; 64]>()).unwrap();
+    // Made here, holding chunks, then used and dropped on another thread (`Send`).
+    let cache = pool.cache_with_batch(batch(4));
+    let first = cache.alloc().unwrap();
+    assert_eq!(cache.held(), 3);
+    let first_addr = first.addr();
+    std::thread::scope(|s| {
+        s.spawn(move || {
+            let c = cache.alloc().unwrap();
+            assert_ne!(c.addr(), first_addr);
+            // SAFETY: a live chunk of the pool, freed once, not used after.
+            unsafe { cache.free(c) };
+            assert_eq!(cache.validate(), Ok(3));
+        });
+    });
+    // SAFETY: a live chunk of the pool, freed once.
+    unsafe { pool.free(first) };
+    assert_eq!(
+        pool.in_use(),
+        0,
+        "the cache gave everything back on its thread"
+    );
+}
+
+#[test]
 fn shared_pool_cache_runs_dry_cleanly() {
     // Ten chunks, two caches of batch 4: the first finds nothing while the last free
     // chunk rests in the second, and gets it once the second flushes.
