@@ -1,9 +1,6 @@
 #![doc = include_str!("../README.md")]
 #![no_std]
 
-// The shared pool's per-thread cache allocates its array of chunk pointers.
-#[cfg(target_has_atomic = "64")]
-extern crate alloc;
 #[cfg(any(test, feature = "std"))]
 extern crate std;
 
@@ -38,7 +35,9 @@ pub use crate::growing_pool::{GROWING_POOL_COMMIT_STEP, GrowingPool};
 pub use crate::lifo::{LifoCheck, Marker, MarkerError, StackReport};
 pub use crate::pool::{Pool, PoolCorruption, PoolReport};
 #[cfg(target_has_atomic = "64")]
-pub use crate::pool_cache::{SHARED_POOL_CACHE_BATCH, SharedPoolCache};
+pub use crate::pool_cache::{
+    SHARED_POOL_CACHE_BATCH, SHARED_POOL_CACHE_MAX_BATCH, SharedPoolCache,
+};
 #[cfg(target_has_atomic = "64")]
 pub use crate::shared_pool::{SHARED_POOL_MAX_CHUNKS, SharedPool};
 pub use crate::stack::Stack;

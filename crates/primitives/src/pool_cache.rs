@@ -1,8 +1,6 @@
 //! `SharedPoolCache`: one thread's stock of a [`SharedPool`]'s chunks, so that most
 //! allocations and frees touch no shared word.
 
-use alloc::boxed::Box;
-use alloc::vec::Vec;
 use core::alloc::Layout;
 use core::cell::Cell;
 use core::fmt;
@@ -17,12 +15,33 @@ use crate::sync::Ordering;
 /// The batch [`SharedPool::cache`] uses: chunks moved per swap with the shared list.
 pub const SHARED_POOL_CACHE_BATCH: u32 = 64;
 
+/// The largest batch a cache takes ([`SharedPool::cache_with_batch`] clamps to it): its
+/// array of chunk pointers, twice this, lives inside the cache (no heap).
+///
+/// ```
+/// use bento_primitives::{SHARED_POOL_CACHE_MAX_BATCH, SharedPool};
+/// use core::alloc::Layout;
+/// use core::mem::MaybeUninit;
+/// use core::num::NonZeroU32;
+///
+/// let mut buf = vec![MaybeUninit::uninit(); 64 << 10];
+/// let pool = SharedPool::new(&mut buf, Layout::new::<u64>()).unwrap();
+/// let cache = pool.cache_with_batch(NonZeroU32::MAX);
+/// let a = cache.alloc().unwrap();
+/// assert_eq!(cache.held() as u32, SHARED_POOL_CACHE_MAX_BATCH - 1);
+/// # unsafe { cache.free(a) };
+/// ```
+pub const SHARED_POOL_CACHE_MAX_BATCH: u32 = 128;
+
+/// The cache's array: room for twice the largest batch.
+const SLOTS: usize = 2 * SHARED_POOL_CACHE_MAX_BATCH as usize;
+
 /// One thread's cache in front of a [`SharedPool`] (a magazine): it takes chunks from
 /// the shared free list a batch at a time, with one compare-and-swap, hands them out
-/// and takes them back with plain loads and stores on an array of chunk pointers of
-/// its own (allocated when the cache is made: twice the batch, 8 bytes each), and
-/// gives a batch back (one swap) when it holds twice the batch. On drop it gives back
-/// everything it holds.
+/// and takes them back with plain loads and stores on an array of chunk pointers inside
+/// the cache (room for twice [`SHARED_POOL_CACHE_MAX_BATCH`], a pointer each: 2 KiB on
+/// 64-bit targets, no heap), and gives a batch back (one swap) when it holds twice the
+/// batch. On drop it gives back everything it holds.
 ///
 /// Get one per worker thread with [`SharedPool::cache`]; it is `Send` but not `Sync`.
 /// A chunk may be freed through any cache or the pool itself, whoever allocated it.
@@ -64,12 +83,13 @@ pub struct SharedPoolCache<'p, 'buf> {
     pool: &'p SharedPool<'buf>,
     // Invariant: `slots[..len]` are the chunks this cache holds (pointers to their
     // starts, with the pool's provenance), free, distinct and owned by it alone; the
-    // newest is at `len - 1`, handed out first. `slots.len() == most`.
-    slots: Box<[Cell<NonNull<u8>>]>,
+    // newest is at `len - 1`, handed out first.
+    slots: [Cell<NonNull<u8>>; SLOTS],
     // Invariant: `len < most` between calls.
     len: Cell<u32>,
     batch: u32,
-    // Twice the batch: a free that brings `len` to it gives a batch back.
+    // Invariant: twice the batch, at most `SLOTS`: a free that brings `len` to it gives
+    // a batch back.
     most: u32,
 }
 
@@ -99,7 +119,8 @@ impl<'buf> SharedPool<'buf> {
 
     /// A cache moving `batch` chunks per swap with the shared list; it holds at most
     /// twice that. A larger batch swaps less often and keeps more chunks away from
-    /// other threads. A batch above the pool's capacity is taken as the capacity.
+    /// other threads. A batch above [`SHARED_POOL_CACHE_MAX_BATCH`] or the pool's
+    /// capacity is taken as the smaller of the two.
     ///
     /// ```
     /// use bento_primitives::SharedPool;
@@ -116,13 +137,14 @@ impl<'buf> SharedPool<'buf> {
     /// ```
     #[must_use]
     pub fn cache_with_batch(&self, batch: NonZeroU32) -> SharedPoolCache<'_, 'buf> {
-        // More than the pool holds could never be taken; the capacity fits a `u32`.
-        let batch = batch.get().min(self.capacity() as u32).max(1);
+        // More than the pool holds could never be taken.
+        let batch = batch
+            .get()
+            .min(SHARED_POOL_CACHE_MAX_BATCH)
+            .min(self.capacity().try_into().unwrap_or(u32::MAX));
         SharedPoolCache {
             pool: self,
-            slots: (0..2 * batch as usize)
-                .map(|_| Cell::new(NonNull::dangling()))
-                .collect(),
+            slots: [const { Cell::new(NonNull::dangling()) }; SLOTS],
             len: Cell::new(0),
             batch,
             most: 2 * batch,
@@ -163,8 +185,8 @@ impl<'p, 'buf> SharedPoolCache<'p, 'buf> {
     /// Slot `i` of the array.
     #[inline(always)]
     fn slot(&self, i: u32) -> &Cell<NonNull<u8>> {
-        debug_assert!(i < self.most);
-        // SAFETY: the callers pass `i < len + 1 <= most == slots.len()`.
+        debug_assert!(i < self.most && self.most as usize <= SLOTS);
+        // SAFETY: the callers pass `i < len + 1 <= most <= SLOTS`.
         unsafe { self.slots.get_unchecked(i as usize) }
     }
 
@@ -178,7 +200,6 @@ impl<'p, 'buf> SharedPoolCache<'p, 'buf> {
             .pop_chain(self.batch)
             .or_else(|| self.pool.fresh_chain(self.batch))?;
         // The chain's first chunk goes on top, handed out now; the rest below it.
-        self.len.set(chain.len);
         let mut at = chain.first;
         for i in (0..chain.len).rev() {
             self.slot(i).set(self.pool.geometry().chunk(at as usize));
@@ -188,6 +209,8 @@ impl<'p, 'buf> SharedPoolCache<'p, 'buf> {
                 at = unsafe { self.pool.held_link(at) }.load(Ordering::Relaxed);
             }
         }
+        // Only now that the slots hold the chain.
+        self.len.set(chain.len);
         self.alloc()
     }
 
@@ -354,17 +377,21 @@ impl<'p, 'buf> SharedPoolCache<'p, 'buf> {
     /// ```
     pub fn validate(&self) -> Result<usize, &'static str> {
         let len = self.len.get();
-        if len >= self.most || self.slots.len() != self.most as usize {
+        if self.most as usize > SLOTS || self.most != 2 * self.batch {
+            return Err("the cache's bound is not twice its batch within its array");
+        }
+        if len >= self.most {
             return Err("the cache holds twice its batch or more");
         }
         let touched = self.pool.touched();
-        let mut indices = Vec::with_capacity(len as usize);
-        for i in 0..len {
+        let mut indices = [0usize; SLOTS];
+        for (i, index) in (0..len).zip(indices.iter_mut()) {
             match self.pool.geometry().locate(self.slot(i).get(), touched) {
-                Ok(index) => indices.push(index),
+                Ok(at) => *index = at,
                 Err(_) => return Err("a cached chunk is not one the pool handed out"),
             }
         }
+        let indices = &mut indices[..len as usize];
         indices.sort_unstable();
         if indices.windows(2).any(|w| w[0] == w[1]) {
             return Err("the cache holds a chunk twice");

@@ -487,8 +487,9 @@ impl<'buf> SharedPool<'buf> {
     ///
     /// # Safety
     ///
-    /// The caller must ensure that chunk `index` was handed to it (by `pop_chain` or
-    /// `fresh_chain`) and is not free.
+    /// The caller must ensure that chunk `index` is below the high-water mark and
+    /// owned by it, off the shared list (taken by `pop_chain` or `fresh_chain`, or
+    /// freed into its cache).
     #[inline]
     pub(crate) unsafe fn held_link(&self, index: u32) -> &AtomicU32 {
         // SAFETY: a chunk handed out is below `fresh`, its link initialised.

@@ -324,3 +324,40 @@ fn a_flush_racing_a_pop_loses_nothing() {
         drain_exactly(pool, rest);
     });
 }
+
+#[test]
+fn a_two_chunk_flush_racing_a_pop_loses_nothing() {
+    loom::model(|| {
+        // Four chunks, all held by T1; its cache of batch 2 links two of them into a
+        // chain (an interior link written before the push) when the fourth is freed.
+        let (pool, chunks) = pool_with_list(4, &[]);
+        let payloads = Payloads::new(&chunks);
+        let held: Vec<Chunk> = chunks.iter().map(|&c| Chunk(c)).collect();
+        let t1 = {
+            let payloads = Arc::clone(&payloads);
+            thread::spawn(move || {
+                let cache = pool.cache_with_batch(batch(2));
+                for Chunk(c) in held {
+                    payloads.own(c, 1);
+                    // SAFETY: chunks this thread holds, freed once.
+                    unsafe { cache.free(c) };
+                }
+                assert_eq!(cache.held(), 2);
+                // Keep the two newest out of the main thread's reach until the end.
+                core::mem::forget(cache);
+            })
+        };
+        let got = pool.alloc();
+        if let Some(c) = got {
+            payloads.own(c, 2);
+        }
+        t1.join().unwrap();
+        // The flushed chain: chunks 0 and 1 (the two freed first), less one popped.
+        let rest: Vec<_> = chunks[..2]
+            .iter()
+            .copied()
+            .filter(|&c| Some(c) != got)
+            .collect();
+        drain_exactly(pool, rest);
+    });
+}
