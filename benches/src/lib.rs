@@ -172,6 +172,15 @@ pub trait Chunks {
     ///
     /// The caller must ensure `h` came from `take` on `self` and is given back once.
     unsafe fn give(&mut self, h: Self::Handle);
+
+    /// Tells the optimiser that the allocator's state may have changed, as it may in
+    /// a program between a free and the next allocation: the state is stored, and
+    /// loaded again by the next call. The handle itself (a reference, for the bento
+    /// pools) stays where it is.
+    #[inline]
+    fn settle(&mut self) {
+        core::hint::black_box(self);
+    }
 }
 
 /// The reference: a bare intrusive free list, threaded through every chunk when it is
@@ -235,6 +244,12 @@ macro_rules! pool_chunks {
             unsafe fn give(&mut self, p: Self::Handle) {
                 // SAFETY: the caller's contract.
                 unsafe { self.free(p) }
+            }
+
+            #[inline]
+            fn settle(&mut self) {
+                // The pool, not the reference to it.
+                core::hint::black_box(*self);
             }
         }
     };
@@ -327,6 +342,10 @@ pub fn random_replace<C: Chunks>(chunks: &mut C, live: &mut [C::Handle], order: 
         let slot = &mut live[i as usize];
         // SAFETY: every handle in `live` is a chunk in use, replaced as it is freed.
         unsafe { chunks.give(*slot) };
+        // The free and the next allocation stay two events, as in a program with work
+        // between them: without this barrier the optimiser fuses the bare list's push
+        // and pop of the same chunk away, and that peer does no list work at all.
+        chunks.settle();
         *slot = chunks.take(k as u64);
         acc = acc.wrapping_add(1);
     }
@@ -351,6 +370,27 @@ pub fn random_order(n: usize, live: usize) -> Vec<u32> {
 #[inline(never)]
 pub fn lifo_bare(list: &mut BareFreeList, rounds: usize) -> u64 {
     lifo_batches(list, rounds)
+}
+
+/// The random workload on the bare list and on `Pool`, as separate functions so that
+/// callgrind can count one at a time (`--toggle-collect='*random_pool*'`).
+#[inline(never)]
+pub fn random_bare(
+    list: &mut BareFreeList,
+    live: &mut [core::ptr::NonNull<u8>],
+    order: &[u32],
+) -> u64 {
+    random_replace(list, live, order)
+}
+
+/// See [`random_bare`].
+#[inline(never)]
+pub fn random_pool(
+    pool: &bento_primitives::Pool<'_>,
+    live: &mut [core::ptr::NonNull<u8>],
+    order: &[u32],
+) -> u64 {
+    random_replace(&mut &*pool, live, order)
 }
 
 /// See [`lifo_bare`].

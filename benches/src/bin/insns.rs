@@ -14,14 +14,17 @@ use bento_benches::heap::{
     pairs_with_anchor,
 };
 use bento_benches::{
-    BATCH, BareFreeList, CHUNK, bento_arena_16, bento_bump_16, bento_bump_layout_16,
+    BATCH, BareFreeList, CHUNK, Chunks, bento_arena_16, bento_bump_16, bento_bump_layout_16,
     bento_stack_16, buffer, bumpalo_16, frame_arena, frame_bump, lifo_bare, lifo_mimalloc,
-    lifo_pool, lifo_shared_cache, lifo_shared_pool, lifo_slab, lifo_system, mixed_sizes, system_16,
+    lifo_pool, lifo_shared_cache, lifo_shared_pool, lifo_slab, lifo_system, mixed_sizes,
+    random_bare, random_order, random_pool, system_16,
 };
 use bento_primitives::{Arena, Bump, Pool, SharedPool, Stack};
 
 /// Allocations in one frame of the frame modes (as in the criterion bench).
 const FRAME: usize = 10_000;
+/// Chunks live in the random pool modes (as in the criterion bench).
+const LIVE: usize = 10_000;
 
 /// The space modes: `space-mixed-<peer>` runs `n` steps of the mixed workload (10k
 /// live; count with `--toggle-collect='bento_benches::heap::mixed_replace*'`, two
@@ -131,13 +134,28 @@ fn main() {
                 SharedPool::new(&mut buf, core::alloc::Layout::new::<[u8; CHUNK]>()).unwrap();
             lifo_shared_cache(&pool.cache(), n / BATCH)
         }
+        // The random modes: 10k chunks live, then `n` replacements in random order
+        // (count with `--toggle-collect='bento_benches::random_*'`).
+        "random-bare" | "random-pool" => {
+            let order = random_order(n, LIVE);
+            let mut buf = buffer(CHUNK * (LIVE + 1) + 4096);
+            if which == "random-bare" {
+                let mut list = BareFreeList::new(&mut buf);
+                let mut live: Vec<_> = (0..LIVE).map(|i| list.take(i as u64)).collect();
+                random_bare(&mut list, &mut live, &order)
+            } else {
+                let pool = Pool::new(&mut buf, core::alloc::Layout::new::<[u8; CHUNK]>()).unwrap();
+                let mut live: Vec<_> = (0..LIVE).map(|i| (&pool).take(i as u64)).collect();
+                random_pool(&pool, &mut live, &order)
+            }
+        }
         "pool-slab" => lifo_slab(&mut slab::Slab::with_capacity(BATCH), n / BATCH),
         "pool-system" => lifo_system(n / BATCH),
         "pool-mimalloc" => lifo_mimalloc(n / BATCH),
         other => panic!(
             "unknown allocator `{other}`: bento, bumpalo, system, bump-layout, stack, arena, \
              frame-bump, frame-arena, \
-             pool-bare, pool, pool-shared, pool-cache, pool-slab, pool-system, pool-mimalloc, or \
+             pool-bare, pool, pool-shared, pool-cache, pool-slab, pool-system, pool-mimalloc, random-bare, random-pool, or \
              space-{{mixed,pairs}}-{{bento,glibc,dlmalloc,rlsf,talc,mimalloc,jemalloc}}"
         ),
     };
