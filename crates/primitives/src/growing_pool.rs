@@ -277,6 +277,10 @@ impl<P: PageSource> GrowingPool<P> {
 
     /// How many chunks can still be handed out (if the source commits them).
     ///
+    /// O(1) in debug builds and with the `counters` feature, which count every
+    /// allocation and free; otherwise the pool keeps no count (it would cost each
+    /// operation a read-modify-write) and this walks the free list, O(free chunks).
+    ///
     /// ```
     /// use bento_pages::HeapPages;
     /// use bento_primitives::GrowingPool;
@@ -293,6 +297,10 @@ impl<P: PageSource> GrowingPool<P> {
     }
 
     /// How many chunks are in use.
+    ///
+    /// O(1) in debug builds and with the `counters` feature, which count every
+    /// allocation and free; otherwise the pool keeps no count (it would cost each
+    /// operation a read-modify-write) and this walks the free list, O(free chunks).
     ///
     /// ```
     /// use bento_pages::HeapPages;

@@ -47,7 +47,8 @@ const HANDED: u8 = 0xCD;
 pub struct PoolReport {
     /// Chunks the pool can hold.
     pub capacity: usize,
-    /// Chunks in use (by the pool's counter, which the walk confirms).
+    /// Chunks in use: those handed out and not on the free list (where the pool
+    /// counts them, its counter, which the walk confirms).
     pub in_use: usize,
     /// Chunks on the free list, counted by walking it.
     pub free_listed: usize,
@@ -78,11 +79,12 @@ pub enum PoolCorruption {
     /// The list is longer than the number of free chunks: a cycle, which a double free
     /// makes.
     #[error(
-        "the free list runs past the {expected} free chunks: a cycle (a double free?) or a \
-         lost count"
+        "the free list runs past {expected} entries, all it can hold: a cycle (a double \
+         free?) or a lost count"
     )]
     Cycle {
-        /// The free chunks the counter implies.
+        /// The most entries the list can hold: the free chunks the counter implies where
+        /// the pool counts, else every chunk ever handed out.
         expected: usize,
     },
     /// The list ends with fewer chunks than are free: chunks lost.
@@ -106,6 +108,45 @@ pub enum PoolCorruption {
     Bounds(&'static str),
 }
 
+/// Chunks in use, counted on every allocation and free in debug builds and with the
+/// `counters` feature; elsewhere a zero-size placeholder, and the figure comes from a
+/// walk of the free list instead (see [`FreeList::in_use`]).
+///
+/// The count is one read-modify-write per operation, and measured it is what keeps
+/// `Pool` from the speed of a bare free list: on `pool/random_10k_live` it made a pair
+/// 1.34x the bare list's time instead of about 1.0x (docs/benchmarks.md).
+#[derive(Default)]
+struct Count {
+    #[cfg(any(debug_assertions, feature = "counters"))]
+    n: Cell<usize>,
+}
+
+impl Count {
+    /// One more chunk in use.
+    #[inline(always)]
+    fn up(&self) {
+        #[cfg(any(debug_assertions, feature = "counters"))]
+        self.n.set(self.n.get() + 1);
+    }
+
+    /// One chunk fewer in use.
+    #[inline(always)]
+    fn down(&self) {
+        #[cfg(any(debug_assertions, feature = "counters"))]
+        self.n.set(self.n.get() - 1);
+    }
+
+    /// The count, where it is kept.
+    #[inline]
+    #[allow(clippy::unused_self, reason = "the field is there in counting builds")]
+    fn get(&self) -> Option<usize> {
+        #[cfg(any(debug_assertions, feature = "counters"))]
+        return Some(self.n.get());
+        #[cfg(not(any(debug_assertions, feature = "counters")))]
+        None
+    }
+}
+
 /// The intrusive free list over a [`Geometry`]: the state `Pool`, `TypedPool` and
 /// `GrowingPool` share.
 pub(crate) struct FreeList {
@@ -118,8 +159,9 @@ pub(crate) struct FreeList {
     // Invariant: a chunk boundary, `fresh <= limit <= chunk(capacity)`; chunks below
     // it are usable memory (a `GrowingPool` moves it as it commits).
     limit: Cell<NonNull<u8>>,
-    // Invariant: chunks handed out and not freed: `touched == in_use + listed`.
-    in_use: Cell<usize>,
+    // Invariant (where counted): chunks handed out and not freed, so
+    // `touched == in_use + listed`.
+    in_use: Count,
     pub(crate) geo: Geometry,
     pub(crate) hook: MisuseHook,
 }
@@ -131,7 +173,7 @@ impl FreeList {
             head: Cell::new(None),
             fresh: Cell::new(geo.base),
             limit: Cell::new(geo.chunk(usable)),
-            in_use: Cell::new(0),
+            in_use: Count::default(),
             geo,
             hook: panic_on_misuse,
         }
@@ -160,7 +202,7 @@ impl FreeList {
         // it).
         let next = unsafe { chunk.cast::<Link>().read() };
         self.head.set(next);
-        self.in_use.set(self.in_use.get() + 1);
+        self.in_use.up();
         #[cfg(debug_assertions)]
         self.fill(chunk, 0, HANDED);
         Some(chunk)
@@ -176,7 +218,7 @@ impl FreeList {
         // SAFETY: `chunk < limit <= chunk(capacity)`, so one stride on is at most the
         // end of the chunks, inside the memory `base` points to.
         self.fresh.set(unsafe { chunk.add(self.geo.stride) });
-        self.in_use.set(self.in_use.get() + 1);
+        self.in_use.up();
         #[cfg(debug_assertions)]
         self.fill(chunk, 0, HANDED);
         Some(chunk)
@@ -203,13 +245,32 @@ impl FreeList {
         // chunks are aligned for a `Link` and at least that large.
         unsafe { chunk.cast::<Link>().write(self.head.get()) };
         self.head.set(Some(chunk));
-        self.in_use.set(self.in_use.get() - 1);
+        self.in_use.down();
     }
 
-    /// Chunks in use.
+    /// Chunks in use: the counter where there is one (O(1)), else every chunk ever
+    /// handed out less the free list's length (O(free)).
     #[inline]
     pub(crate) fn in_use(&self) -> usize {
-        self.in_use.get()
+        self.in_use.get().unwrap_or_else(|| self.walked_in_use())
+    }
+
+    /// Chunks in use by walking the free list: every chunk ever handed out less the
+    /// list's length. The walk stops after as many entries as there are such chunks,
+    /// so a corrupt list (a cycle) cannot hold it up; `validate` says what is wrong.
+    pub(crate) fn walked_in_use(&self) -> usize {
+        let touched = self.touched();
+        let mut listed = 0;
+        let mut at = self.head.get();
+        while let Some(chunk) = at
+            && listed < touched
+        {
+            listed += 1;
+            // SAFETY: `chunk` is on the free list, so a free chunk whose first word is
+            // its `Link`.
+            at = unsafe { chunk.cast::<Link>().read() };
+        }
+        touched - listed
     }
 
     /// Chunks ever handed out: those below the high-water mark.
@@ -242,17 +303,31 @@ impl FreeList {
     /// every entry a chunk below the high-water mark, no cycle (debug builds: every
     /// free chunk's poison intact).
     pub(crate) fn validate(&self) -> Result<PoolReport, PoolCorruption> {
+        self.validate_against(self.in_use.get())
+    }
+
+    /// [`validate`](Self::validate) against `count`, the chunks in use as counted
+    /// (`None`: not counted, as in release builds without the `counters` feature;
+    /// tests pass it to check that path in debug builds).
+    pub(crate) fn validate_against(
+        &self,
+        count: Option<usize>,
+    ) -> Result<PoolReport, PoolCorruption> {
         let touched = self.touched();
         if self.fresh.get() > self.limit.get() || self.usable() > self.geo.capacity {
             return Err(PoolCorruption::Bounds(
                 "the high-water mark is above the limit, or the limit above the capacity",
             ));
         }
-        let expected = touched
-            .checked_sub(self.in_use.get())
-            .ok_or(PoolCorruption::Bounds(
+        // The list's length: known where the pool counts, else at most every chunk
+        // ever handed out (a longer walk is a cycle).
+        let counted = match count {
+            Some(in_use) => Some(touched.checked_sub(in_use).ok_or(PoolCorruption::Bounds(
                 "more chunks in use than ever handed out",
-            ))?;
+            ))?),
+            None => None,
+        };
+        let expected = counted.unwrap_or(touched);
         let mut listed = 0usize;
         let mut at = self.head.get();
         while let Some(chunk) = at {
@@ -275,12 +350,12 @@ impl FreeList {
             // and it is on the free list, so its first word is a `Link`.
             at = unsafe { chunk.cast::<Link>().read() };
         }
-        if listed != expected {
+        if counted.is_some_and(|expected| listed != expected) {
             return Err(PoolCorruption::Count { listed, expected });
         }
         Ok(PoolReport {
             capacity: self.geo.capacity,
-            in_use: self.in_use.get(),
+            in_use: touched - listed,
             free_listed: listed,
             untouched: self.geo.capacity - touched,
         })
@@ -292,7 +367,7 @@ impl FreeList {
         let head = self.head.get().map(|c| self.geo.index_of(c));
         let sorted = sort_list(self, head);
         self.head.set(sorted.map(|i| self.geo.chunk(i)));
-        LeakList::new(self, sorted, self.touched(), self.in_use.get())
+        LeakList::new(self, sorted, self.touched(), self.in_use())
     }
 
     /// Sorts the free list by address and takes the free chunks just below the
@@ -336,7 +411,7 @@ impl FreeList {
     /// what is wrong).
     pub(crate) fn report_leaks(&self) {
         if cfg!(all(debug_assertions, feature = "std"))
-            && self.in_use.get() > 0
+            && self.in_use() > 0
             && !panicking()
             && self.validate().is_ok()
         {
@@ -415,7 +490,7 @@ impl FreeList {
     /// Whether `chunk` is on the free list (a walk, bounded by the free count).
     #[cfg(debug_assertions)]
     fn is_listed(&self, chunk: NonNull<u8>) -> bool {
-        let free = self.touched() - self.in_use.get();
+        let free = self.touched() - self.in_use();
         let mut at = self.head.get();
         for _ in 0..free {
             match at {
@@ -456,7 +531,7 @@ impl fmt::Debug for FreeList {
             .field("chunk_size", &self.geo.stride)
             .field("chunk_align", &self.geo.align.get())
             .field("capacity", &self.geo.capacity)
-            .field("in_use", &self.in_use.get())
+            .field("in_use", &self.in_use())
             .field("touched", &self.touched())
             .finish_non_exhaustive()
     }
@@ -626,6 +701,10 @@ impl<'buf> Pool<'buf> {
 
     /// How many chunks are free (on the free list or never used).
     ///
+    /// O(1) in debug builds and with the `counters` feature, which count every
+    /// allocation and free; otherwise the pool keeps no count (it would cost each
+    /// operation a read-modify-write) and this walks the free list, O(free chunks).
+    ///
     /// ```
     /// use bento_primitives::Pool;
     /// use core::alloc::Layout;
@@ -643,6 +722,10 @@ impl<'buf> Pool<'buf> {
     }
 
     /// How many chunks are in use.
+    ///
+    /// O(1) in debug builds and with the `counters` feature, which count every
+    /// allocation and free; otherwise the pool keeps no count (it would cost each
+    /// operation a read-modify-write) and this walks the free list, O(free chunks).
     ///
     /// ```
     /// use bento_primitives::Pool;

@@ -120,6 +120,10 @@ impl<'buf, T> TypedPool<'buf, T> {
 
     /// How many chunks are free.
     ///
+    /// O(1) in debug builds and with the `counters` feature, which count every
+    /// allocation and free; otherwise the pool keeps no count (it would cost each
+    /// operation a read-modify-write) and this walks the free list, O(free chunks).
+    ///
     /// ```
     /// use bento_primitives::TypedPool;
     /// use core::mem::MaybeUninit;
@@ -135,6 +139,10 @@ impl<'buf, T> TypedPool<'buf, T> {
     }
 
     /// How many values are alive.
+    ///
+    /// O(1) in debug builds and with the `counters` feature, which count every
+    /// allocation and free; otherwise the pool keeps no count (it would cost each
+    /// operation a read-modify-write) and this walks the free list, O(free chunks).
     ///
     /// ```
     /// use bento_primitives::TypedPool;

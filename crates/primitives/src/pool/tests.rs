@@ -89,3 +89,41 @@ fn validate_finds_a_cycle_and_a_foreign_link() {
     }
     assert_eq!(pool.validate().unwrap().free_listed, 2);
 }
+
+#[test]
+fn without_a_count_the_walk_gives_the_figures_and_finds_the_cycle() {
+    fn ignore(_: &PoolMisuse<'_>) {}
+    let mut b = buf();
+    let mut pool = Pool::new(&mut b.0, Layout::new::<[u8; 32]>()).unwrap();
+    pool.set_misuse_hook(ignore);
+    let chunks: Vec<_> = (0..6).map(|_| pool.alloc().unwrap()).collect();
+    // SAFETY: live chunks of `pool`, freed once.
+    unsafe {
+        pool.free(chunks[4]);
+        pool.free(chunks[1]);
+    }
+    // Debug builds count; the walk agrees with the count.
+    assert_eq!(pool.list.in_use.get(), Some(4));
+    assert_eq!(pool.list.walked_in_use(), 4);
+    let counted = pool.validate().unwrap();
+    assert_eq!(pool.list.validate_against(None), Ok(counted));
+    assert_eq!((counted.in_use, counted.free_listed), (4, 2));
+    // A release-build double free of `chunks[1]` (the head) points its link at itself.
+    // SAFETY: `chunks[1]` is free; its link is ours to overwrite.
+    unsafe { chunks[1].cast::<Link>().write(Some(chunks[1])) };
+    // With no count the walk stops after every chunk ever handed out (6).
+    assert_eq!(
+        pool.list.validate_against(None),
+        Err(PoolCorruption::Cycle { expected: 6 })
+    );
+    assert_eq!(pool.list.walked_in_use(), 0);
+    // SAFETY: repair the link to `chunks[4]`, then free the rest.
+    unsafe {
+        chunks[1].cast::<Link>().write(Some(chunks[4]));
+        for i in [0, 2, 3, 5] {
+            pool.free(chunks[i]);
+        }
+    }
+    assert_eq!(pool.list.walked_in_use(), 0);
+    assert_eq!(pool.list.validate_against(None).unwrap().free_listed, 6);
+}
