@@ -195,18 +195,29 @@ impl<'p, 'buf> SharedPoolCache<'p, 'buf> {
     #[cold]
     #[inline(never)]
     fn refill(&self) -> Option<NonNull<u8>> {
-        let chain = self
-            .pool
-            .pop_chain(self.batch)
-            .or_else(|| self.pool.fresh_chain(self.batch))?;
-        // The chain's first chunk goes on top, handed out now; the rest below it.
-        let mut at = chain.first;
-        for i in (0..chain.len).rev() {
-            self.slot(i).set(self.pool.geometry().chunk(at as usize));
-            if i != 0 {
-                // SAFETY: the chain was just handed to this cache; its links lead from
-                // `first` through `len` chunks (the last one's link is not followed).
-                at = unsafe { self.pool.held_link(at) }.load(Ordering::Relaxed);
+        // (Copies, so that the slot stores do not make the compiler read them again.)
+        let geo = *self.pool.geometry();
+        // The chain's first chunk goes on top (slot `batch - 1`), handed out now; the
+        // rest below it, written as the walk down the shared list reaches them.
+        let top = self.batch - 1;
+        let put = move |position: u32, index: u32| {
+            self.slot(top - position).set(geo.chunk(index as usize));
+        };
+        let chain = match self.pool.pop_chain(self.batch, put) {
+            Some(chain) => chain,
+            None => {
+                let chain = self.pool.fresh_chain(self.batch)?;
+                (0..chain.len).for_each(|position| put(position, chain.first + position));
+                chain
+            }
+        };
+        // A short chain (the list or the fresh chunks ran out) sits at the top of the
+        // batch's slots: move it down to slot 0.
+        // (Upwards, so each slot is read before the copy overwrites it.)
+        let short = self.batch - chain.len;
+        if short > 0 {
+            for i in 0..chain.len {
+                self.slot(i).set(self.slot(short + i).get());
             }
         }
         // Only now that the slots hold the chain.
@@ -259,8 +270,18 @@ impl<'p, 'buf> SharedPoolCache<'p, 'buf> {
         let older = self.len.get() - self.batch;
         // SAFETY: slots below `older` are this cache's chunks, distinct.
         unsafe { self.give_back(older) };
-        for i in 0..self.batch {
-            self.slot(i).set(self.slot(older + i).get());
+        debug_assert!(older >= self.batch && older + self.batch <= self.most);
+        let slots = self.slots.as_ptr();
+        // SAFETY: `Cell<T>` has the layout of `T`, and the cells' bytes may be written
+        // through a pointer from `&self.slots` (they are inside `UnsafeCell`s; the cache
+        // is not `Sync`, and no reference to a slot's contents is alive). The source,
+        // slots `older..older + batch`, and the destination, `0..batch`, lie inside the
+        // array (`older + batch == len <= most <= SLOTS`) and apart (`older >= batch`:
+        // the flush comes when `len` reaches twice the batch).
+        unsafe {
+            slots
+                .add(older as usize)
+                .copy_to_nonoverlapping(slots.cast_mut(), self.batch as usize);
         }
         self.len.set(self.batch);
     }
@@ -273,7 +294,8 @@ impl<'p, 'buf> SharedPoolCache<'p, 'buf> {
     /// The caller must ensure that `slots[..n]` are chunks this cache holds, distinct,
     /// and that it stops holding them (lowers `len` past them or moves others down).
     unsafe fn give_back(&self, n: u32) {
-        let geo = self.pool.geometry();
+        // (Copies, so that the link stores do not make the compiler read them again.)
+        let (geo, table) = (*self.pool.geometry(), self.pool.table());
         let index = |i: u32| geo.index_of(self.slot(i).get()) as u32;
         // The chain runs from the top of the part given back down to slot 0.
         let first = index(n - 1);
@@ -282,7 +304,7 @@ impl<'p, 'buf> SharedPoolCache<'p, 'buf> {
             let next = index(i);
             // SAFETY: `at` is a chunk this cache holds, so its link is ours to write;
             // release, as every link store (see `SharedPool::pop_chain`).
-            unsafe { self.pool.held_link(at) }.store(next, Ordering::Release);
+            unsafe { table.get(at) }.store(next, Ordering::Release);
             at = next;
         }
         // SAFETY: the chunks are this cache's (the caller's contract), linked from

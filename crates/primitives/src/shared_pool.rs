@@ -50,6 +50,38 @@ fn tag(head: u64) -> u32 {
 #[repr(align(64))]
 struct CacheLine<T>(T);
 
+/// The link table's address, read once: a loop over links that also stores elsewhere
+/// (a cache's slots) keeps it in a register, where through `&SharedPool` the compiler
+/// would read the address again after every store, which might have changed it.
+#[derive(Clone, Copy)]
+pub(crate) struct LinkTable<'p> {
+    // Invariant: the pool's table of `capacity` links.
+    links: NonNull<AtomicU32>,
+    capacity: usize,
+    _pool: PhantomData<&'p AtomicU32>,
+}
+
+impl<'p> LinkTable<'p> {
+    /// The link of chunk `index`.
+    ///
+    /// # Safety
+    ///
+    /// The caller must ensure that chunk `index` is below the high-water mark as this
+    /// thread last saw it after an acquire, or held by the caller (taken by
+    /// `pop_chain` or `fresh_chain`, or freed into its cache): its link initialised.
+    #[inline(always)]
+    pub(crate) unsafe fn get(self, index: u32) -> &'p AtomicU32 {
+        debug_assert!(
+            (index as usize) < self.capacity,
+            "link {index} out of range"
+        );
+        // SAFETY: `index < capacity` slots of the table, which lives as long as the
+        // pool's borrow `'p`; initialised (the caller's contract), shared only through
+        // atomic operations.
+        unsafe { self.links.add(index as usize).as_ref() }
+    }
+}
+
 /// Chunks linked through the table from `first` to `last`, `len` of them: what moves
 /// between the free list and a [`SharedPoolCache`](crate::SharedPoolCache) in one swap.
 #[derive(Clone, Copy, Debug)]
@@ -399,20 +431,31 @@ impl<'buf> SharedPool<'buf> {
     /// the reload see the moved head: the walk starts again before it follows the
     /// link. The final swap succeeds only on the same head, so the chain taken is
     /// the list's top.
-    pub(crate) fn pop_chain(&self, max: u32) -> Option<Chain> {
+    ///
+    /// `seen(position, index)` is called for each chunk of the chain as the walk
+    /// reaches it (the first at position 0), so that a cache can take the chunks down
+    /// without a second walk. A walk that starts again calls it again from position
+    /// 0: only the calls of the last walk, positions below the chain's `len`, name the
+    /// chain's chunks.
+    pub(crate) fn pop_chain(&self, max: u32, mut seen: impl FnMut(u32, u32)) -> Option<Chain> {
         debug_assert!(max > 0);
+        let table = self.table();
+        // SAFETY: the callers below pass chunks on the list (pushed, so below the
+        // high-water mark, their links initialised), or `last` once the chain is ours.
+        let link = |index: u32| unsafe { table.get(index) };
         let mut head = self.head.0.load(Ordering::Acquire);
         'walk: loop {
             let start = first(head);
             if start == NIL {
                 return None;
             }
+            seen(0, start);
             let (mut last, mut len) = (start, 1);
             let rest = loop {
-                // SAFETY: `last` is the top of the list in `head` (acquired), or a link
-                // read while the head still read `head`: on the list, pushed before,
-                // its link initialised and visible.
-                let next = unsafe { self.link(last as usize) }.load(Ordering::Acquire);
+                // `last` is the top of the list in `head` (acquired), or a link read
+                // while the head still read `head`: on the list, pushed before, its
+                // link initialised and visible.
+                let next = link(last).load(Ordering::Acquire);
                 let now = self.head.0.load(Ordering::Acquire);
                 if now != head {
                     head = now;
@@ -421,6 +464,7 @@ impl<'buf> SharedPool<'buf> {
                 if len == max || next == NIL {
                     break next;
                 }
+                seen(len, next);
                 last = next;
                 len += 1;
             };
@@ -431,8 +475,8 @@ impl<'buf> SharedPool<'buf> {
                 Ordering::Acquire,
             ) {
                 Ok(_) => {
-                    // SAFETY: `last` is ours now; end the chain there.
-                    unsafe { self.link(last as usize) }.store(NIL, Ordering::Release);
+                    // `last` is ours now; end the chain there.
+                    link(last).store(NIL, Ordering::Release);
                     return Some(Chain {
                         first: start,
                         last,
@@ -483,17 +527,14 @@ impl<'buf> SharedPool<'buf> {
         })
     }
 
-    /// The link of chunk `index`, for a cache holding it.
-    ///
-    /// # Safety
-    ///
-    /// The caller must ensure that chunk `index` is below the high-water mark and
-    /// owned by it, off the shared list (taken by `pop_chain` or `fresh_chain`, or
-    /// freed into its cache).
+    /// The link table, its address read once (see [`LinkTable`]).
     #[inline]
-    pub(crate) unsafe fn held_link(&self, index: u32) -> &AtomicU32 {
-        // SAFETY: a chunk handed out is below `fresh`, its link initialised.
-        unsafe { self.link(index as usize) }
+    pub(crate) fn table(&self) -> LinkTable<'_> {
+        LinkTable {
+            links: self.links,
+            capacity: self.geo.capacity,
+            _pool: PhantomData,
+        }
     }
 
     /// `chunk`, a chunk start a cache held, marked in use (debug builds) as `alloc`
