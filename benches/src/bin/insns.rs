@@ -135,7 +135,9 @@ fn main() {
             lifo_shared_cache(&pool.cache(), n / BATCH)
         }
         // The random modes: 10k chunks live, then `n` replacements in random order
-        // (count with `--toggle-collect='bento_benches::random_*'`).
+        // (count with `--toggle-collect='bento_benches::random_bare'` and
+        // `--toggle-collect='bento_benches::random_pool'`; `random_*` would count the
+        // order's generator too).
         "random-bare" | "random-pool" => {
             let order = random_order(n, LIVE);
             let mut buf = buffer(CHUNK * (LIVE + 1) + 4096);

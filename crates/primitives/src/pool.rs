@@ -87,7 +87,8 @@ pub enum PoolCorruption {
         /// the pool counts, else every chunk ever handed out.
         expected: usize,
     },
-    /// The list ends with fewer chunks than are free: chunks lost.
+    /// The list ends with fewer chunks than are free: chunks lost. Found only where
+    /// the pool counts its chunks in use (debug builds, the `counters` feature).
     #[error("the free list holds {listed} chunks where {expected} are free")]
     Count {
         /// Chunks the walk found.
@@ -138,7 +139,6 @@ impl Count {
 
     /// The count, where it is kept.
     #[inline]
-    #[allow(clippy::unused_self, reason = "the field is there in counting builds")]
     fn get(&self) -> Option<usize> {
         #[cfg(any(debug_assertions, feature = "counters"))]
         return Some(self.n.get());
@@ -256,18 +256,21 @@ impl FreeList {
     }
 
     /// Chunks in use by walking the free list: every chunk ever handed out less the
-    /// list's length. The walk stops after as many entries as there are such chunks,
-    /// so a corrupt list (a cycle) cannot hold it up; `validate` says what is wrong.
+    /// list's length. The walk stops after as many entries as there are such chunks
+    /// (a cycle), and at an entry that is not a chunk the pool handed out (a link
+    /// overwritten), so a corrupt list neither holds it up nor leads it outside the
+    /// pool; the figure is then wrong, and `validate` says what is broken.
     pub(crate) fn walked_in_use(&self) -> usize {
         let touched = self.touched();
         let mut listed = 0;
         let mut at = self.head.get();
         while let Some(chunk) = at
             && listed < touched
+            && self.geo.locate(chunk, touched).is_ok()
         {
             listed += 1;
-            // SAFETY: `chunk` is on the free list, so a free chunk whose first word is
-            // its `Link`.
+            // SAFETY: `chunk` is on the free list and was just found to be a chunk the
+            // pool handed out, so a free chunk whose first word is its `Link`.
             at = unsafe { chunk.cast::<Link>().read() };
         }
         touched - listed

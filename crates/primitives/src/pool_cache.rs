@@ -186,7 +186,9 @@ impl<'p, 'buf> SharedPoolCache<'p, 'buf> {
     #[inline(always)]
     fn slot(&self, i: u32) -> &Cell<NonNull<u8>> {
         debug_assert!(i < self.most && self.most as usize <= SLOTS);
-        // SAFETY: the callers pass `i < len + 1 <= most <= SLOTS`.
+        // SAFETY: the callers pass `i < most` (a slot at or below the count, or one of
+        // the `batch` slots a refill fills), and `most <= SLOTS` is the cache's
+        // invariant.
         unsafe { self.slots.get_unchecked(i as usize) }
     }
 
@@ -270,7 +272,8 @@ impl<'p, 'buf> SharedPoolCache<'p, 'buf> {
         let older = self.len.get() - self.batch;
         // SAFETY: slots below `older` are this cache's chunks, distinct.
         unsafe { self.give_back(older) };
-        debug_assert!(older >= self.batch && older + self.batch <= self.most);
+        // The copy below relies on this (a cold path: checked in every build).
+        assert!(older >= self.batch && older + self.batch <= self.most);
         let slots = self.slots.as_ptr();
         // SAFETY: `Cell<T>` has the layout of `T`, and the cells' bytes may be written
         // through a pointer from `&self.slots` (they are inside `UnsafeCell`s; the cache

@@ -440,9 +440,6 @@ impl<'buf> SharedPool<'buf> {
     pub(crate) fn pop_chain(&self, max: u32, mut seen: impl FnMut(u32, u32)) -> Option<Chain> {
         debug_assert!(max > 0);
         let table = self.table();
-        // SAFETY: the callers below pass chunks on the list (pushed, so below the
-        // high-water mark, their links initialised), or `last` once the chain is ours.
-        let link = |index: u32| unsafe { table.get(index) };
         let mut head = self.head.0.load(Ordering::Acquire);
         'walk: loop {
             let start = first(head);
@@ -452,10 +449,11 @@ impl<'buf> SharedPool<'buf> {
             seen(0, start);
             let (mut last, mut len) = (start, 1);
             let rest = loop {
-                // `last` is the top of the list in `head` (acquired), or a link read
-                // while the head still read `head`: on the list, pushed before, its
-                // link initialised and visible.
-                let next = link(last).load(Ordering::Acquire);
+                // SAFETY: `last` is the top of the list in `head` (acquired), or a
+                // link read while the head still read `head`: on the list, pushed
+                // before (so below the high-water mark), its link initialised and
+                // visible.
+                let next = unsafe { table.get(last) }.load(Ordering::Acquire);
                 let now = self.head.0.load(Ordering::Acquire);
                 if now != head {
                     head = now;
@@ -475,8 +473,9 @@ impl<'buf> SharedPool<'buf> {
                 Ordering::Acquire,
             ) {
                 Ok(_) => {
-                    // `last` is ours now; end the chain there.
-                    link(last).store(NIL, Ordering::Release);
+                    // SAFETY: `last` is ours now (the swap took the chain), its link
+                    // initialised; end the chain there.
+                    unsafe { table.get(last) }.store(NIL, Ordering::Release);
                     return Some(Chain {
                         first: start,
                         last,
