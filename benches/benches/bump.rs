@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use allocator_api2::vec::Vec as ApiVec;
 use bento_benches::{
-    bento_arena_16, bento_bump_16, bento_bump_layout_16, bento_stack_16, buffer, bumpalo_16,
-    frame_arena, frame_bump, frame_bumpalo, mixed_sizes, system_16,
+    bento_arena_16, bento_bump_16, bento_bump_layout_16, bento_double_16, bento_stack_16, buffer,
+    bumpalo_16, frame_arena, frame_bump, frame_bumpalo, mixed_sizes, system_16,
 };
 use bento_primitives::{Arena, Bump, DoubleStack, Stack};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
@@ -160,21 +160,11 @@ fn stack_vs_bump(c: &mut Criterion) {
     g.bench_function("stack", |b| b.iter(|| bento_stack_16(&mut stack, N)));
     let mut buf = buffer(32 * N + 64);
     let mut double = DoubleStack::new(&mut buf);
-    let layout = std::alloc::Layout::new::<[u64; 2]>();
     g.bench_function("double_lower", |b| {
-        b.iter(|| {
-            let start = double.lower().marker();
-            for i in 0..N {
-                let p = double
-                    .lower()
-                    .alloc_layout(layout)
-                    .unwrap()
-                    .cast::<[u64; 2]>();
-                // SAFETY: a fresh 16-byte block.
-                unsafe { p.write([i as u64, 1]) };
-            }
-            double.rollback(start).unwrap();
-        })
+        b.iter(|| bento_double_16(&mut double, false, N))
+    });
+    g.bench_function("double_upper", |b| {
+        b.iter(|| bento_double_16(&mut double, true, N))
     });
     g.finish();
 }

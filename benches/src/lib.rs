@@ -6,7 +6,7 @@ pub mod heap;
 use core::mem::MaybeUninit;
 
 use bento_pages::PageSource;
-use bento_primitives::{Arena, Bump, Stack};
+use bento_primitives::{Arena, Bump, DoubleStack, Stack};
 
 /// A 16-byte value, the size the figures are quoted for.
 pub type Pair = [u64; 2];
@@ -55,6 +55,24 @@ pub fn bento_stack_16(stack: &mut Stack<'_>, n: usize) -> u64 {
         let p = stack
             .alloc_layout(layout)
             .expect("the buffer holds the run");
+        // SAFETY: a fresh block for a `Pair`.
+        unsafe { p.cast::<Pair>().write([i as u64, 1]) };
+        acc = acc.wrapping_add(p.addr().get() as u64);
+    }
+    stack.rollback(start).expect("the marker is valid");
+    acc
+}
+
+/// The same loop at one end of a `DoubleStack` (`upper` picks which), then a rollback
+/// of that end to the marker taken before it.
+#[inline(never)]
+pub fn bento_double_16(stack: &mut DoubleStack<'_>, upper: bool, n: usize) -> u64 {
+    let layout = core::alloc::Layout::new::<Pair>();
+    let end = if upper { stack.upper() } else { stack.lower() };
+    let start = end.marker();
+    let mut acc = 0u64;
+    for i in 0..n {
+        let p = end.alloc_layout(layout).expect("the buffer holds the run");
         // SAFETY: a fresh block for a `Pair`.
         unsafe { p.cast::<Pair>().write([i as u64, 1]) };
         acc = acc.wrapping_add(p.addr().get() as u64);

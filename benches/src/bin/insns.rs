@@ -15,11 +15,11 @@ use bento_benches::heap::{
 };
 use bento_benches::{
     BATCH, BareFreeList, CHUNK, Chunks, bento_arena_16, bento_bump_16, bento_bump_layout_16,
-    bento_stack_16, buffer, bumpalo_16, frame_arena, frame_bump, lifo_bare, lifo_mimalloc,
-    lifo_pool, lifo_shared_cache, lifo_shared_pool, lifo_slab, lifo_system, mixed_sizes,
-    random_bare, random_order, random_pool, system_16,
+    bento_double_16, bento_stack_16, buffer, bumpalo_16, frame_arena, frame_bump, lifo_bare,
+    lifo_mimalloc, lifo_pool, lifo_shared_cache, lifo_shared_pool, lifo_slab, lifo_system,
+    mixed_sizes, random_bare, random_order, random_pool, system_16,
 };
-use bento_primitives::{Arena, Bump, Pool, SharedPool, Stack};
+use bento_primitives::{Arena, Bump, DoubleStack, Pool, SharedPool, Stack};
 
 /// Allocations in one frame of the frame modes (as in the criterion bench).
 const FRAME: usize = 10_000;
@@ -88,6 +88,10 @@ fn main() {
         "stack" => {
             let mut buf = buffer(32 * n + 64);
             bento_stack_16(&mut Stack::new(&mut buf), n)
+        }
+        "double-lower" | "double-upper" => {
+            let mut buf = buffer(32 * n + 64);
+            bento_double_16(&mut DoubleStack::new(&mut buf), which == "double-upper", n)
         }
         "arena" => {
             let mut arena = Arena::new(16 * n + 4096).expect("address space for the run");

@@ -11,7 +11,7 @@ use core::mem::MaybeUninit;
 use core::ptr::NonNull;
 
 use crate::alloc_api::{AllocError, RawAlloc, dangling, impl_allocator};
-use crate::lifo::{Dir, HEADER, Lifo, LifoCheck, Marker, MarkerError, StackReport};
+use crate::lifo::{ADDR_CEILING, Dir, HEADER, Lifo, LifoCheck, Marker, MarkerError, StackReport};
 use crate::stack::grained;
 
 /// What lies behind the two ends: how far each side's memory is usable, and how to
@@ -42,21 +42,35 @@ pub(crate) struct Ends {
     upper: Lifo,
     // Invariant: `[0, lo_ready)` and `[hi_ready, cap)` are usable; `lower.top() +
     // lower.waiting_room() <= lo_ready` (the lower end's waiting header is usable
-    // memory too) and `hi_ready <= upper.top()`.
-    lo_ready: Cell<u32>,
-    hi_ready: Cell<u32>,
+    // memory too) and `hi_ready <= upper.top()`. Kept as addresses (`base` plus the
+    // offset), which is what the fast paths compare with the tops.
+    lo_ready: Cell<usize>,
+    hi_ready: Cell<usize>,
 }
 
 impl Ends {
     /// Two empty ends over `[base, base + cap)`, usable as far as the ready bounds say.
-    pub(crate) fn new(base: NonNull<u8>, cap: u32, lo_ready: u32, hi_ready: u32) -> Self {
+    /// An `eager` lower end keeps a waiting header at its origin too, so its fast path
+    /// works there (the first 16 bytes must be usable, and stay so).
+    ///
+    /// The caller must ensure that `base + cap <= ADDR_CEILING` (the fast paths add to
+    /// the tops without checking).
+    pub(crate) fn new(
+        base: NonNull<u8>,
+        cap: u32,
+        lo_ready: u32,
+        hi_ready: u32,
+        eager: bool,
+    ) -> Self {
+        debug_assert!(base.addr().get() + cap as usize <= ADDR_CEILING);
+        debug_assert!(!eager || (cap as usize >= HEADER && lo_ready as usize >= HEADER));
         Self {
             base,
             cap,
-            lower: Lifo::new(base, Dir::Up, 0, LifoCheck::Deferred, false),
+            lower: Lifo::new(base, Dir::Up, 0, LifoCheck::Deferred, eager),
             upper: Lifo::new(base, Dir::Down, cap, LifoCheck::Deferred, false),
-            lo_ready: Cell::new(lo_ready),
-            hi_ready: Cell::new(hi_ready),
+            lo_ready: Cell::new(base.addr().get() + lo_ready as usize),
+            hi_ready: Cell::new(base.addr().get() + hi_ready as usize),
         }
     }
 
@@ -70,12 +84,15 @@ impl Ends {
 
     /// The usable bounds: `[0, lower)` and `[upper, cap)`.
     pub(crate) fn ready(&self) -> (u32, u32) {
-        (self.lo_ready.get(), self.hi_ready.get())
+        (
+            self.offset(self.lo_ready.get()),
+            self.offset(self.hi_ready.get()),
+        )
     }
 
     pub(crate) fn set_ready(&self, lower: u32, upper: u32) {
-        self.lo_ready.set(lower);
-        self.hi_ready.set(upper);
+        self.lo_ready.set(self.addr(lower));
+        self.hi_ready.set(self.addr(upper));
     }
 
     pub(crate) fn end(&self, dir: Dir) -> &Lifo {
@@ -103,14 +120,71 @@ impl Ends {
             Dir::Down => top,
         };
         let ready = match dir {
-            Dir::Up => to <= self.lo_ready.get(),
-            Dir::Down => to >= self.hi_ready.get(),
+            Dir::Up => self.addr(to) <= self.lo_ready.get(),
+            Dir::Down => self.addr(to) >= self.hi_ready.get(),
         };
         ready || backing.extend(self, dir, to)
     }
 
+    /// The address of offset `at`.
+    #[inline(always)]
+    fn addr(&self, at: u32) -> usize {
+        self.base.addr().get() + at as usize
+    }
+
+    /// The offset of address `addr`, one of the memory's.
+    fn offset(&self, addr: usize) -> u32 {
+        (addr - self.base.addr().get()) as u32
+    }
+
+    /// A block on the fast path of end `dir` (small, aligned to at most 8, inside the
+    /// ready memory and clear of the other end), or `None` for
+    /// [`alloc_slow`](Self::alloc_slow) to decide. An end at a bare origin (see
+    /// [`Lifo::is_bare`]) is left to the slow path too.
+    #[inline(always)]
+    fn alloc_fast(&self, dir: Dir, layout: Layout) -> Option<NonNull<u8>> {
+        match dir {
+            Dir::Up => {
+                if self.lower.is_bare() {
+                    return None;
+                }
+                // The new top keeps 16 bytes, its waiting header, below the upper end's
+                // top and the ready part. The lower end waits at its top, so both lie
+                // at least 16 above it: no wrap, and the limit is at most
+                // `base + cap - 16`, within what `push_up_fast` allows (`new`).
+                let room = self.upper.top_addr().min(self.lo_ready.get());
+                self.lower.push_up_fast(layout, room - HEADER)
+            }
+            Dir::Down => {
+                if self.upper.is_bare() {
+                    return None;
+                }
+                // The lower end's top and waiting header, and the ready part, stay
+                // below. Counting the waiting header where a bare lower end keeps none
+                // only sends that case to the slow path.
+                let floor = (self.lower.top_addr() + HEADER).max(self.hi_ready.get());
+                self.upper.push_down_fast(layout, floor)
+            }
+        }
+    }
+
     #[inline]
     fn alloc(
+        &self,
+        backing: &dyn Backing,
+        dir: Dir,
+        layout: Layout,
+    ) -> Result<NonNull<u8>, AllocError> {
+        if let Some(p) = self.alloc_fast(dir, layout) {
+            return Ok(p);
+        }
+        self.alloc_slow(backing, dir, layout)
+    }
+
+    /// Zero sizes, alignments above 8, large sizes, memory to make ready, failure.
+    #[cold]
+    #[inline(never)]
+    fn alloc_slow(
         &self,
         backing: &dyn Backing,
         dir: Dir,
@@ -158,7 +232,8 @@ impl Ends {
         if lo + self.lower.waiting_room() > hi || hi > self.cap {
             return Err("the ends have crossed or left the memory");
         }
-        if lo + self.lower.waiting_room() > self.lo_ready.get() || hi < self.hi_ready.get() {
+        let (lo_ready, hi_ready) = self.ready();
+        if lo + self.lower.waiting_room() > lo_ready || hi < hi_ready {
             return Err("a top lies outside the usable part of its side");
         }
         Ok(self.lower.validate()? + self.upper.validate()?)
@@ -521,7 +596,7 @@ impl<'buf> DoubleStack<'buf> {
     pub fn new(buf: &'buf mut [MaybeUninit<u8>]) -> Self {
         let (base, cap) = grained(buf);
         Self {
-            ends: Ends::new(base, cap, cap, 0),
+            ends: Ends::new(base, cap, cap, 0, cap as usize >= HEADER),
             _buf: PhantomData,
         }
     }
@@ -618,8 +693,8 @@ impl<'buf> DoubleStack<'buf> {
     }
 
     /// Bytes between the two tops: the most the next allocation at either end can
-    /// take (less its header and alignment, and less the 16 bytes kept above the lower
-    /// end's top once it holds a block).
+    /// take, less its header and alignment, and less the 16 bytes the lower end keeps
+    /// above its top for its next header (as a [`Stack`](crate::Stack) does).
     ///
     /// ```
     /// use bento_primitives::DoubleStack;

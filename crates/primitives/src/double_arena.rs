@@ -8,7 +8,7 @@ use bento_pages::{PageError, PageSource};
 
 use crate::arena::{ArenaConfig, MIN_GRANULE};
 use crate::double::{Backing, EndMut, Ends, StackEnd, split};
-use crate::lifo::{Dir, MAX_SPAN, Marker, MarkerError, StackReport};
+use crate::lifo::{ADDR_CEILING, Dir, MAX_SPAN, Marker, MarkerError, StackReport};
 
 /// A [`DoubleStack`](crate::DoubleStack) over a reservation of address space: the
 /// lower end commits pages upwards from the start, the upper end downwards from the
@@ -75,8 +75,14 @@ impl<P: PageSource> DoubleArena<P> {
         let most = align_down(MAX_SPAN, grain);
         let reserved = align_up(config.reserve.min(most), grain).unwrap_or(most);
         let base = source.reserve(reserved, grain)?;
-        let cap = reserved as u32;
-        let ends = Ends::new(base, cap, 0, cap);
+        // The ends' fast path adds to a top unchecked: the memory they use ends
+        // below `ADDR_CEILING` (never binding in practice, but it is what makes those
+        // sums safe).
+        let room = ADDR_CEILING.saturating_sub(base.addr().get());
+        let cap = reserved.min(align_down(room, grain)) as u32;
+        // Not eager: nothing is committed yet, so the lower end keeps no waiting header
+        // at its origin (its first block takes the slow path, which commits).
+        let ends = Ends::new(base, cap, 0, cap, false);
         Ok(Self {
             ends,
             lo_commit: Cell::new(0),

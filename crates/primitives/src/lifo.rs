@@ -76,6 +76,11 @@ const FREED: u64 = 1 << 63;
 const MARK_ID: u64 = FREED - 1;
 /// Block ends are rounded to this, so every header is aligned.
 pub(crate) const GRAIN: usize = 8;
+/// Where the memory of every end lies below: a top plus a header and a fast-path block,
+/// and that again, cannot wrap (the fast paths add without checking). Never a real
+/// loss: no allocation lies in the top 64 KiB of the address space.
+pub(crate) const ADDR_CEILING: usize = usize::MAX - 2 * (HEADER + FAST_MAX);
+
 /// The largest memory an end works in: offsets and tops must fit a `u32` with room for
 /// a header above.
 pub(crate) const MAX_SPAN: usize = (u32::MAX as usize - 2 * HEADER) & !(GRAIN - 1);
@@ -319,9 +324,12 @@ pub(crate) struct Lifo {
     // from the limit to it is free.
     top: Cell<NonNull<u8>>,
     // Whether an up end keeps a waiting header at its origin too (a `Stack`, whose
-    // fast path needs one there; the ends of a double stack do not, since a
-    // `DoubleArena` may not have committed that memory).
+    // fast path needs one there, and a `DoubleStack`'s lower end; a `DoubleArena`'s
+    // does not, since it may not have committed that memory).
     eager: bool,
+    // The address where the top is bare (`is_bare`): the origin, or 0 (never a top)
+    // for an eager end.
+    bare_at: usize,
     // Moves on at every pop, rollback, in-place resize and reset.
     epoch: Cell<u64>,
     // Invariant: above every mark identity in a header, and below `FREED`; mark
@@ -357,6 +365,11 @@ impl Lifo {
             base,
             top: Cell::new(Self::ptr_at(base, origin)),
             eager,
+            bare_at: if eager {
+                0
+            } else {
+                base.addr().get() + origin as usize
+            },
             epoch: Cell::new(0),
             next_mark: Cell::new(1),
             floor: Cell::new(0),
@@ -381,6 +394,20 @@ impl Lifo {
     pub(crate) fn top(&self) -> u32 {
         // The top lies at most `MAX_SPAN` above `base`.
         (self.top.get().addr().get() - self.base.addr().get()) as u32
+    }
+
+    /// The top, as an address.
+    #[inline(always)]
+    pub(crate) fn top_addr(&self) -> usize {
+        self.top.get().addr().get()
+    }
+
+    /// Whether the end is at its origin and keeps no header at its top: up, no waiting
+    /// header (an end that is not eager); down, no newest block. A double stack's fast
+    /// paths need that header and leave this case to the slow path.
+    #[inline(always)]
+    pub(crate) fn is_bare(&self) -> bool {
+        self.top_addr() == self.bare_at
     }
 
     /// Where the end stands.
@@ -465,6 +492,34 @@ impl Lifo {
         }
     }
 
+    /// [`below`](Self::below) for a walk down the chain: `None` when the header below
+    /// does not lie strictly nearer the origin (and inside the memory), as it does in
+    /// an intact chain. Only a block written past its end into the header of the block
+    /// above it breaks that; debug builds panic naming it, release builds end the walk,
+    /// so every walk ends and reads only inside the memory.
+    #[inline]
+    fn step_down(&self, at: u32, h: Header) -> Option<Pos> {
+        let pos = self.below(at, h);
+        let next = self.last_at(pos);
+        let nearer = next == NONE
+            || match self.dir {
+                Dir::Up => next < at,
+                Dir::Down => next > at && next as usize + HEADER <= self.origin as usize,
+            };
+        if nearer {
+            Some(pos)
+        } else {
+            debug_assert!(
+                false,
+                "Stack: the block header at offset {at} was overwritten (it records the \
+                 header below it at offset {next}, not nearer the origin): a block was \
+                 written past its end (end {})",
+                self.id
+            );
+            None
+        }
+    }
+
     #[inline]
     fn last(&self) -> u32 {
         self.last_at(self.pos())
@@ -493,7 +548,10 @@ impl Lifo {
         while at != NONE {
             let h = self.header(at);
             live += usize::from(h.mark & FREED == 0);
-            at = self.last_at(self.below(at, h));
+            match self.step_down(at, h) {
+                Some(pos) => at = self.last_at(pos),
+                None => break,
+            }
         }
         live
     }
@@ -540,9 +598,10 @@ impl Lifo {
         if top.addr().get() + step > limit {
             return None;
         }
-        // Only an eager end gets here: a `Stack` too small to be eager has its limit at
-        // the origin, below any block.
-        debug_assert!(self.eager);
+        // Only an end keeping a waiting header at its top gets here: a `Stack` too small
+        // to be eager has its limit at the origin, below any block, and a double stack's
+        // lower end that is not eager passes a limit of 0 while at its origin.
+        debug_assert!(self.waits_at(self.top()));
         // SAFETY: `top + step <= limit`, 16 bytes below the end of the memory: the
         // payload and the next waiting header (8-aligned, as the top is) lie inside the
         // memory, above the block's header, where nothing is live.
@@ -558,6 +617,44 @@ impl Lifo {
             );
             self.top.set(new_top);
             Some(top.add(HEADER))
+        }
+    }
+
+    /// [`place`](Self::place) and [`push`](Self::push) in one for an end growing down
+    /// that is not [bare](Self::is_bare), when `layout` is aligned to at most 8 and at
+    /// most `FAST_MAX` bytes: the payload ends at the top, its header goes just below
+    /// it and becomes the new top, recording a gap of 0 (the newest header was the
+    /// top) and the block's length. `limit` is the address the new top may not pass;
+    /// the caller keeps it at most `ADDR_CEILING + HEADER`, so the sum below cannot
+    /// overflow. `None` when the layout is not such or does not fit.
+    #[inline(always)]
+    pub(crate) fn push_down_fast(&self, layout: Layout, limit: usize) -> Option<NonNull<u8>> {
+        debug_assert!(self.dir == Dir::Down && !self.is_bare());
+        let size = layout.size();
+        if size == 0 || layout.align() > GRAIN || size > FAST_MAX {
+            return None;
+        }
+        let top = self.top.get();
+        let step = HEADER + grain_up(size);
+        debug_assert!(limit <= ADDR_CEILING + HEADER);
+        if limit + step > top.addr().get() {
+            return None;
+        }
+        // SAFETY: `limit <= top - step`, and the limit lies at or above the other end's
+        // top and waiting header and inside the usable memory: the block's header and
+        // payload lie between the limit and the top, where nothing is live; 8-aligned
+        // as the top is.
+        unsafe {
+            let new_top = top.sub(step);
+            write_header(
+                new_top,
+                Header {
+                    below: Header::below(0, step as u32),
+                    mark: 0,
+                },
+            );
+            self.top.set(new_top);
+            Some(new_top.add(HEADER))
         }
     }
 
@@ -648,7 +745,10 @@ impl Lifo {
             if cur == at {
                 below_it = depth;
             }
-            cur = self.last_at(self.below(cur, self.header(cur)));
+            match self.step_down(cur, self.header(cur)) {
+                Some(pos) => cur = self.last_at(pos),
+                None => break,
+            }
         }
         depth + 1 - below_it
     }
@@ -676,7 +776,10 @@ impl Lifo {
                 if below.mark & FREED == 0 {
                     break;
                 }
-                pos = self.below(last, below);
+                match self.step_down(last, below) {
+                    Some(next) => pos = next,
+                    None => break,
+                }
             }
             self.set_pos(pos);
             self.next_epoch();
@@ -797,7 +900,10 @@ impl Lifo {
             let mut pos = self.pos();
             while self.above(self.last_at(pos), marker.pos.top) {
                 let last = self.last_at(pos);
-                pos = self.below(last, self.header(last));
+                match self.step_down(last, self.header(last)) {
+                    Some(next) => pos = next,
+                    None => return Err(MarkerError::Stale),
+                }
             }
             let last = self.last_at(pos);
             if pos != marker.pos

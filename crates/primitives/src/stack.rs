@@ -7,9 +7,8 @@ use core::mem::MaybeUninit;
 use core::ptr::NonNull;
 
 use crate::alloc_api::{AllocError, RawAlloc, dangling, impl_allocator};
-use crate::bump::FAST_MAX;
 use crate::lifo::{
-    Dir, GRAIN, HEADER, Lifo, LifoCheck, MAX_SPAN, Marker, MarkerError, StackReport,
+    ADDR_CEILING, Dir, GRAIN, HEADER, Lifo, LifoCheck, MAX_SPAN, Marker, MarkerError, StackReport,
 };
 
 /// A stack allocator over a caller's buffer: blocks are freed in LIFO order, each
@@ -287,15 +286,15 @@ impl<'buf> Stack<'buf> {
 }
 
 /// The 8-aligned part of `buf`, at most `MAX_SPAN` bytes of it, ending at most at
-/// `usize::MAX - HEADER - FAST_MAX` (so that the fast path's sum cannot overflow; never
-/// a real loss): its start and length.
+/// `ADDR_CEILING` (so that the fast paths' sums cannot overflow; never a real loss):
+/// its start and length.
 pub(crate) fn grained(buf: &mut [MaybeUninit<u8>]) -> (NonNull<u8>, u32) {
     let len = buf.len();
     let start = NonNull::from(buf).cast::<u8>();
     let lead = start.as_ptr().align_offset(GRAIN).min(len);
     // SAFETY: `lead <= len`: inside, or one past, the buffer.
     let base = unsafe { start.add(lead) };
-    let room = (usize::MAX - HEADER - FAST_MAX).saturating_sub(base.addr().get());
+    let room = ADDR_CEILING.saturating_sub(base.addr().get());
     let cap = (len - lead).min(MAX_SPAN).min(room) & !(GRAIN - 1);
     (base, cap as u32)
 }

@@ -469,19 +469,24 @@ fn the_upper_end_stops_at_the_lower_ends_waiting_header() {
         Err(AllocError)
     );
     stack.validate().unwrap();
-    // Empty again, the lower end keeps no waiting header: the upper end may go down to 0.
+    // Empty again, the lower end still keeps its waiting header at its origin (so its
+    // fast path works there): the upper end may go down to 16, not 0.
     // SAFETY: `low` is the lower end's only block, live.
     unsafe { stack.lower().deallocate(low, small) };
     assert_eq!(stack.free_between(), 40);
+    assert_eq!(
+        stack.upper().alloc_layout(Layout::new::<[u8; 24]>()),
+        Err(AllocError)
+    );
     let more = stack
         .upper()
-        .alloc_layout(Layout::new::<[u8; 24]>())
+        .alloc_layout(Layout::new::<[u8; 8]>())
         .unwrap();
-    assert_eq!(stack.free_between(), 0);
+    assert_eq!(stack.free_between(), 16);
     stack.validate().unwrap();
     // SAFETY: both are the upper end's blocks, newest first.
     unsafe {
-        stack.upper().deallocate(more, Layout::new::<[u8; 24]>());
+        stack.upper().deallocate(more, Layout::new::<[u8; 8]>());
         stack
             .upper()
             .deallocate(high, Layout::from_size_align(200, 8).unwrap());

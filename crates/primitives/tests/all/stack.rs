@@ -447,3 +447,30 @@ fn debug_builds_catch_a_write_past_the_top_block_at_the_next_free() {
     // SAFETY: `p` is the live top block.
     unsafe { (&stack).deallocate(p, l) };
 }
+
+#[test]
+fn a_walk_over_an_overwritten_header_ends() {
+    let mut buf = Buffer::pages(1);
+    let mut stack = Stack::new(buf.bytes());
+    let l = Layout::new::<[u8; 16]>();
+    let m = stack.marker();
+    let a = stack.alloc_layout(l).unwrap();
+    let b = stack.alloc_layout(l).unwrap();
+    // SAFETY: `b` is the live top block. Popping it moves the epoch on, so the rollback
+    // below checks its marker by walking the chain.
+    unsafe { (&stack).deallocate(b, l) };
+    let _c = stack.alloc_layout(l).unwrap();
+    // SAFETY: `c`'s header follows `a`'s 16 bytes, inside the buffer; overrunning `a`
+    // into it (a record pointing at `c` itself) is the bug under test.
+    unsafe { a.add(16).cast::<u64>().write(0) };
+    let walked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| stack.rollback(m)));
+    if cfg!(debug_assertions) {
+        // Debug builds name the overwritten header.
+        let panic = walked.expect_err("debug builds panic");
+        let message = panic.downcast_ref::<String>().unwrap();
+        assert!(message.contains("the block header at offset 32 was overwritten"));
+    } else {
+        // Release builds refuse the marker: the walk ends instead of looping.
+        assert_eq!(walked.ok(), Some(Err(MarkerError::Stale)));
+    }
+}
