@@ -24,6 +24,19 @@ mod stack;
 mod sync;
 mod typed_pool;
 
+/// Whether this build of bento-primitives runs its debug checks (the misuse checks on
+/// every pool free, the poison fills, the stacks' header checks): true where the crate
+/// is compiled with debug assertions. Code that tests or reports misuse asks this, not
+/// its own `cfg!(debug_assertions)`, which can differ (a release library under a debug
+/// test, or a doctest).
+///
+/// ```
+/// // A development build can say so on its debug overlay.
+/// let checks = if bento_primitives::DEBUG_CHECKS { "on" } else { "off" };
+/// assert!(checks == "on" || checks == "off");
+/// ```
+pub const DEBUG_CHECKS: bool = cfg!(debug_assertions);
+
 pub use crate::alloc_api::AllocError;
 pub use crate::arena::{Arena, ArenaConfig, ArenaScope};
 pub use crate::bump::{AllocFailed, Bump, with_stack_bump};
