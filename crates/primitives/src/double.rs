@@ -40,10 +40,11 @@ pub(crate) struct Ends {
     cap: u32,
     lower: Lifo,
     upper: Lifo,
-    // Invariant: `[0, lo_ready)` and `[hi_ready, cap)` are usable; `lower.top() +
-    // lower.waiting_room() <= lo_ready` (the lower end's waiting header is usable
-    // memory too) and `hi_ready <= upper.top()`. Kept as addresses (`base` plus the
-    // offset), which is what the fast paths compare with the tops.
+    // Invariant: `lower.top() + lower.waiting_room() <= upper.top()` (the ends and the
+    // lower end's waiting header never overlap); `[0, lo_ready)` and `[hi_ready, cap)`
+    // are usable; `lower.top() + lower.waiting_room() <= lo_ready` (the waiting header
+    // is usable memory too) and `hi_ready <= upper.top()`. Kept as addresses (`base`
+    // plus the offset), which is what the fast paths compare with the tops.
     lo_ready: Cell<usize>,
     hi_ready: Cell<usize>,
 }
@@ -53,8 +54,9 @@ impl Ends {
     /// An `eager` lower end keeps a waiting header at its origin too, so its fast path
     /// works there (the first 16 bytes must be usable, and stay so).
     ///
-    /// The caller must ensure that `base + cap <= ADDR_CEILING` (the fast paths add to
-    /// the tops without checking).
+    /// The caller must ensure that `base + cap <= ADDR_CEILING`, or `cap == 0` (the
+    /// fast paths add to the tops without checking; with no memory, both ends are bare
+    /// and never take them).
     pub(crate) fn new(
         base: NonNull<u8>,
         cap: u32,
@@ -62,7 +64,7 @@ impl Ends {
         hi_ready: u32,
         eager: bool,
     ) -> Self {
-        debug_assert!(base.addr().get() + cap as usize <= ADDR_CEILING);
+        debug_assert!(cap == 0 || base.addr().get() + cap as usize <= ADDR_CEILING);
         debug_assert!(!eager || (cap as usize >= HEADER && lo_ready as usize >= HEADER));
         Self {
             base,
@@ -550,11 +552,11 @@ pub(crate) fn split<'a>(ends: &'a Ends, backing: &'a dyn Backing) -> (EndMut<'a>
 ///
 /// Each end is a LIFO [`Stack`](crate::Stack) of its own, with a 16-byte header per
 /// block, deferred out-of-order frees and checked [`Marker`]s; the ends fail with
-/// [`AllocError`] where they would meet (once the lower end holds a block, 16 bytes
-/// above its top stay free for its next header, as in a `Stack`). The lower end's newest block grows and shrinks
-/// in place; the upper end's newest block can only use its alignment slack (its start
-/// cannot move), so it grows by moving. Offsets are 32-bit: at most 4 GiB of the buffer
-/// is used.
+/// [`AllocError`] where they would meet (16 bytes above the lower end's top stay free
+/// for its next header, as in a `Stack`). The lower end's newest block grows and
+/// shrinks in place; the upper end's newest block can only use its alignment slack (its
+/// start cannot move), so it grows by moving. Offsets are 32-bit: at most 4 GiB of the
+/// buffer is used.
 ///
 /// ```
 /// use bento_primitives::DoubleStack;

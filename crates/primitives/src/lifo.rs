@@ -77,8 +77,9 @@ const MARK_ID: u64 = FREED - 1;
 /// Block ends are rounded to this, so every header is aligned.
 pub(crate) const GRAIN: usize = 8;
 /// Where the memory of every end lies below: a top plus a header and a fast-path block,
-/// and that again, cannot wrap (the fast paths add without checking). Never a real
-/// loss: no allocation lies in the top 64 KiB of the address space.
+/// and that again, cannot wrap (the fast paths add without checking). Memory in the top
+/// 128 KiB of the address space goes unused; only a target whose whole address space is
+/// usable (wasm32 with 4 GiB of memory) can lose any.
 pub(crate) const ADDR_CEILING: usize = usize::MAX - 2 * (HEADER + FAST_MAX);
 
 /// The largest memory an end works in: offsets and tops must fit a `u32` with room for
@@ -179,7 +180,9 @@ pub enum MarkerError {
     /// The marker lies above the current top (what was below it has been freed).
     AboveTop,
     /// A rollback to an earlier marker, a reset, or a change to the block below the
-    /// marker has invalidated it.
+    /// marker has invalidated it. Also what a release build says when the check walks
+    /// into a block header that a block written past its end overwrote (debug builds
+    /// panic naming it).
     Stale,
 }
 
@@ -493,19 +496,23 @@ impl Lifo {
     }
 
     /// [`below`](Self::below) for a walk down the chain: `None` when the header below
-    /// does not lie strictly nearer the origin (and inside the memory), as it does in
-    /// an intact chain. Only a block written past its end into the header of the block
-    /// above it breaks that; debug builds panic naming it, release builds end the walk,
-    /// so every walk ends and reads only inside the memory.
+    /// does not lie strictly nearer the origin, 8-aligned and inside the memory, as it
+    /// does in an intact chain. Only a block written past its end into the header of
+    /// the next newer block breaks that; debug builds panic naming it, release builds
+    /// end the walk (or, in a free, keep the top). So every walk ends, and each step
+    /// reads only between the header it starts from and the origin. (The first header
+    /// of a walk is the newest block's, from the end's position: up, the waiting
+    /// header's gap, which debug builds check in `pos`.)
     #[inline]
     fn step_down(&self, at: u32, h: Header) -> Option<Pos> {
         let pos = self.below(at, h);
         let next = self.last_at(pos);
         let nearer = next == NONE
-            || match self.dir {
-                Dir::Up => next < at,
-                Dir::Down => next > at && next as usize + HEADER <= self.origin as usize,
-            };
+            || next.is_multiple_of(GRAIN as u32)
+                && match self.dir {
+                    Dir::Up => next < at,
+                    Dir::Down => next > at && next as usize + HEADER <= self.origin as usize,
+                };
         if nearer {
             Some(pos)
         } else {
@@ -579,13 +586,19 @@ impl Lifo {
         unsafe { Self::ptr_at(self.base, at).cast::<Header>().write(h) }
     }
 
-    /// [`place`](Self::place) and [`push`](Self::push) in one for an eager end
-    /// growing up, when `layout` is aligned to at most 8 and at most `FAST_MAX` bytes:
-    /// the block's header is the one waiting at the top, the payload follows it, and
-    /// the next waiting header goes at the new top. `limit` is the address the new top
-    /// may not pass (16 bytes below the end of the memory, which keeps room for that
-    /// header); the caller keeps it at most `usize::MAX - HEADER - FAST_MAX`, so the
-    /// sum below cannot overflow. `None` when the layout is not such or does not fit.
+    /// [`place`](Self::place) and [`push`](Self::push) in one for an end growing up
+    /// that keeps a waiting header at its top (not [bare](Self::is_bare)), when
+    /// `layout` is aligned to at most 8 and at most `FAST_MAX` bytes: the block's
+    /// header is the one waiting at the top, the payload follows it, and the next
+    /// waiting header goes at the new top. `None` when the layout is not such or does
+    /// not fit.
+    ///
+    /// `limit` is the address the new top may not pass. The caller keeps it at most
+    /// `usize::MAX - HEADER - FAST_MAX`, so the sum below cannot overflow, and 16 bytes
+    /// (the next waiting header) below everything the end may not reach: the end of
+    /// its memory (`Stack`), the other end's top and the ready part (`Ends`). Below the
+    /// top when the end keeps no waiting header there (a `Stack` too small to be eager
+    /// has its limit at the origin).
     #[inline(always)]
     pub(crate) fn push_up_fast(&self, layout: Layout, limit: usize) -> Option<NonNull<u8>> {
         debug_assert!(limit <= usize::MAX - HEADER - FAST_MAX);
@@ -599,12 +612,13 @@ impl Lifo {
             return None;
         }
         // Only an end keeping a waiting header at its top gets here: a `Stack` too small
-        // to be eager has its limit at the origin, below any block, and a double stack's
-        // lower end that is not eager passes a limit of 0 while at its origin.
+        // to be eager has its limit at the origin, below any block, and `Ends` does not
+        // call this for a bare end.
         debug_assert!(self.waits_at(self.top()));
-        // SAFETY: `top + step <= limit`, 16 bytes below the end of the memory: the
-        // payload and the next waiting header (8-aligned, as the top is) lie inside the
-        // memory, above the block's header, where nothing is live.
+        // SAFETY: `top + step <= limit`, 16 bytes below what the end may not reach (the
+        // caller's contract): the payload and the next waiting header (8-aligned, as
+        // the top is) lie in usable memory above the block's header, where nothing is
+        // live, clear of the other end's blocks.
         unsafe {
             let new_top = top.add(step);
             // The block is the newest, `step` below the new top.
@@ -624,9 +638,12 @@ impl Lifo {
     /// that is not [bare](Self::is_bare), when `layout` is aligned to at most 8 and at
     /// most `FAST_MAX` bytes: the payload ends at the top, its header goes just below
     /// it and becomes the new top, recording a gap of 0 (the newest header was the
-    /// top) and the block's length. `limit` is the address the new top may not pass;
-    /// the caller keeps it at most `ADDR_CEILING + HEADER`, so the sum below cannot
-    /// overflow. `None` when the layout is not such or does not fit.
+    /// top) and the block's length. `None` when the layout is not such or does not fit.
+    ///
+    /// `limit` is the address the new top may not pass. The caller keeps it at most
+    /// `ADDR_CEILING + HEADER`, so the sum below cannot overflow, and at or above
+    /// everything the end may not reach: the start of the memory, the other end's top
+    /// and waiting header, the ready part (`Ends`).
     #[inline(always)]
     pub(crate) fn push_down_fast(&self, layout: Layout, limit: usize) -> Option<NonNull<u8>> {
         debug_assert!(self.dir == Dir::Down && !self.is_bare());
@@ -640,10 +657,10 @@ impl Lifo {
         if limit + step > top.addr().get() {
             return None;
         }
-        // SAFETY: `limit <= top - step`, and the limit lies at or above the other end's
-        // top and waiting header and inside the usable memory: the block's header and
-        // payload lie between the limit and the top, where nothing is live; 8-aligned
-        // as the top is.
+        // SAFETY: `limit <= top - step`, and the limit lies at or above everything the
+        // end may not reach (the caller's contract): the block's header and payload lie
+        // between the limit and the top, in usable memory where nothing is live;
+        // 8-aligned as the top is.
         unsafe {
             let new_top = top.sub(step);
             write_header(
@@ -765,24 +782,35 @@ impl Lifo {
             );
         }
         if at == self.last() {
-            let mut pos = self.below(at, h);
-            // Reclaim the blocks beneath that were freed out of order.
-            loop {
-                let last = self.last_at(pos);
-                if last == NONE {
-                    break;
+            // A header overwritten by the block beneath gives no position to pop to:
+            // the block is then only marked, as a free out of order, and the top stays.
+            if let Some(mut pos) = self.step_down(at, h) {
+                // Reclaim the blocks beneath that were freed out of order.
+                loop {
+                    let last = self.last_at(pos);
+                    if last == NONE {
+                        break;
+                    }
+                    let below = self.header(last);
+                    if below.mark & FREED == 0 {
+                        break;
+                    }
+                    match self.step_down(last, below) {
+                        Some(next) => pos = next,
+                        None => break,
+                    }
                 }
-                let below = self.header(last);
-                if below.mark & FREED == 0 {
-                    break;
-                }
-                match self.step_down(last, below) {
-                    Some(next) => pos = next,
-                    None => break,
-                }
+                self.set_pos(pos);
+                self.next_epoch();
+                return;
             }
-            self.set_pos(pos);
-            self.next_epoch();
+            self.set_header(
+                at,
+                Header {
+                    mark: h.mark | FREED,
+                    ..h
+                },
+            );
             return;
         }
         match self.check {

@@ -493,3 +493,76 @@ fn the_upper_end_stops_at_the_lower_ends_waiting_header() {
     }
     assert_eq!(stack.free_between(), stack.capacity());
 }
+
+#[test]
+fn a_walk_down_the_upper_end_over_an_overwritten_header_ends() {
+    let mut buf = Buffer::pages(1);
+    let mut stack = DoubleStack::new(buf.bytes());
+    let l = Layout::new::<[u8; 16]>();
+    let m = stack.upper().marker();
+    let a = stack.upper().alloc_layout(l).unwrap();
+    let b = stack.upper().alloc_layout(l).unwrap();
+    // SAFETY: `b` is the upper end's newest block. Popping it moves the epoch on, so
+    // the rollback below checks its marker by walking the chain.
+    unsafe { stack.upper().deallocate(b, l) };
+    let c = stack.upper().alloc_layout(l).unwrap();
+    // `c` ends where `a`'s header starts (the upper end grows down).
+    assert_eq!(c.addr().get() + 32, a.addr().get());
+    // SAFETY: `a`'s header lies right after `c`'s 16 bytes, inside the buffer;
+    // overrunning `c` into it (a record pointing at `a`'s own header) is the bug under
+    // test.
+    unsafe { c.add(16).cast::<u64>().write(0) };
+    let walked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| stack.rollback(m)));
+    if bento_primitives::DEBUG_CHECKS {
+        let panic = walked.expect_err("debug builds panic");
+        let message = panic.downcast_ref::<String>().unwrap();
+        assert!(message.contains("was overwritten"), "{message}");
+    } else {
+        assert_eq!(walked.ok(), Some(Err(MarkerError::Stale)));
+    }
+}
+
+#[test]
+fn a_double_arena_lower_end_back_at_its_origin_writes_a_fresh_header() {
+    let config = ArenaConfig {
+        reserve: 1 << 20,
+        commit_step: 4096,
+        ..ArenaConfig::default()
+    };
+    let arena = DoubleArena::with_source(HeapPages::new(), config).unwrap();
+    let l = Layout::new::<u64>();
+    let lower = arena.lower();
+    let a = lower.alloc_layout(l).unwrap();
+    let b = lower.alloc_layout(l).unwrap();
+    // SAFETY: both are live blocks of the lower end: `a` freed out of order is marked
+    // in its header at the origin; freeing `b` then reclaims it, back to the origin,
+    // where this lazy end keeps no waiting header, so the stale one stays there.
+    unsafe {
+        lower.deallocate(a, l);
+        lower.deallocate(b, l);
+    }
+    assert_eq!(lower.used(), 0);
+    // The next block from the origin must take the slow path, which writes its header
+    // afresh: one that reused the stale, freed-marked header would not count as live.
+    let c = lower.alloc_layout(l).unwrap();
+    assert_eq!(c, a);
+    assert_eq!(lower.live_blocks(), 1);
+    assert_eq!(arena.validate().unwrap().live_blocks, 1);
+}
+
+#[test]
+fn double_stacks_too_small_for_a_block_refuse_cleanly() {
+    let mut buf = Buffer::pages(1);
+    for len in [8, 16, 24] {
+        let mut stack = DoubleStack::new(&mut buf.bytes()[..len]);
+        for end in [stack.lower(), stack.upper()] {
+            assert_eq!(end.alloc_layout(Layout::new::<u8>()), Err(AllocError));
+            assert_eq!(end.used(), 0);
+        }
+        // A zero-size block needs no memory.
+        assert!(stack.lower().alloc_layout(Layout::new::<()>()).is_ok());
+        stack.validate().unwrap();
+        stack.reset();
+        stack.validate().unwrap();
+    }
+}

@@ -464,7 +464,7 @@ fn a_walk_over_an_overwritten_header_ends() {
     // into it (a record pointing at `c` itself) is the bug under test.
     unsafe { a.add(16).cast::<u64>().write(0) };
     let walked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| stack.rollback(m)));
-    if cfg!(debug_assertions) {
+    if bento_primitives::DEBUG_CHECKS {
         // Debug builds name the overwritten header.
         let panic = walked.expect_err("debug builds panic");
         let message = panic.downcast_ref::<String>().unwrap();
@@ -472,5 +472,37 @@ fn a_walk_over_an_overwritten_header_ends() {
     } else {
         // Release builds refuse the marker: the walk ends instead of looping.
         assert_eq!(walked.ok(), Some(Err(MarkerError::Stale)));
+    }
+}
+
+#[test]
+fn freeing_a_block_whose_header_was_overwritten_keeps_the_top() {
+    let mut buf = Buffer::pages(1);
+    let stack = Stack::new(buf.bytes());
+    let l = Layout::new::<[u8; 16]>();
+    let a = stack.alloc_layout(l).unwrap();
+    let b = stack.alloc_layout(l).unwrap();
+    let used = stack.used();
+    // SAFETY: `b`'s header follows `a`'s 16 bytes, inside the buffer; overrunning `a`
+    // into it (a record pointing at `b`'s own header) is the bug under test.
+    unsafe { a.add(16).cast::<u64>().write(0) };
+    let freed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        // SAFETY: `b` is the live top block.
+        unsafe { (&stack).deallocate(b, l) }
+    }));
+    if bento_primitives::DEBUG_CHECKS {
+        let panic = freed.expect_err("debug builds panic");
+        let message = panic.downcast_ref::<String>().unwrap();
+        assert!(message.contains("the block header at offset 32 was overwritten"));
+    } else {
+        // Release builds cannot pop to a position the header does not give: the block
+        // is only marked, and the next block goes above it, over nothing live.
+        assert!(freed.is_ok());
+        assert_eq!(stack.used(), used);
+        // The walk stops at the broken header, before `a`; `validate` names it.
+        assert_eq!(stack.live_blocks(), 0);
+        assert!(stack.validate().is_err());
+        let c = stack.alloc_layout(l).unwrap();
+        assert!(c.addr().get() >= b.addr().get() + 16);
     }
 }
