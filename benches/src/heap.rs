@@ -145,13 +145,8 @@ pub struct Mixed {
 impl Mixed {
     /// A plan from a fixed seed, so that every peer runs the same operations.
     pub fn new(live: usize, steps: usize) -> Self {
-        let mut x = 0x9E37_79B9_7F4A_7C15u64;
-        let mut next = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut rng = crate::XorShift(0x9E37_79B9_7F4A_7C15);
+        let mut next = move || rng.next();
         let size = |r: u64| {
             // 16 * 2^(8u) for u uniform in [0, 1): log-uniform from 16 to 4096.
             let u = (r >> 11) as f64 / (1u64 << 53) as f64;
