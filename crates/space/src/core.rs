@@ -62,6 +62,15 @@ pub(crate) enum Freed {
 /// The page calls the core makes inside ordinary segments: the space implements it
 /// over its page source.
 pub(crate) trait PageOps {
+    /// Gives back segment `seg`, which a free just unlinked from `core` (see
+    /// [`Freed::Release`]).
+    ///
+    /// # Safety
+    ///
+    /// `seg` is the segment of the `Freed::Release` that `core` returned last, not yet
+    /// given back.
+    unsafe fn release(&self, core: &Core, seg: NonNull<Segment>);
+
     /// Commits `[ptr, ptr + len)`; false (nothing committed) when the source refuses.
     ///
     /// # Safety
@@ -90,8 +99,6 @@ pub(crate) struct Core {
     /// The base segment's address and size (`(0, 0)` without one): what
     /// `segment_at` tests before masking.
     pub(crate) base_range: (usize, usize),
-    /// Chunk sizes below this are never dedicated (see `free_sized`).
-    pub(crate) sized_limit: usize,
     pub(crate) counters: Counters,
     /// `segment_granularity - 1`: masks a chunk address of an ordinary segment down to
     /// its header.
@@ -127,17 +134,6 @@ impl Core {
             segments: ptr::null_mut(),
             base: ptr::null_mut(),
             base_range: (0, 0),
-            // A dedicated block's chunk is at least `threshold` or above `max_chunk`,
-            // and a block resized in place keeps its dedicated segment only while it
-            // shrinks by less than a source page: so a block whose chunk size for
-            // its current size is below both less a source page is not dedicated.
-            sized_limit: const_min(
-                cache::LIMIT,
-                const_min(
-                    threshold.saturating_sub(source_page),
-                    (granularity - HEADER - FENCE).saturating_sub(source_page),
-                ),
-            ),
             counters: Counters {
                 reserved: 0,
                 max_reserved: 0,
@@ -403,18 +399,17 @@ impl Core {
         }
     }
 
-    /// Puts the block of in-use chunk `c` (of segment `seg`, at least `lower` bytes)
-    /// in the front cache when `lower`'s class has room and the segment keeps another
-    /// block in use (or is the base segment, which is never released). True when it
-    /// did.
+    /// Puts the block of in-use chunk `c` (of segment `seg`, `size` bytes) in the
+    /// front cache when its class has room and the segment keeps another block in
+    /// use (or is the base segment, which is never released). True when it did.
     ///
     /// # Safety
     ///
-    /// The caller must ensure `c` is an in-use chunk of at least `lower` bytes of
+    /// The caller must ensure `c` is an in-use chunk of `size` bytes (its tag's) of
     /// segment `seg`, live, not dedicated, of this space, and not cached.
     #[inline]
-    unsafe fn try_cache(&mut self, c: NonNull<u8>, seg: *mut Segment, lower: usize) -> bool {
-        let Some(k) = cache::class_of(lower) else {
+    unsafe fn try_cache(&mut self, c: NonNull<u8>, seg: *mut Segment, size: usize) -> bool {
+        let Some(k) = cache::class_of(size) else {
             return false;
         };
         // SAFETY: `seg` is a live segment header and `c` an in-use chunk of at least
@@ -433,39 +428,6 @@ impl Core {
         self.cache.counts[k] += 1;
         self.cache.bytes += cache::class_bytes(k);
         true
-    }
-
-    /// Frees the block of in-use chunk `c`, whose size the caller knows to be at
-    /// least `csize` bytes: into the front cache without reading its tag when `csize`
-    /// is below every dedicated block's, else as [`free_block`](Self::free_block).
-    ///
-    /// # Safety
-    ///
-    /// The caller must ensure `c` is an in-use chunk of at least `csize` bytes of a
-    /// live segment of this space, not cached, and dedicated only if `csize >=
-    /// self.sized_limit`.
-    #[inline]
-    pub(crate) unsafe fn free_sized(
-        &mut self,
-        pages: &impl PageOps,
-        c: NonNull<u8>,
-        csize: usize,
-    ) -> Freed {
-        // SAFETY: the caller's contract; below `sized_limit` the chunk is not
-        // dedicated, so `segment_at` finds its segment.
-        unsafe {
-            if csize < self.sized_limit {
-                debug_assert!(
-                    raw::size(raw::head(c)) >= csize && raw::head(c) & DEDICATED == 0,
-                    "chunk {c:p} freed as at least {csize} bytes, not dedicated, but its head is {:#x}",
-                    raw::head(c)
-                );
-                if self.try_cache(c, self.segment_at(c), csize) {
-                    return Freed::Kept;
-                }
-            }
-            self.free_block(pages, c)
-        }
     }
 
     /// Frees the block of in-use chunk `c`: into the front cache when its class has
@@ -532,6 +494,11 @@ impl Core {
                         matches!(freed, Freed::Kept),
                         "draining the cache emptied a segment"
                     );
+                    // Never so by `Segment::cached`'s invariant; should a segment
+                    // empty all the same, it still goes back.
+                    if let Freed::Release(seg) = freed {
+                        pages.release(self, seg);
+                    }
                 }
             }
         }
@@ -1026,11 +993,6 @@ impl Core {
             ..SpaceStats::default()
         }
     }
-}
-
-/// The smaller of `a` and `b` (`Ord::min` is not `const`).
-const fn const_min(a: usize, b: usize) -> usize {
-    if a < b { a } else { b }
 }
 
 /// The offset of a dedicated chunk from its segment's base such that its payload `p`

@@ -108,6 +108,18 @@ pub enum Misuse {
         /// The pointer given.
         ptr: *mut u8,
     },
+    /// A block freed with a layout it cannot have: more bytes than it holds, or an
+    /// alignment its address does not meet.
+    WrongLayout {
+        /// The pointer given.
+        ptr: *mut u8,
+        /// The layout's size.
+        size: usize,
+        /// The layout's alignment.
+        align: usize,
+        /// What the block holds.
+        usable: usize,
+    },
 }
 
 impl fmt::Display for Misuse {
@@ -124,6 +136,15 @@ impl fmt::Display for Misuse {
                     "{ptr:p} points into this memory space but not at the start of a live block"
                 )
             }
+            Self::WrongLayout {
+                ptr,
+                size,
+                align,
+                usable,
+            } => write!(
+                f,
+                "{ptr:p} freed with a layout of {size} bytes aligned to {align}, which a block of {usable} usable bytes at that address cannot have"
+            ),
         }
     }
 }

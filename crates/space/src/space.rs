@@ -14,7 +14,7 @@ use crate::chunk::{
 };
 use crate::config::{SpaceConfig, SpaceError};
 use crate::core::{Core, Freed, PageOps, dedicated_chunk_offset};
-use crate::{AllocError, MisuseHook, SpaceStats, panic_on_misuse};
+use crate::{AllocError, Misuse, MisuseHook, SpaceStats, panic_on_misuse};
 
 /// A dsmalloc-style general allocator over a [`PageSource`].
 ///
@@ -63,6 +63,12 @@ pub(crate) type Source<P> = CommitCache<Metered<P>>;
 
 /// The page calls of the core, through the cache.
 impl<P: PageSource> PageOps for Option<&Source<P>> {
+    unsafe fn release(&self, core: &Core, seg: NonNull<Segment>) {
+        // SAFETY: the caller's contract: `core` unlinked `seg` and recorded its
+        // pending range.
+        unsafe { release_segment(core, *self, seg, core.pending) }
+    }
+
     #[inline]
     unsafe fn commit(&self, ptr: NonNull<u8>, len: usize) -> bool {
         // Ordinary segments exist only with a source.
@@ -372,11 +378,15 @@ impl<P: PageSource> MemorySpace<P> {
     }
 
     /// Frees a block given the layout it was allocated (or last resized) with: as
-    /// [`free`](Self::free), but a block of alignment up to 16 below the smallest
-    /// dedicated size goes to the front cache without its tag being read, which
-    /// spares a cache miss on a block not touched lately. A zero-size layout frees
-    /// nothing (its pointer is dangling). The `Allocator` implementations free this
-    /// way.
+    /// [`free`](Self::free) (the block's tag, not the layout, says its size and
+    /// segment, so a block resized in place with any entry point frees the same
+    /// way). A zero-size layout frees nothing (its pointer is dangling). The
+    /// `Allocator` implementations free this way.
+    ///
+    /// In debug builds a layout the block cannot have (larger than
+    /// [`usable_size`](Self::usable_size), or of an alignment its address does not
+    /// meet) is reported as [`Misuse::WrongLayout`](crate::Misuse::WrongLayout) and
+    /// the block stays live.
     ///
     /// # Safety
     ///
@@ -401,14 +411,28 @@ impl<P: PageSource> MemorySpace<P> {
             return;
         }
         let mut inner = self.enter();
-        if cfg!(debug_assertions)
-            && let Err(misuse) = inner.core.check_block(ptr)
-        {
-            inner.core.report(&misuse);
-            return;
+        if cfg!(debug_assertions) {
+            let checked = inner.core.check_block(ptr).and_then(|()| {
+                // SAFETY: `check_block` found `ptr` a live block of this space.
+                let usable = unsafe { Core::usable(raw::chunk_of(ptr)) };
+                if layout.size() > usable || !ptr.addr().get().is_multiple_of(layout.align()) {
+                    Err(Misuse::WrongLayout {
+                        ptr: ptr.as_ptr(),
+                        size: layout.size(),
+                        align: layout.align(),
+                        usable,
+                    })
+                } else {
+                    Ok(())
+                }
+            });
+            if let Err(misuse) = checked {
+                inner.core.report(&misuse);
+                return;
+            }
         }
         // SAFETY: the caller's contract (checked in debug builds above).
-        unsafe { inner.dealloc(ptr, layout) }
+        unsafe { inner.free(ptr) }
     }
 
     /// Resizes a block to `new_size` bytes: in place when it can (shrinking always
@@ -819,35 +843,8 @@ impl<'a, P: PageSource> Entered<'a, P> {
         // SAFETY: the caller's contract.
         let freed = unsafe { self.core.free_block(&pages, raw::chunk_of(payload)) };
         if let Freed::Release(seg) = freed {
-            let pending = self.core.pending;
-            // SAFETY: `free_chunk` unlinked the empty segment for us to release.
-            unsafe { release_segment(&self.core, pages, seg, pending) };
-        }
-    }
-
-    /// Frees the block at `payload`, allocated with `layout` (non-zero size).
-    ///
-    /// # Safety
-    ///
-    /// `payload` is a live block of this space, allocated with `layout` or resized
-    /// to it last.
-    #[inline]
-    unsafe fn dealloc(&mut self, payload: NonNull<u8>, layout: Layout) {
-        if layout.align() > CHUNK_ALIGN {
-            // SAFETY: the caller's contract.
-            return unsafe { self.free(payload) };
-        }
-        let pages = self.source();
-        let c = raw::chunk_of(payload);
-        // An alignment of 16 or less and a size below the limit is a block of an
-        // ordinary or base segment whose chunk holds at least `csize` bytes.
-        let csize = chunk_size_for(layout.size()).unwrap_or(usize::MAX);
-        // SAFETY: the caller's contract, and the reasoning above.
-        let freed = unsafe { self.core.free_sized(&pages, c, csize) };
-        if let Freed::Release(seg) = freed {
-            let pending = self.core.pending;
-            // SAFETY: `free_sized` unlinked the empty segment for us to release.
-            unsafe { release_segment(&self.core, pages, seg, pending) };
+            // SAFETY: `free_block` unlinked the empty segment for us to release.
+            unsafe { pages.release(&self.core, seg) };
         }
     }
 

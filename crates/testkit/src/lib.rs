@@ -50,7 +50,7 @@ pub fn run<T: Target + ?Sized>(
 ///
 /// let ops = [
 ///     Op::Alloc { size: 100, align: 3, zeroed: true, end: End::Low },
-///     Op::Grow { index: 0, by: 1000, zeroed: false },
+///     Op::Grow { index: 0, by: 1000, zeroed: false, align: 0 },
 ///     Op::FreeNewest,
 /// ];
 /// let report = run_ops(&mut Api02::new(&Global), &Caps::default(), &ops).unwrap();

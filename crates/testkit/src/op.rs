@@ -21,14 +21,20 @@ pub enum Op {
         /// Which end (only with [`Ops::TWO_ENDS`]).
         end: End,
     },
-    /// Free the live block `index % live`.
+    /// Free the live block `index % live`, with a layout of its alignment and a
+    /// size between what it asked for and the length it was given (`fit` chooses:
+    /// mostly the size asked, sometimes the length given or a size between).
     Free {
         /// Raw block selector.
         index: u16,
+        /// Raw selector of the size the free passes.
+        fit: u8,
     },
     /// Free the most recently allocated live block (the top of a stack).
     FreeNewest,
-    /// Grow the live block `index % live` by a generated amount.
+    /// Grow the live block `index % live` by a generated amount. allocator-api2
+    /// lets a resize change the alignment: an odd `align` asks for a new one (drawn
+    /// as for an allocation), an even one keeps the block's.
     Grow {
         /// Raw block selector.
         index: u16,
@@ -36,16 +42,25 @@ pub enum Op {
         by: u32,
         /// Zero the new bytes.
         zeroed: bool,
+        /// Raw selector of the new alignment.
+        align: u8,
     },
-    /// Shrink the live block `index % live` to `to % (size + 1)` bytes.
+    /// Shrink the live block `index % live` to `to % (size + 1)` bytes, with a new
+    /// alignment when `align` is odd (as for [`Op::Grow`]).
     Shrink {
         /// Raw block selector.
         index: u16,
         /// Raw selector of the new size.
         to: u32,
+        /// Raw selector of the new alignment.
+        align: u8,
     },
     /// Resize the live block `index % live` without moving it ([`Ops::IN_PLACE`]):
     /// grow it by a generated amount, or shrink it to `size % (old size + 1)` bytes.
+    /// A grow whose `size` has its top bit set asks for a size drawn afresh, which
+    /// may be below the block's (an in-place grow to a size a block already holds
+    /// succeeds without change on some allocators; the block's layout is then the
+    /// smaller one).
     ResizeInPlace {
         /// Raw block selector.
         index: u16,
@@ -213,13 +228,15 @@ impl Caps {
             },
             90..=149 => Op::Free {
                 index: u.arbitrary().ok()?,
+                fit: u.arbitrary().ok()?,
             },
             150..=169 => Op::FreeNewest,
             170..=189 => {
-                let (index, by, zeroed) = (
+                let (index, by, zeroed, align) = (
                     u.arbitrary().ok()?,
                     u.arbitrary().ok()?,
                     u.ratio(1, 4).ok()?,
+                    u.arbitrary().ok()?,
                 );
                 if weight >= 184 && self.has(Ops::IN_PLACE) {
                     Op::ResizeInPlace {
@@ -228,11 +245,20 @@ impl Caps {
                         grow: true,
                     }
                 } else {
-                    Op::Grow { index, by, zeroed }
+                    Op::Grow {
+                        index,
+                        by,
+                        zeroed,
+                        align,
+                    }
                 }
             }
             190..=209 => {
-                let (index, to) = (u.arbitrary().ok()?, u.arbitrary().ok()?);
+                let (index, to, align) = (
+                    u.arbitrary().ok()?,
+                    u.arbitrary().ok()?,
+                    u.arbitrary().ok()?,
+                );
                 if weight >= 204 && self.has(Ops::IN_PLACE) {
                     Op::ResizeInPlace {
                         index,
@@ -240,7 +266,7 @@ impl Caps {
                         grow: false,
                     }
                 } else {
-                    Op::Shrink { index, to }
+                    Op::Shrink { index, to, align }
                 }
             }
             210..=213 => Op::Reset,

@@ -351,40 +351,50 @@ impl<'t, T: Target + ?Sized> Interp<'t, T> {
                 zeroed,
                 end,
             } => self.alloc(size, align, zeroed, end)?,
-            Op::Free { index } => {
+            Op::Free { index, fit } => {
                 if !self.blocks.is_empty() {
-                    self.free(usize::from(index) % self.blocks.len())?;
+                    self.free(usize::from(index) % self.blocks.len(), fit)?;
                 }
             }
             Op::FreeNewest => {
                 if !self.blocks.is_empty() {
-                    self.free(self.blocks.len() - 1)?;
+                    self.free(self.blocks.len() - 1, 0)?;
                 }
             }
-            Op::Grow { index, by, zeroed } => {
+            Op::Grow {
+                index,
+                by,
+                zeroed,
+                align,
+            } => {
                 if !self.blocks.is_empty() {
                     let i = usize::from(index) % self.blocks.len();
                     let b = self.blocks[i];
+                    let align = self.new_align(&b, align);
                     let cap = self.caps.sizes.max().max(b.size);
                     let to = b
                         .size
-                        .saturating_add(self.caps.sizes.pick(by, b.align.get()))
+                        .saturating_add(self.caps.sizes.pick(by, align.get()))
                         .min(cap);
-                    self.resize(i, to, Resize::Grow { zeroed })?;
+                    self.resize(i, to, align, Resize::Grow { zeroed })?;
                 }
             }
-            Op::Shrink { index, to } => {
+            Op::Shrink { index, to, align } => {
                 if !self.blocks.is_empty() {
                     let i = usize::from(index) % self.blocks.len();
-                    let to = to as usize % (self.blocks[i].size + 1);
-                    self.resize(i, to, Resize::Shrink)?;
+                    let b = self.blocks[i];
+                    let align = self.new_align(&b, align);
+                    let to = to as usize % (b.size + 1);
+                    self.resize(i, to, align, Resize::Shrink)?;
                 }
             }
             Op::ResizeInPlace { index, size, grow } => {
                 if !self.blocks.is_empty() {
                     let i = usize::from(index) % self.blocks.len();
                     let b = self.blocks[i];
-                    let to = if grow {
+                    let to = if grow && size >> 31 != 0 {
+                        self.caps.sizes.pick(size, b.align.get())
+                    } else if grow {
                         let cap = self.caps.sizes.max().max(b.size);
                         b.size
                             .saturating_add(self.caps.sizes.pick(size, b.align.get()))
@@ -392,7 +402,7 @@ impl<'t, T: Target + ?Sized> Interp<'t, T> {
                     } else {
                         size as usize % (b.size + 1)
                     };
-                    self.resize(i, to, Resize::InPlace)?;
+                    self.resize(i, to, b.align, Resize::InPlace)?;
                 }
             }
             Op::Reset => self.reset(),
@@ -548,20 +558,50 @@ impl<'t, T: Target + ?Sized> Interp<'t, T> {
         b
     }
 
-    fn free(&mut self, i: usize) -> Result<(), Failure> {
+    /// The alignment a grow or shrink of `b` asks for: an odd `raw` draws a new one
+    /// (allocator-api2 lets a resize change it), an even one keeps `b`'s.
+    fn new_align(&self, b: &Block, raw: u8) -> Alignment {
+        if raw & 1 == 0 {
+            b.align
+        } else {
+            self.caps.aligns.pick(raw)
+        }
+    }
+
+    /// Frees block `i` with a layout of its alignment whose size `fit` picks between
+    /// the size it asked for and the length it was given (both fit the block, as
+    /// allocator-api2 defines it): mostly the size asked, one time in four the length,
+    /// one in eight a size between.
+    fn free(&mut self, i: usize, fit: u8) -> Result<(), Failure> {
         self.check_pattern(&self.blocks[i], usize::MAX)?;
         let b = self.forget(i);
+        let size = match fit % 8 {
+            _ if b.extent <= b.size => b.size,
+            0..=4 => b.size,
+            5 => b.size + usize::from(fit / 8) % (b.extent - b.size + 1),
+            _ => b.extent,
+        };
+        let layout = Layout::from_size_align(size, b.align.get()).expect("fits its block");
         // SAFETY: `b` is live in the model, so it is live in the target, from `b.end`,
-        // with the layout it was allocated (or last resized) with.
-        unsafe { self.target.deallocate(b.end, b.ptr, b.layout()) };
+        // allocated (or last resized) with `b.layout()`; `layout` has its alignment
+        // and a size between `b.size` and the length it was given.
+        unsafe { self.target.deallocate(b.end, b.ptr, layout) };
         self.report.frees += 1;
         Ok(())
     }
 
-    fn resize(&mut self, i: usize, to: usize, how: Resize) -> Result<(), Failure> {
+    /// Resizes block `i` to `to` bytes aligned to `align` (an in-place resize keeps
+    /// the block's alignment).
+    fn resize(
+        &mut self,
+        i: usize,
+        to: usize,
+        align: Alignment,
+        how: Resize,
+    ) -> Result<(), Failure> {
         let old = self.blocks[i];
         self.check_pattern(&old, usize::MAX)?;
-        let Ok(new_layout) = Layout::from_size_align(to, old.align.get()) else {
+        let Ok(new_layout) = Layout::from_size_align(to, align.get()) else {
             return Ok(());
         };
         // Take it out of the overlap map: a resize may extend it in place.
@@ -598,7 +638,7 @@ impl<'t, T: Target + ?Sized> Interp<'t, T> {
         };
         self.blocks.remove(i);
         self.live_bytes -= old.size;
-        let mut new = self.admit(block, to, old.align, old.end)?;
+        let mut new = self.admit(block, to, align, old.end)?;
         let moved = new.ptr != old.ptr;
         if moved && how == Resize::InPlace {
             return Err(self.fail(FailureKind::MovedInPlace {
@@ -764,7 +804,7 @@ impl<'t, T: Target + ?Sized> Interp<'t, T> {
         self.op = None;
         self.validate()?;
         while !self.blocks.is_empty() {
-            self.free(self.blocks.len() - 1)?;
+            self.free(self.blocks.len() - 1, 0)?;
         }
         self.validate()?;
         Ok(self.report)

@@ -58,18 +58,46 @@ fn caps(ops: Ops) -> Caps {
         .with_validate_every(cases(3, 10))
 }
 
-/// A space as the interpreter drives it: allocator-api2 for the common operations,
-/// the space's own `realloc_in_place` and `trim` for `IN_PLACE` and `TRIM`, and
+/// A space as the interpreter drives it, through every entry point a user has:
+/// allocator-api2 for the common operations, with some grows and shrinks through the
+/// space's own `realloc`; frees through `free` (the tag), `dealloc` (the layout) and
+/// `Allocator::deallocate`; in-place resizes through `try_grow_in_place` (which
+/// succeeds without change for a size the block already holds, so the block's
+/// layout becomes the smaller one) and `realloc_in_place`; `trim` for `TRIM`, and
 /// `validate()` at each check.
 struct SpaceTarget<'a, P: PageSource> {
     space: &'a MemorySpace<P>,
     /// Arms a refused call of the source for `FAIL_NEXT`.
     fail: Option<fn(&P, u32)>,
+    /// Counts calls, to take turns between the entry points.
+    turn: usize,
 }
 
 impl<'a, P: PageSource> SpaceTarget<'a, P> {
     fn new(space: &'a MemorySpace<P>) -> Self {
-        Self { space, fail: None }
+        Self {
+            space,
+            fail: None,
+            turn: 0,
+        }
+    }
+
+    /// The next of `n` turns.
+    fn turn(&mut self, n: usize) -> usize {
+        self.turn = self.turn.wrapping_add(1);
+        self.turn % n
+    }
+
+    /// A resize through `MemorySpace::realloc` (which aligns to 16 when it moves),
+    /// for a block and a new layout of alignment up to 16.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` is a live block of the space with a non-zero `old` size.
+    unsafe fn realloc(&mut self, ptr: NonNull<u8>, new: Layout) -> Option<NonNull<[u8]>> {
+        // SAFETY: the caller's contract.
+        let p = unsafe { self.space.realloc(ptr, new.size()) }.ok()?;
+        Some(NonNull::slice_from_raw_parts(p, new.size()))
     }
 }
 
@@ -79,16 +107,16 @@ impl<P: PageSource> Target for SpaceTarget<'_, P> {
     }
 
     unsafe fn deallocate(&mut self, end: End, ptr: NonNull<u8>, layout: Layout) {
-        // Half the blocks (by an address bit) go through `free`, which reads the
-        // block's tag; the others through the `Allocator`, which frees with the
-        // layout (`dealloc`) and need not.
-        if layout.size() != 0 && ptr.addr().get() & 16 != 0 {
-            // SAFETY: a live, non-zero-size block of the space (the interpreter's
-            // contract).
-            return unsafe { self.space.free(ptr) };
+        if layout.size() == 0 {
+            return;
         }
-        // SAFETY: the interpreter upholds `Target::deallocate`'s contract.
-        unsafe { Api02::new(&self.space).deallocate(end, ptr, layout) }
+        // SAFETY (each arm): a live, non-zero-size block of the space, with a layout
+        // that fits it (the interpreter's contract).
+        match self.turn(3) {
+            0 => unsafe { self.space.free(ptr) },
+            1 => unsafe { self.space.dealloc(ptr, layout) },
+            _ => unsafe { Api02::new(&self.space).deallocate(end, ptr, layout) },
+        }
     }
 
     unsafe fn grow(
@@ -99,6 +127,10 @@ impl<P: PageSource> Target for SpaceTarget<'_, P> {
         new: Layout,
         zeroed: bool,
     ) -> Option<NonNull<[u8]>> {
+        if !zeroed && old.size() != 0 && old.align().max(new.align()) <= 16 && self.turn(4) == 0 {
+            // SAFETY: a live block of non-zero size (the interpreter's contract).
+            return unsafe { self.realloc(ptr, new) };
+        }
         // SAFETY: the interpreter upholds `Target::grow`'s contract.
         unsafe { Api02::new(&self.space).grow(end, ptr, old, new, zeroed) }
     }
@@ -110,6 +142,10 @@ impl<P: PageSource> Target for SpaceTarget<'_, P> {
         old: Layout,
         new: Layout,
     ) -> Option<NonNull<[u8]>> {
+        if new.size() != 0 && old.align().max(new.align()) <= 16 && self.turn(4) == 0 {
+            // SAFETY: a live block of non-zero size (the interpreter's contract).
+            return unsafe { self.realloc(ptr, new) };
+        }
         // SAFETY: the interpreter upholds `Target::shrink`'s contract.
         unsafe { Api02::new(&self.space).shrink(end, ptr, old, new) }
     }
@@ -127,7 +163,12 @@ impl<P: PageSource> Target for SpaceTarget<'_, P> {
         }
         // SAFETY: `ptr` is a live block of the space (the interpreter's contract).
         unsafe {
-            if !self.space.realloc_in_place(ptr, new_size) {
+            let done = if self.turn(2) == 0 {
+                self.space.try_grow_in_place(ptr, new_size)
+            } else {
+                self.space.realloc_in_place(ptr, new_size)
+            };
+            if !done {
                 return None;
             }
             Some(NonNull::slice_from_raw_parts(
