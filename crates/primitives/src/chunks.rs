@@ -151,6 +151,12 @@ impl Geometry {
     pub(crate) fn fits(&self, layout: Layout) -> bool {
         layout.size() <= self.stride && layout.align() <= self.align.get()
     }
+
+    /// Whether the chunk at `ptr` can hold `layout`: at most the chunk size, at an
+    /// address aligned to it.
+    pub(crate) fn holds(&self, ptr: NonNull<u8>, layout: Layout) -> bool {
+        layout.size() <= self.stride && ptr.addr().get().is_multiple_of(layout.align())
+    }
 }
 
 /// Misuse the pools' debug checks detect, handed to the pool's [`MisuseHook`].
@@ -228,8 +234,8 @@ pub enum PoolMisuse<'a> {
         /// The chunk whose link was overwritten.
         ptr: NonNull<u8>,
     },
-    /// A block given back through the `Allocator` interface with a layout no chunk of
-    /// this pool could have been allocated with.
+    /// A block given back through the `Allocator` interface with a layout its chunk
+    /// cannot hold: larger than a chunk, or of an alignment its address does not meet.
     WrongLayout {
         /// The pointer.
         ptr: NonNull<u8>,
@@ -275,8 +281,8 @@ impl fmt::Display for PoolMisuse<'_> {
                 chunk_align,
             } => write!(
                 f,
-                "{ptr:p} freed with size {} and alignment {}, which no chunk of {chunk_size} \
-                 bytes aligned to {chunk_align} holds",
+                "{ptr:p} freed with size {} and alignment {}, which a chunk of {chunk_size} \
+                 bytes (aligned to {chunk_align}) at that address cannot hold",
                 layout.size(),
                 layout.align()
             ),
@@ -338,7 +344,11 @@ pub(crate) fn alloc_chunk(
 
 /// Whether a block given back through the `Allocator` interface is a chunk to free:
 /// not for a zero-size layout (nothing was taken), and, in debug builds, not for a
-/// layout no chunk could have been allocated with (reported to `hook`).
+/// layout the chunk at `ptr` cannot hold (reported to `hook`). A chunk holds any
+/// layout of at most its size whose alignment its address meets: the chunks'
+/// alignment, or a stricter one the chunk happens to meet after an in-place resize
+/// to it (the `Allocator` trait's `grow` and `shrink` keep a block in place whenever
+/// its address meets the new alignment).
 #[inline]
 pub(crate) fn dealloc_frees_chunk(
     geo: &Geometry,
@@ -349,7 +359,7 @@ pub(crate) fn dealloc_frees_chunk(
     if layout.size() == 0 {
         return false;
     }
-    if cfg!(debug_assertions) && !geo.fits(layout) {
+    if cfg!(debug_assertions) && !geo.holds(ptr, layout) {
         report(
             hook,
             &PoolMisuse::WrongLayout {

@@ -263,7 +263,7 @@ fn pool_debug_checks_report_each_misuse_and_change_nothing() {
     let d = (&pool).allocate(Layout::new::<u64>()).unwrap().cast::<u8>();
     // SAFETY: the misuse under test: a layout larger than any chunk.
     unsafe { (&pool).deallocate(d, Layout::new::<[u8; 64]>()) };
-    assert_seen("which no chunk of 32 bytes");
+    assert_seen("which a chunk of 32 bytes");
     // SAFETY: `d` is live, with its real layout.
     unsafe { (&pool).deallocate(d, Layout::new::<u64>()) };
     assert!(seen().is_empty());
@@ -1078,4 +1078,65 @@ fn shared_pool_stress_through_caches_with_a_tiny_pool() {
         s.spawn(move || transfer_stress(pool, 1, cases(200_000, 100), None));
     });
     assert_eq!(pool.validate().unwrap().in_use, 0);
+}
+
+/// Grows a block in a chunk of 40 bytes aligned to 8 that happens to sit on 64 bytes
+/// to `{40, 64}` (in place: the trait keeps a block whose address meets the new
+/// alignment), then frees it with that layout: the trait allows the sequence.
+///
+/// # Safety
+///
+/// `alloc` is a pool of 40-byte chunks aligned to 8 with at least 8 free (one in
+/// eight sits on 64 bytes).
+unsafe fn grow_to_a_stricter_alignment_then_free<A: Allocator>(alloc: A) {
+    let small = Layout::from_size_align(32, 8).unwrap();
+    let strict = Layout::from_size_align(40, 64).unwrap();
+    let mut held = Vec::new();
+    let p = loop {
+        let p = alloc.allocate(small).unwrap().cast::<u8>();
+        if p.addr().get() % 64 == 0 {
+            break p;
+        }
+        held.push(p);
+    };
+    // SAFETY: `p` and the held blocks are live with the layouts they are freed with.
+    unsafe {
+        let q = alloc.grow(p, small, strict).unwrap().cast::<u8>();
+        assert_eq!(q, p, "grown in place");
+        alloc.deallocate(q, strict);
+        for h in held {
+            alloc.deallocate(h, small);
+        }
+    }
+}
+
+#[test]
+fn a_chunk_resized_to_a_stricter_alignment_frees_with_it() {
+    let chunk = Layout::from_size_align(40, 8).unwrap();
+    let mut buf = Buffer::pages(1);
+    let pool = Pool::new(buf.bytes(), chunk).unwrap();
+    // SAFETY: 102 chunks of 40 bytes aligned to 8.
+    unsafe { grow_to_a_stricter_alignment_then_free(&pool) };
+    assert_eq!(pool.in_use(), 0);
+    pool.validate().unwrap();
+
+    let mut buf = Buffer::pages(1);
+    let mut shared = SharedPool::new(buf.bytes(), chunk).unwrap();
+    // SAFETY: as above.
+    unsafe { grow_to_a_stricter_alignment_then_free(&shared) };
+    assert_eq!(shared.in_use(), 0);
+    {
+        let cache = shared.cache();
+        // SAFETY: as above.
+        unsafe { grow_to_a_stricter_alignment_then_free(&cache) };
+    }
+    assert_eq!(shared.in_use(), 0);
+    shared.validate().unwrap();
+
+    let pages = HeapPages::new();
+    let growing = GrowingPool::with_source(&pages, chunk, 1000).unwrap();
+    // SAFETY: as above.
+    unsafe { grow_to_a_stricter_alignment_then_free(&growing) };
+    assert_eq!(growing.in_use(), 0);
+    growing.validate().unwrap();
 }
