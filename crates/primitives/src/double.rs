@@ -448,7 +448,8 @@ impl EndMut<'_> {
         self.end.marker()
     }
 
-    /// Frees every block of this end allocated after `marker`.
+    /// Frees every block of this end allocated after `marker`, and the blocks beneath
+    /// it freed out of order.
     ///
     /// # Errors
     ///
@@ -655,7 +656,8 @@ impl<'buf> DoubleStack<'buf> {
         split(&self.ends, &Fixed)
     }
 
-    /// Frees every block allocated at the marker's end after it was taken.
+    /// Frees every block allocated at the marker's end after it was taken, and the
+    /// blocks beneath it freed out of order.
     ///
     /// # Errors
     ///

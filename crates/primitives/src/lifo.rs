@@ -737,19 +737,53 @@ impl Lifo {
         Self::ptr_at(self.base, placed.payload)
     }
 
-    /// The header offset of the block at `ptr`, checked in debug builds.
+    /// The header offset of the block at `ptr`: a panic when `ptr` lies outside the
+    /// part of the memory this end has handed out.
     fn header_of(&self, ptr: NonNull<u8>) -> u32 {
         let offset = ptr.addr().get().wrapping_sub(self.base.addr().get());
         let (low, high) = match self.dir {
             Dir::Up => (HEADER, self.top() as usize),
             Dir::Down => (self.top() as usize + HEADER, self.origin as usize),
         };
-        debug_assert!(
+        assert!(
             offset >= low && offset <= high,
-            "{ptr:p} is not a block of this stack (end {})",
+            "Stack: {ptr:p} is not a block of this stack (end {})",
             self.id
         );
         (offset - HEADER) as u32
+    }
+
+    /// Whether a header lies at offset `at`, found by walking the chain from the
+    /// newest block down to it: O(blocks above it). False for a pointer into the
+    /// middle of a block.
+    fn chain_holds(&self, at: u32) -> bool {
+        let mut cur = self.last();
+        while self.above(cur, at) && cur != at {
+            match self.step_down(cur, self.header(cur)) {
+                Some(pos) => cur = self.last_at(pos),
+                None => return false,
+            }
+        }
+        cur == at
+    }
+
+    /// From `pos`, steps down over the newest blocks as long as they were freed out of
+    /// order: the position that reclaims them.
+    fn reclaim(&self, mut pos: Pos) -> Pos {
+        loop {
+            let last = self.last_at(pos);
+            if last == NONE {
+                return pos;
+            }
+            let below = self.header(last);
+            if below.mark & FREED == 0 {
+                return pos;
+            }
+            match self.step_down(last, below) {
+                Some(next) => pos = next,
+                None => return pos,
+            }
+        }
     }
 
     /// The position of the block whose header is at `at` in the chain, counting from
@@ -771,9 +805,25 @@ impl Lifo {
     }
 
     /// Frees the block at `ptr`: pops it when it is the newest (and every block beneath
-    /// it freed out of order), marks it otherwise.
+    /// it freed out of order), marks it otherwise. A block below the newest is first
+    /// found on the chain (a walk over the blocks above it), so a pointer into the
+    /// middle of a block is refused, never taken for a header.
+    ///
+    /// # Panics
+    ///
+    /// In every build, when `ptr` is not a live block of this end (outside the part
+    /// in use, inside a block, or freed before), naming it; under
+    /// [`LifoCheck::Strict`] when the block is not the newest.
     pub(crate) fn free(&self, ptr: NonNull<u8>) {
         let at = self.header_of(ptr);
+        let last = self.last();
+        if at != last && !self.chain_holds(at) {
+            panic!(
+                "Stack: {ptr:p} is not the start of a block of this stack (end {}): a pointer \
+                 into a block, or one it never handed out",
+                self.id
+            );
+        }
         let h = self.header(at);
         if h.mark & FREED != 0 {
             panic!(
@@ -781,26 +831,11 @@ impl Lifo {
                 self.number(at)
             );
         }
-        if at == self.last() {
+        if at == last {
             // A header overwritten by the block beneath gives no position to pop to:
             // the block is then only marked, as a free out of order, and the top stays.
-            if let Some(mut pos) = self.step_down(at, h) {
-                // Reclaim the blocks beneath that were freed out of order.
-                loop {
-                    let last = self.last_at(pos);
-                    if last == NONE {
-                        break;
-                    }
-                    let below = self.header(last);
-                    if below.mark & FREED == 0 {
-                        break;
-                    }
-                    match self.step_down(last, below) {
-                        Some(next) => pos = next,
-                        None => break,
-                    }
-                }
-                self.set_pos(pos);
+            if let Some(pos) = self.step_down(at, h) {
+                self.set_pos(self.reclaim(pos));
                 self.next_epoch();
                 return;
             }
@@ -824,7 +859,7 @@ impl Lifo {
             LifoCheck::Strict => panic!(
                 "Stack (LifoCheck::Strict): block #{} at {ptr:p} freed while block #{} is on top",
                 self.number(at),
-                self.number(self.last())
+                self.number(last)
             ),
         }
     }
@@ -906,7 +941,8 @@ impl Lifo {
             }
     }
 
-    /// Frees every block allocated after `marker` was taken.
+    /// Frees every block allocated after `marker` was taken, and the blocks beneath it
+    /// that were freed out of order (now that nothing above them is left).
     ///
     /// O(1) when the end has only placed blocks since the marker was taken; otherwise
     /// the marker is checked by walking the blocks above it (the ones it frees), at
@@ -940,7 +976,9 @@ impl Lifo {
                 return Err(MarkerError::Stale);
             }
         }
-        self.set_pos(marker.pos);
+        // Blocks beneath the marker freed out of order go too: nothing above them is
+        // left.
+        self.set_pos(self.reclaim(marker.pos));
         self.next_epoch();
         Ok(())
     }

@@ -163,7 +163,9 @@ impl<'buf> Stack<'buf> {
     }
 
     /// Frees every block allocated after `marker` was taken. The next allocation
-    /// lands where the marker says and `used()` returns to its value.
+    /// lands where the marker says and `used()` returns to its value; blocks beneath
+    /// the marker that were freed out of order go too (nothing above them is left),
+    /// and `used()` then drops below the marker's.
     ///
     /// O(1) when the stack has only allocated since the marker was taken (the frame
     /// pattern: marker, allocations, rollback). Otherwise (a free, rollback or resize
