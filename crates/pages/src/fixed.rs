@@ -65,13 +65,18 @@ pub struct FixedPages {
     // Invariant: a multiple of `page`.
     len: usize,
     page: Alignment,
+    // Invariant: `base + len`, valid for reads and writes of one bit per page of
+    // `len` (whole `u64` words, after the pages handed out), reached only under the
+    // lock: the bit of a page is set exactly when a live reservation starts there.
+    starts: NonNull<u64>,
     free: Locked<FreeList>,
 }
 
 // SAFETY: the buffer belongs to the source (see the constructors), and the free list
-// headers inside it are only touched under the lock.
+// headers and the start table inside it are only touched under the lock.
 unsafe impl Send for FixedPages {}
-// SAFETY: as above; every method that reads or writes a header holds the lock.
+// SAFETY: as above; every method that reads or writes a header or the table holds
+// the lock.
 unsafe impl Sync for FixedPages {}
 
 impl FixedPages {
@@ -87,7 +92,10 @@ impl FixedPages {
         unsafe { Self::from_raw(base, len, page) }
     }
 
-    /// Pages of `page` bytes from the raw region `[base, base + len)`.
+    /// Pages of `page` bytes from the raw region `[base, base + len)`. The last pages
+    /// of the region hold the source's table of where reservations start (one bit per
+    /// page: one page of 4 KiB for each 128 MiB), so that a release that is not
+    /// exactly a live reservation is caught.
     ///
     /// # Safety
     ///
@@ -100,13 +108,26 @@ impl FixedPages {
                 .max_with(Alignment::new(size_of::<FreeRange>()).expect("16 is a power of two")),
         );
         let lead = base.as_ptr().align_offset(page.get()).min(len);
-        let usable = (len - lead) & !page.mask();
+        let pages = (len - lead) / page.get();
+        // Whole pages for a bit per page (a few more bits than the pages left).
+        let table = pages.div_ceil(64) * 8;
+        let table_pages = table.div_ceil(page.get());
+        let usable = pages.saturating_sub(table_pages) * page.get();
         // SAFETY: `lead <= len`, so this stays inside (or one past) the region.
         let base = unsafe { base.add(lead) };
+        // SAFETY: `usable <= len - lead`; with no usable page the table is empty and
+        // never read.
+        let starts = unsafe { base.add(usable) }.cast::<u64>();
+        if usable > 0 {
+            // SAFETY: the table's words lie in the region after the usable pages
+            // (`table <= table_pages * page`), page-aligned, so aligned for `u64`.
+            unsafe { starts.write_bytes(0, usable.div_ceil(page.get()).div_ceil(64)) };
+        }
         let this = Self {
             base,
             len: usable,
             page,
+            starts,
             free: Locked::new(FreeList { head: NIL }),
         };
         if usable > 0 {
@@ -126,7 +147,7 @@ impl FixedPages {
     /// use bento_pages::FixedPages;
     /// use core::mem::MaybeUninit;
     ///
-    /// let buf = Box::leak(Box::new([MaybeUninit::uninit(); 3 * 4096]));
+    /// let buf = Box::leak(Box::new([MaybeUninit::uninit(); 4 * 4096]));
     /// let pages = FixedPages::new(buf, Alignment::PAGE_4K);
     /// assert!(pages.capacity() >= 2 * 4096);
     /// ```
@@ -186,6 +207,57 @@ impl FixedPages {
         // SAFETY: the range is page-aligned (so aligned for `FreeRange`) and at least
         // a page (so large enough), and nobody else uses free memory.
         unsafe { h.write(FreeRange { size, next }) };
+    }
+
+    /// The word of the start table holding page `page`'s bit, and the bit.
+    fn start_bit(&self, page: usize) -> (NonNull<u64>, u64) {
+        debug_assert!(page < self.len / self.page.get());
+        // SAFETY: `page` is a page of the buffer, so its word lies in the table
+        // (`starts`' invariant).
+        (unsafe { self.starts.add(page / 64) }, 1 << (page % 64))
+    }
+
+    /// Whether a live reservation starts at page `page`.
+    ///
+    /// # Safety
+    ///
+    /// The caller must hold the lock.
+    unsafe fn starts_at(&self, page: usize) -> bool {
+        let (word, bit) = self.start_bit(page);
+        // SAFETY: the caller holds the lock, which guards the table.
+        unsafe { word.read() & bit != 0 }
+    }
+
+    /// Marks (or clears) page `page` as where a live reservation starts.
+    ///
+    /// # Safety
+    ///
+    /// The caller must hold the lock.
+    unsafe fn set_start(&self, page: usize, on: bool) {
+        let (word, bit) = self.start_bit(page);
+        // SAFETY: the caller holds the lock, which guards the table.
+        unsafe {
+            let w = word.read();
+            word.write(if on { w | bit } else { w & !bit });
+        }
+    }
+
+    /// Whether `[offset, offset + size)` (page-aligned, inside the buffer, in no free
+    /// range) is exactly one live reservation: one starts at `offset`, none starts
+    /// inside, and what follows is the buffer's end, a free range (`next_free`, the
+    /// first free range above `offset`) or another reservation.
+    ///
+    /// # Safety
+    ///
+    /// The caller must hold the lock.
+    unsafe fn is_one_reservation(&self, offset: usize, size: usize, next_free: usize) -> bool {
+        let (first, end) = (offset / self.page.get(), (offset + size) / self.page.get());
+        // SAFETY (each call): the caller holds the lock.
+        unsafe {
+            self.starts_at(first)
+                && (first + 1..end).all(|p| !self.starts_at(p))
+                && (offset + size == self.len || next_free == offset + size || self.starts_at(end))
+        }
     }
 
     /// Whether `[offset, offset + size)` lies in the buffer and in no free range.
@@ -263,6 +335,8 @@ unsafe impl PageSource for FixedPages {
                         // SAFETY: as above.
                         unsafe { self.write_header(prev, psize, after) };
                     }
+                    // SAFETY: the lock is held; `start` is a page of the buffer.
+                    unsafe { self.set_start(start / self.page.get(), true) };
                     return Some(start);
                 }
                 prev = at;
@@ -279,18 +353,23 @@ unsafe impl PageSource for FixedPages {
     unsafe fn release(&self, base: NonNull<u8>, size: usize) {
         let offset = base.addr().get().wrapping_sub(self.base.addr().get());
         self.free.with(|list| {
-            assert!(
-                check_range(base, size, self.page.get()).is_ok()
-                    && self.is_reserved(list, offset, size),
-                "FixedPages::release({base:p}, {size}): not a live reservation of this source"
-            );
+            let live = check_range(base, size, self.page.get()).is_ok()
+                && self.is_reserved(list, offset, size);
             // Find the free neighbours: `prev` below, `next` above.
             let (mut prev, mut next) = (NIL, list.head);
-            while next != NIL && next < offset {
+            while live && next != NIL && next < offset {
                 prev = next;
                 // SAFETY: the lock is held and `next` is on the free list.
                 next = unsafe { self.read_header(next) }.1;
             }
+            assert!(
+                // SAFETY: the lock is held; the range is page-aligned, in the buffer.
+                live && unsafe { self.is_one_reservation(offset, size, next) },
+                "FixedPages::release({base:p}, {size}): not exactly a live reservation of \
+                 this source (part of one, several, or none)"
+            );
+            // SAFETY: the lock is held; `offset` starts the reservation going.
+            unsafe { self.set_start(offset / self.page.get(), false) };
             // Merge with the range above when adjacent.
             let (mut size, mut after) = (size, next);
             if next == offset + size {

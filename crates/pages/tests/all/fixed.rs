@@ -12,10 +12,11 @@ const PAGE: usize = 4096;
 #[repr(C, align(4096))]
 struct Page([MaybeUninit<u8>; PAGE]);
 
-/// Runs `f` on a `FixedPages` over a heap buffer of `pages` pages (starting `skip`
-/// bytes in), freed afterwards (the `'static` constructor would leak, which Miri
-/// reports).
+/// Runs `f` on a `FixedPages` over a heap buffer of `pages` pages and one more for
+/// the source's start table (starting `skip` bytes in), freed afterwards (the
+/// `'static` constructor would leak, which Miri reports).
 pub(crate) fn with_fixed(pages: usize, skip: usize, f: impl FnOnce(&FixedPages)) {
+    let pages = pages + 1;
     let mut buf: Vec<Page> = (0..pages)
         .map(|_| Page([MaybeUninit::uninit(); PAGE]))
         .collect();
@@ -135,7 +136,7 @@ fn random_program(pages: &FixedPages, case: usize) {
 }
 
 #[test]
-#[should_panic(expected = "not a live reservation of this source")]
+#[should_panic(expected = "not exactly a live reservation of this source")]
 fn double_release_panics() {
     with_fixed(4, 0, |pages| {
         let p = pages.reserve(PAGE, Alignment::MIN).unwrap();
@@ -144,5 +145,54 @@ fn double_release_panics() {
             pages.release(p, PAGE);
             pages.release(p, PAGE);
         }
+    });
+}
+
+#[test]
+#[should_panic(expected = "not exactly a live reservation of this source")]
+fn releasing_part_of_a_reservation_panics() {
+    with_fixed(4, 0, |pages| {
+        let p = pages.reserve(3 * PAGE, Alignment::MIN).unwrap();
+        // SAFETY: the misuse under test: the first two pages of a three-page
+        // reservation.
+        unsafe { pages.release(p, 2 * PAGE) };
+    });
+}
+
+#[test]
+#[should_panic(expected = "not exactly a live reservation of this source")]
+fn releasing_the_tail_of_a_reservation_panics() {
+    with_fixed(4, 0, |pages| {
+        let p = pages.reserve(3 * PAGE, Alignment::MIN).unwrap();
+        // SAFETY: the misuse under test: the last page of a three-page reservation.
+        unsafe { pages.release(p.add(2 * PAGE), PAGE) };
+    });
+}
+
+#[test]
+#[should_panic(expected = "not exactly a live reservation of this source")]
+fn releasing_two_reservations_at_once_panics() {
+    with_fixed(4, 0, |pages| {
+        let p = pages.reserve(PAGE, Alignment::MIN).unwrap();
+        let q = pages.reserve(PAGE, Alignment::MIN).unwrap();
+        assert_eq!(q.addr().get(), p.addr().get() + PAGE);
+        // SAFETY: the misuse under test: two adjacent reservations as one.
+        unsafe { pages.release(p, 2 * PAGE) };
+    });
+}
+
+#[test]
+fn a_reservation_released_whole_beside_others_is_accepted() {
+    with_fixed(4, 0, |pages| {
+        let p = pages.reserve(PAGE, Alignment::MIN).unwrap();
+        let q = pages.reserve(2 * PAGE, Alignment::MIN).unwrap();
+        let r = pages.reserve(PAGE, Alignment::MIN).unwrap();
+        // SAFETY: live reservations, each released whole and once.
+        unsafe {
+            pages.release(q, 2 * PAGE);
+            pages.release(r, PAGE);
+            pages.release(p, PAGE);
+        }
+        assert_eq!(pages.available(), pages.capacity());
     });
 }
