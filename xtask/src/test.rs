@@ -1,11 +1,14 @@
-//! `cargo xtask test`: tier 0, every unit, property, model and doc test; then the
-//! primitives' unit and integration tests once more in a release build, where the
-//! pools keep no count of chunks in use and have no debug checks (their figures and
-//! `validate` take another path there).
+//! `cargo xtask test`: tier 0, every unit, property, model and doc test; then every
+//! allocator crate's unit and integration tests once more in a release build, where
+//! the debug checks are off and the release-only paths run (the pools keep no count of
+//! chunks in use, the stacks' and the space's figures and `validate` take other paths).
 
 use crate::step::{Outcome, Step, cargo, status};
 
 pub(crate) const STEP: Step = Step { name: "test", run };
+
+/// The crates whose tests run again in a release build.
+const RELEASE: &[&str] = &["bento-pages", "bento-primitives", "bento-space"];
 
 fn run() -> Outcome {
     let mut cmd = cargo();
@@ -15,13 +18,9 @@ fn run() -> Outcome {
         other => return other,
     }
     let mut cmd = cargo();
-    cmd.args([
-        "test",
-        "--release",
-        "-p",
-        "bento-primitives",
-        "--lib",
-        "--tests",
-    ]);
+    cmd.args(["test", "--release", "--lib", "--tests"]);
+    for krate in RELEASE {
+        cmd.args(["-p", krate]);
+    }
     status(cmd)
 }
