@@ -15,7 +15,7 @@ use crate::{PageError, PageSource, check_range};
 ///
 /// let cache = CommitCache::with_capacity(HeapPages::new(), 16 * 4096).unwrap();
 /// let s = cache.stats();
-/// assert_eq!((s.capacity, s.parked, s.hits), (16 * 4096, 0, 0));
+/// assert_eq!((s.capacity, s.limit, s.parked, s.hits), (16 * 4096, 16 * 4096, 0, 0));
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CacheStats {
@@ -31,10 +31,15 @@ pub struct CacheStats {
     pub parked: usize,
     /// Bytes the cache can park.
     pub capacity: usize,
+    /// Bytes the cache parks at most now (see [`CommitCache::set_limit`]): at most
+    /// `capacity`.
+    pub limit: usize,
 }
 
 #[derive(Debug)]
 struct State {
+    // Invariant: `stats.parked <= stats.limit <= stats.capacity` once `set_limit`
+    // returns; a decommit parks a page in an empty slot only below the limit.
     stats: CacheStats,
 }
 
@@ -145,6 +150,7 @@ impl<P: PageSource> CommitCache<P> {
             state: Locked::new(State {
                 stats: CacheStats {
                     capacity: slots << page.log2(),
+                    limit: slots << page.log2(),
                     ..CacheStats::default()
                 },
             }),
@@ -159,6 +165,49 @@ impl<P: PageSource> CommitCache<P> {
     /// The cache's figures now.
     pub fn stats(&self) -> CacheStats {
         self.state.with(|s| s.stats)
+    }
+
+    /// Parks at most `bytes` (rounded down to pages, and at most the capacity) from
+    /// now on, truly decommitting parked pages until that holds: a consumer whose
+    /// memory shrinks keeps its cache in proportion. A page decommitted while the
+    /// cache is at its limit goes straight to the source unless its slot holds a page
+    /// to evict (the slot table does not shrink).
+    ///
+    /// ```
+    /// use bento_align::Alignment;
+    /// use bento_pages::{CommitCache, HeapPages, PageSource};
+    ///
+    /// let pages = CommitCache::with_capacity(HeapPages::new(), 64 * 4096).unwrap();
+    /// let base = pages.reserve(16 * 4096, Alignment::MIN).unwrap();
+    /// // SAFETY: ranges of a live reservation; everything is decommitted before release.
+    /// unsafe {
+    ///     pages.commit(base, 8 * 4096).unwrap();
+    ///     pages.decommit(base, 8 * 4096);
+    ///     assert_eq!(pages.stats().parked, 8 * 4096);
+    ///     pages.set_limit(2 * 4096);
+    ///     assert_eq!(pages.stats().parked, 2 * 4096);
+    ///     pages.trim();
+    ///     pages.release(base, 16 * 4096);
+    /// }
+    /// ```
+    pub fn set_limit(&self, bytes: usize) {
+        let limit = bytes.min(self.slots << self.page.log2()) & !self.page.mask();
+        self.state.with(|s| {
+            s.stats.limit = limit;
+            let mut i = 0;
+            while s.stats.parked > limit && i < self.slots {
+                // SAFETY: the lock is held and `i < slots`.
+                let p = unsafe { self.take_slot(i) };
+                if let Some(p) = NonNull::new(p) {
+                    // SAFETY: a parked page is committed in `inner`, inside a live
+                    // reservation, and unused by the consumer.
+                    unsafe { self.inner.decommit(p, self.page.get()) };
+                    s.stats.parked -= self.page.get();
+                    s.stats.evictions += 1;
+                }
+                i += 1;
+            }
+        });
     }
 
     /// Truly decommits every parked page and returns the bytes given back: the manual
@@ -212,6 +261,16 @@ impl<P: PageSource> CommitCache<P> {
     /// be committed in `inner`, inside a live reservation, and no longer used.
     unsafe fn park(&self, state: &mut State, ptr: NonNull<u8>, pages: usize) {
         let page = self.page.get();
+        // Pages `[from, k)` that go straight to the source (the cache at its limit),
+        // decommitted in one call per run.
+        let mut direct: Option<usize> = None;
+        let flush = |from: usize, to: usize| {
+            // SAFETY: pages of the caller's range, committed and unused.
+            unsafe {
+                self.inner
+                    .decommit(ptr.add(from * page), (to - from) * page)
+            }
+        };
         for k in 0..pages {
             // SAFETY: `k < pages`, inside the caller's range.
             let p = unsafe { ptr.add(k * page) };
@@ -222,6 +281,13 @@ impl<P: PageSource> CommitCache<P> {
                 old != p.as_ptr(),
                 "CommitCache: page {p:p} decommitted twice"
             );
+            if old.is_null() && state.stats.parked + page > state.stats.limit {
+                direct.get_or_insert(k);
+                continue;
+            }
+            if let Some(from) = direct.take() {
+                flush(from, k);
+            }
             if let Some(old) = NonNull::new(old) {
                 // SAFETY: a parked page is committed, in a live reservation, unused.
                 unsafe { self.inner.decommit(old, page) };
@@ -232,6 +298,9 @@ impl<P: PageSource> CommitCache<P> {
             unsafe { self.table.add(i).write(p.as_ptr()) };
             state.stats.parks += 1;
             state.stats.parked += page;
+        }
+        if let Some(from) = direct {
+            flush(from, pages);
         }
     }
 }

@@ -16,8 +16,9 @@
 //!   leaves a segment with no block in use is known at once; it takes that segment's
 //!   cached chunks out first (a walk of at most [`DEPTH`] chunks per class), merges
 //!   them, and the segment goes back to the source in the same call;
-//! - the cache holds at most [`DEPTH`] chunks per class and `SpaceConfig::block_cache`
-//!   bytes in all, counting each chunk as its class's smallest size.
+//! - the cache holds at most [`DEPTH`] chunks per class and, in all,
+//!   `SpaceConfig::block_cache` bytes or 1/128 of the space's bytes in use (at least
+//!   [`FLOOR`]), whichever is less, counting each chunk as its class's smallest size.
 //!
 //! Classes are the index's lists for chunks below [`LIMIT`] bytes, so a chunk is
 //! cached under the list it would be filed in (`list_of`, rounding down) and a
@@ -35,6 +36,11 @@ pub(crate) const LIMIT: usize = 8192;
 pub(crate) const CLASSES: usize = (list_of(LIMIT).0) * SL_COUNT;
 /// The most chunks a class holds.
 pub(crate) const DEPTH: u8 = 16;
+/// The cache holds at most this share of the space's bytes in use (as a shift: 1/128),
+/// so that a small heap does not keep a fixed megabyte of free blocks.
+pub(crate) const SHARE_SHIFT: u32 = 7;
+/// ... but always room for this many bytes (within `SpaceConfig::block_cache`).
+pub(crate) const FLOOR: usize = 64 << 10;
 
 const _: () = assert!(list_of(LIMIT).1 == 0, "LIMIT starts a first level");
 
@@ -93,10 +99,13 @@ impl Cache {
         }
     }
 
-    /// Whether class `k` has room for one more chunk.
+    /// Whether class `k` has room for one more chunk in a space with `live` bytes in
+    /// use: the cache holds at most [`DEPTH`] chunks a class and, in all, `limit`
+    /// bytes or `live / 2^SHARE_SHIFT` (but at least [`FLOOR`]), whichever is less.
     #[inline]
-    pub(crate) fn has_room(&self, k: usize) -> bool {
-        self.counts[k] < DEPTH && self.bytes + class_bytes(k) <= self.limit
+    pub(crate) fn has_room(&self, k: usize, live: usize) -> bool {
+        let room = self.limit.min((live >> SHARE_SHIFT).max(FLOOR));
+        self.counts[k] < DEPTH && self.bytes + class_bytes(k) <= room
     }
 
     /// Whether in-use chunk `c` is cached: it holds its key, and a walk of the

@@ -18,7 +18,7 @@ use crate::chunk::{MAX_SEGMENT, SEGMENT_OVERHEAD};
 /// let config = SpaceConfig::DEFAULT
 ///     .with_segment_granularity(256 << 10)
 ///     .with_segment_threshold(128 << 10);
-/// assert_eq!(config.page_size, 64 << 10);
+/// assert_eq!(config.page_size, 4 << 10);
 /// assert_eq!(config.segment_granularity, 256 << 10);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -28,8 +28,10 @@ pub struct SpaceConfig {
     /// 0 reserves nothing until the first allocation. Like every segment, these are
     /// released when a free leaves them empty.
     pub initial_capacity: usize,
-    /// The unit the space commits in: a power of two, at least the page source's page
-    /// size.
+    /// The unit the space commits in: a power of two; a space over a source with
+    /// larger pages commits in the source's page instead. Smaller pages give back
+    /// more of the free space (a free chunk keeps its partial pages at both ends
+    /// committed) for more page calls, which the commit cache mostly absorbs.
     pub page_size: usize,
     /// The size (and alignment) of an ordinary segment: a power of two, at least four
     /// pages. Requests that do not fit one get a dedicated segment.
@@ -42,27 +44,33 @@ pub struct SpaceConfig {
     /// reusing memory does not call the source each time; 0 turns the cache off.
     /// [`MemorySpace::trim`](crate::MemorySpace::trim) gives them back. Counted in
     /// source pages; the cache's slot table (8 bytes per page) comes from the source.
+    /// The cache parks at most 1/32 of the space's reserved bytes (at least 256 KiB)
+    /// within this, so parked pages stay a small share of a small heap's footprint.
     pub commit_cache: usize,
     /// Bytes of freed blocks (chunks below 8 KiB) the space keeps whole, each for the
     /// next request of its size class, instead of merging them with their
     /// neighbours at once: the front cache, which makes a free and the allocation
     /// after it touch one block rather than its neighbours and their lists. Counted
-    /// by size class (a cached block may be up to 1/16 larger); 0 turns the cache
-    /// off. A free that would leave a segment with only cached blocks takes them out
+    /// by size class (a cached block may be up to 1/16 larger), and at most 1/128 of
+    /// the bytes in use (at least 64 KiB) within this; 0 turns the cache off. A free that would leave a segment with only cached blocks takes them out
     /// first, so segments still go back to the source the moment they empty;
     /// [`MemorySpace::trim`](crate::MemorySpace::trim) empties the cache.
     pub block_cache: usize,
 }
 
 impl SpaceConfig {
-    /// 64 KiB pages, 1 MiB segments, a threshold of 512 KiB, nothing reserved up front,
-    /// a commit cache of 4 MiB and a block cache of 1 MiB.
+    /// 4 KiB pages (or the source's, when larger), 1 MiB segments, a threshold of
+    /// 512 KiB, nothing reserved up front, a commit cache of up to 4 MiB and a block
+    /// cache of up to 1 MiB. Both caches shrink to a share of the heap (1/32 of the
+    /// reserved bytes and 1/128 of the bytes in use, with floors of 256 KiB and
+    /// 64 KiB), so that a small heap's resident footprint stays within a few percent
+    /// of its live bytes.
     ///
     /// The threshold sits at half a segment so that a large block never leaves most
     /// of an ordinary segment unusable behind it.
     pub const DEFAULT: Self = Self {
         initial_capacity: 0,
-        page_size: 64 << 10,
+        page_size: 4 << 10,
         segment_granularity: 1 << 20,
         segment_threshold: 512 << 10,
         commit_cache: 4 << 20,
@@ -148,8 +156,18 @@ impl SpaceConfig {
         self
     }
 
+    /// This configuration as a space over a source with pages of `source_page` bytes
+    /// uses it: a power-of-two page size below the source's is raised to it.
+    pub(crate) const fn for_source(self, source_page: usize) -> Self {
+        if self.page_size.is_power_of_two() && self.page_size < source_page {
+            self.with_page_size(source_page)
+        } else {
+            self
+        }
+    }
+
     /// Checks this configuration against a page source whose page is `source_page`
-    /// bytes.
+    /// bytes (a page size below the source's is an error here; a space raises it).
     ///
     /// ```
     /// use bento_space::{SpaceConfig, SpaceError};

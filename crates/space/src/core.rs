@@ -417,7 +417,7 @@ impl Core {
         // are its own.
         unsafe {
             let others = (*seg).live - (*seg).cached > 1 || seg == self.base;
-            if !others || !self.cache.has_room(k) {
+            if !others || !self.cache.has_room(k, self.counters.live_bytes) {
                 return false;
             }
             raw::set_link(c, 0, self.cache.heads[k]);

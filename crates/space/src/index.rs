@@ -17,6 +17,10 @@ pub(crate) const SL_COUNT: usize = 1 << SL_BITS;
 const LINEAR_LOG2: u32 = SL_BITS + 4;
 /// First levels: sizes below 2^(FL_COUNT + LINEAR_LOG2 - 1), beyond `MAX_SEGMENT`.
 pub(crate) const FL_COUNT: usize = 32;
+/// From this chunk size up, a request looks first in its own list (see `Index::take`).
+const EXACT_FROM: usize = 4096;
+/// How many chunks of its own list a request looks at.
+const EXACT_SCAN: usize = 8;
 
 const _: () =
     assert!((crate::chunk::MAX_SEGMENT as u64) < 1u64 << (FL_COUNT as u32 + LINEAR_LOG2 - 1));
@@ -146,12 +150,23 @@ impl Index {
     /// Takes a free chunk of at least `size` bytes out of the index: the first chunk
     /// of the first non-empty list whose chunks all fit. Returns it with its size.
     ///
+    /// From [`EXACT_FROM`] bytes up, the list `size` itself falls in is tried first
+    /// (its first [`EXACT_SCAN`] chunks), so that a hole of exactly the size asked,
+    /// which the rounding up would skip, is reused before a larger chunk is split
+    /// (and fresh pages committed in it).
+    ///
     /// # Safety
     ///
     /// The index's invariants hold (every listed chunk is a free chunk of a live
     /// segment with its head written).
     #[inline]
     pub(crate) unsafe fn take(&mut self, size: usize) -> Option<(NonNull<u8>, usize)> {
+        if size >= EXACT_FROM
+            // SAFETY: the caller's contract.
+            && let Some(found) = unsafe { self.take_in_own_list(size) }
+        {
+            return Some(found);
+        }
         let (fl, sl) = list_at_least(size);
         let (fl, sl) = self.find(fl, sl)?;
         // Invariant of the bitmaps: the list is non-empty.
@@ -168,6 +183,36 @@ impl Index {
     }
 
     /// The first non-empty list at or after `(fl, sl)`.
+    /// Takes the first of the first [`EXACT_SCAN`] chunks of the list `size` falls in
+    /// that holds `size` bytes, if any.
+    ///
+    /// # Safety
+    ///
+    /// As for [`take`](Self::take).
+    #[cold]
+    #[inline(never)]
+    unsafe fn take_in_own_list(&mut self, size: usize) -> Option<(NonNull<u8>, usize)> {
+        let (fl, sl) = list_of(size);
+        if list_start(fl, sl) == size {
+            // Every chunk of the list fits: the rounded search finds it first.
+            return None;
+        }
+        let mut at = self.heads[fl][sl];
+        for _ in 0..EXACT_SCAN {
+            let c = NonNull::new(at)?;
+            // SAFETY: a listed chunk is free with its head and links written.
+            let found = raw::size(unsafe { raw::head(c) });
+            if found >= size {
+                // SAFETY: as above; `c` is in the list `found` maps to.
+                unsafe { self.remove(c, found) };
+                return Some((c, found));
+            }
+            // SAFETY: as above.
+            at = unsafe { raw::link(c, 0) };
+        }
+        None
+    }
+
     #[inline]
     fn find(&self, fl: usize, sl: usize) -> Option<(usize, usize)> {
         if fl >= FL_COUNT {

@@ -54,7 +54,9 @@ pub struct SpaceStats {
     pub reserved: usize,
     /// The most `reserved` has been (dsmalloc's GetMaxReservedMemory).
     pub max_reserved: usize,
-    /// Bytes committed.
+    /// Bytes committed for the space's segments: pages its blocks, free chunks' ends
+    /// and segment headers use. Pages the commit cache parks are not in it (see
+    /// `resident`).
     pub committed: usize,
     /// The most `committed` has been.
     pub max_committed: usize,
@@ -71,6 +73,11 @@ pub struct SpaceStats {
     pub cached_blocks: usize,
     /// Live segments (ordinary, dedicated and base).
     pub segments: usize,
+    /// The memory the space holds in the page source: `committed` plus the pages the
+    /// commit cache parks (decommitted for the space, still committed in the source,
+    /// `cache.parked`). The figure to watch for the space's footprint;
+    /// [`trim`](MemorySpace::trim) brings it down to `committed`.
+    pub resident: usize,
     /// What reached the page source, counted below the commit cache: its reserved
     /// and committed bytes (with the cache's parked pages and slot table, without the
     /// base segment) and its calls. All zero without a source.

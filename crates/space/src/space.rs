@@ -61,6 +61,19 @@ pub struct MemorySpace<P: PageSource> {
 /// source, counted below the cache so that `stats()` shows the calls that got through.
 pub(crate) type Source<P> = CommitCache<Metered<P>>;
 
+/// The commit cache parks at most this share of the space's reserved bytes (as a
+/// shift: 1/32), within `SpaceConfig::commit_cache`, so that a small heap does not
+/// keep megabytes of parked pages resident.
+const COMMIT_SHARE_SHIFT: u32 = 5;
+/// ... but always room for this many bytes.
+const COMMIT_FLOOR: usize = 256 << 10;
+
+/// Sizes the commit cache to the space's reservation (see [`COMMIT_SHARE_SHIFT`]);
+/// called whenever a segment comes or goes.
+fn fit_commit_cache<P: PageSource>(pages: &Source<P>, reserved: usize) {
+    pages.set_limit((reserved >> COMMIT_SHARE_SHIFT).max(COMMIT_FLOOR));
+}
+
 /// The page calls of the core, through the cache.
 impl<P: PageSource> PageOps for Option<&Source<P>> {
     unsafe fn release(&self, core: &Core, seg: NonNull<Segment>) {
@@ -149,8 +162,9 @@ impl<P: PageSource> MemorySpace<P> {
     /// assert_eq!(space.stats().reserved, 1 << 20);
     /// ```
     pub fn new(pages: P, config: SpaceConfig) -> Result<Self, SpaceError> {
-        config.check(pages.page_size())?;
         let source_page = pages.page_size();
+        let config = config.for_source(source_page);
+        config.check(source_page)?;
         let space = Self::from_parts(config, source_page, Some(pages))?;
         let segments = config.initial_capacity.div_ceil(config.segment_granularity);
         {
@@ -205,6 +219,7 @@ impl<P: PageSource> MemorySpace<P> {
         config: SpaceConfig,
     ) -> Result<Self, SpaceError> {
         let source_page = pages.as_ref().map_or(config.page_size, P::page_size);
+        let config = config.for_source(source_page);
         config.check(source_page)?;
         let pad = base.as_ptr().align_offset(CHUNK_ALIGN);
         let usable = len.saturating_sub(pad) & !(CHUNK_ALIGN - 1);
@@ -237,10 +252,11 @@ impl<P: PageSource> MemorySpace<P> {
         pages: Option<P>,
     ) -> Result<Self, SpaceError> {
         let pages = match pages {
-            Some(p) => Some(CommitCache::with_capacity(
-                Metered::new(p),
-                config.commit_cache,
-            )?),
+            Some(p) => {
+                let cache = CommitCache::with_capacity(Metered::new(p), config.commit_cache)?;
+                fit_commit_cache(&cache, 0);
+                Some(cache)
+            }
             None => None,
         };
         let core = Core::new(
@@ -612,6 +628,7 @@ impl<P: PageSource> MemorySpace<P> {
             stats.source = pages.inner().stats();
             stats.cache = pages.stats();
         }
+        stats.resident = stats.committed + stats.cache.parked;
         stats
     }
 
@@ -898,12 +915,14 @@ impl<'a, P: PageSource> Entered<'a, P> {
         // SAFETY: `size` fresh bytes at a granularity-aligned base, which holds a
         // header, a chunk and the fence (`SpaceConfig::check`), committed but for the
         // chunk's interior.
-        unsafe {
+        let area = unsafe {
             let seg = self
                 .core
                 .link_segment(base, size, size - (hi - lo), Kind::Normal);
-            Ok(self.core.init_area(seg))
-        }
+            self.core.init_area(seg)
+        };
+        fit_commit_cache(pages, self.core.counters.reserved);
+        Ok(area)
     }
 
     /// A segment of its own for a request of `size` bytes whose payload plus
@@ -939,10 +958,12 @@ impl<'a, P: PageSource> Entered<'a, P> {
         // SAFETY: `total` fresh committed bytes aligned to `align` (so the payload
         // `chunk_offset + 16` in meets `align` and `offset`), holding the header, the
         // chunk and the fence.
-        unsafe {
+        let payload = unsafe {
             let seg = self.core.link_segment(base, total, total, Kind::Dedicated);
-            Ok(self.core.install_dedicated(seg, chunk_offset))
-        }
+            self.core.install_dedicated(seg, chunk_offset)
+        };
+        fit_commit_cache(pages, self.core.counters.reserved);
+        Ok(payload)
     }
 }
 
@@ -987,6 +1008,7 @@ unsafe fn release_segment<P: PageSource>(
         debug_assert_eq!(decommitted, committed, "segment {seg:p}: committed figure");
         pages.release(base, size);
     }
+    fit_commit_cache(pages, core.counters.reserved);
 }
 
 /// Releases every segment but the base one; returns the bytes released. The space is

@@ -737,8 +737,9 @@ unsafe fn unmark_cache<P: PageSource>(core: &mut Core, finder: &Finder<'_, P>) {
         let mut steps = 0;
         while let Some(c) = NonNull::new(cur) {
             steps += 1;
-            let ordinary =
-                finder.holding(core, c).is_some_and(|s| s.kind != Kind::Dedicated as usize);
+            let ordinary = finder
+                .holding(core, c)
+                .is_some_and(|s| s.kind != Kind::Dedicated as usize);
             if steps > usize::from(cache::DEPTH) || !ordinary || !c.addr().get().is_multiple_of(16)
             {
                 break;

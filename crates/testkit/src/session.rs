@@ -15,9 +15,15 @@
 //! round starts again (a new chapter), so every round of kinds asks for exactly the
 //! same memory and any change of footprint from round to round is the allocator's.
 //!
-//! [`Session`] yields the [`Event`]s; [`play`] runs them against a [`SessionHeap`],
-//! checks each block's ends survive, and reports the live bytes at each
-//! [`Checkpoint`] (after a level loads, and at each frame's busiest moment).
+//! [`OpenWorld`] is a second session, unlike the first in its sizes and lifetimes: an
+//! open world streams **cells** of many small resident blocks (16 B–2 KiB), loading
+//! each with short-lived load-time temporaries (64 B–64 KiB) between them, and keeps
+//! the last few cells; its frames make small blocks (8–520 B) that live for two
+//! frames; a few **growers** double from 4 KiB to 1 MiB by `realloc` and start again.
+//!
+//! Both yield [`Event`]s; [`play`] runs them against a [`SessionHeap`], checks each
+//! block's ends survive, and reports the live bytes at each [`Checkpoint`] (after a
+//! level or cell loads, and at each frame's busiest moment).
 
 use alloc::collections::VecDeque;
 use alloc::vec::Vec;
@@ -366,6 +372,269 @@ impl Iterator for Session {
     }
 }
 
+/// A stream of session [`Event`]s that names its blocks by ids below a bound, which
+/// [`play`] sizes its table with.
+pub trait Events: Iterator<Item = Event> {
+    /// An upper bound of the ids the session uses.
+    fn ids(&self) -> usize;
+}
+
+impl Events for Session {
+    fn ids(&self) -> usize {
+        Session::ids(self)
+    }
+}
+
+/// The shape of an [`OpenWorld`] session.
+///
+/// ```
+/// use bento_testkit::session::{OpenWorld, WorldConfig};
+///
+/// let config = WorldConfig { cells: 2, frames_per_cell: 10, ..WorldConfig::WORLD };
+/// assert!(OpenWorld::new(config).count() > 5000);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WorldConfig {
+    /// Cells streamed in over the session.
+    pub cells: usize,
+    /// Cells kept loaded: loading one more unloads the oldest.
+    pub resident_cells: usize,
+    /// Frames between two cell loads.
+    pub frames_per_cell: usize,
+    /// Resident blocks (16 B–2 KiB) a cell loads.
+    pub cell_blocks: usize,
+    /// One load-time temporary (64 B–64 KiB) per this many resident blocks; each
+    /// lives for up to 32 more allocations of the load.
+    pub temporary_every: usize,
+    /// Blocks (8–520 B) each frame makes; each lives until the end of the next frame.
+    pub frame_blocks: usize,
+    /// Long-lived growers (4 KiB doubling to 1 MiB).
+    pub growers: usize,
+    /// The seed of every choice.
+    pub seed: u64,
+}
+
+impl WorldConfig {
+    /// 40 cells, 3 kept, 60 frames each: 3,000 resident blocks a cell, a load-time
+    /// temporary every 8 blocks, 50 blocks a frame, 8 growers. Peak live data is
+    /// about 10–12 MiB.
+    pub const WORLD: Self = Self {
+        cells: 40,
+        resident_cells: 3,
+        frames_per_cell: 60,
+        cell_blocks: 3000,
+        temporary_every: 8,
+        frame_blocks: 50,
+        growers: 8,
+        seed: 0xbb67_ae85_84ca_a73b,
+    };
+}
+
+/// An open-world session (see the [module docs](self)), generated as it is consumed.
+#[derive(Debug)]
+pub struct OpenWorld {
+    config: WorldConfig,
+    rng: u64,
+    cell: usize,
+    frame: usize,
+    queue: VecDeque<Event>,
+    free_ids: Vec<usize>,
+    next_id: usize,
+    /// The loaded cells' blocks, oldest cell first.
+    cells: VecDeque<Vec<usize>>,
+    /// The previous frame's blocks, freed at the end of this one.
+    last_frame: Vec<usize>,
+    /// Growers with their current sizes.
+    growers: Vec<(usize, usize)>,
+    done: bool,
+}
+
+/// Where a grower starts, and where it starts again.
+const GROWER_START: usize = 4 << 10;
+/// The most a grower holds.
+const GROWER_MAX: usize = 1 << 20;
+
+impl OpenWorld {
+    /// The session `config` describes.
+    pub fn new(config: WorldConfig) -> Self {
+        let mut w = Self {
+            config,
+            rng: config.seed | 1,
+            cell: 0,
+            frame: 0,
+            queue: VecDeque::new(),
+            free_ids: Vec::new(),
+            next_id: 0,
+            cells: VecDeque::new(),
+            last_frame: Vec::new(),
+            growers: Vec::new(),
+            done: config.cells == 0,
+        };
+        if !w.done {
+            for _ in 0..config.growers {
+                let id = w.alloc(GROWER_START, 16);
+                w.growers.push((id, GROWER_START));
+            }
+            w.load_cell();
+        }
+        w
+    }
+
+    fn next(&mut self) -> u64 {
+        self.rng = xorshift(self.rng);
+        self.rng
+    }
+
+    /// A size log-uniform in `[lo, hi]`.
+    fn size(&mut self, lo: usize, hi: usize) -> usize {
+        let u = (self.next() >> 11) as f64 / (1u64 << 53) as f64;
+        let span = (hi as f64 / lo as f64).log2();
+        ((lo as f64 * (u * span).exp2()) as usize).clamp(lo, hi)
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+
+    fn alloc(&mut self, size: usize, align: usize) -> usize {
+        let id = self.free_ids.pop().unwrap_or_else(|| {
+            self.next_id += 1;
+            self.next_id - 1
+        });
+        self.queue.push_back(Event::Alloc { id, size, align });
+        id
+    }
+
+    fn free(&mut self, id: usize) {
+        self.queue.push_back(Event::Free { id });
+        self.free_ids.push(id);
+    }
+
+    /// Streams a cell in (unloading the oldest when too many are loaded): its
+    /// resident blocks, with load-time temporaries between them that each die a few
+    /// allocations later.
+    fn load_cell(&mut self) {
+        if self.cells.len() == self.config.resident_cells.max(1) {
+            let mut old = self.cells.pop_front().unwrap_or_default();
+            // Unloaded in random order.
+            while !old.is_empty() {
+                let i = self.below(old.len());
+                let id = old.swap_remove(i);
+                self.free(id);
+            }
+        }
+        let mut cell = Vec::with_capacity(self.config.cell_blocks);
+        // Temporaries with the allocation count they die at.
+        let mut temps: Vec<(usize, usize)> = Vec::new();
+        for k in 0..self.config.cell_blocks {
+            let size = self.size(16, 2048);
+            let align = if self.below(4) == 0 { 16 } else { 8 };
+            cell.push(self.alloc(size, align));
+            if self.config.temporary_every != 0 && k % self.config.temporary_every == 0 {
+                let size = self.size(64, 64 << 10);
+                let dies = k + 1 + self.below(32);
+                let id = self.alloc(size, 16);
+                temps.push((id, dies));
+            }
+            let mut i = 0;
+            while i < temps.len() {
+                if temps[i].1 <= k {
+                    let (id, _) = temps.swap_remove(i);
+                    self.free(id);
+                } else {
+                    i += 1;
+                }
+            }
+        }
+        for (id, _) in temps {
+            self.free(id);
+        }
+        self.cells.push_back(cell);
+        self.queue.push_back(Event::Checkpoint(Checkpoint {
+            level: self.cell,
+            frame: None,
+        }));
+    }
+
+    /// A frame: its blocks, a grower now and then, and the previous frame's blocks
+    /// freed.
+    fn run_frame(&mut self) {
+        let blocks: Vec<usize> = (0..self.config.frame_blocks)
+            .map(|_| {
+                let size = self.size(8, 520);
+                self.alloc(size, 8)
+            })
+            .collect();
+        if !self.growers.is_empty() && self.below(6) == 0 {
+            let g = self.below(self.growers.len());
+            let (id, size) = self.growers[g];
+            let new = if size >= GROWER_MAX {
+                GROWER_START
+            } else {
+                size * 2
+            };
+            self.growers[g].1 = new;
+            self.queue.push_back(Event::Realloc { id, size: new });
+        }
+        self.queue.push_back(Event::Checkpoint(Checkpoint {
+            level: self.cell,
+            frame: Some(self.frame),
+        }));
+        let old = core::mem::replace(&mut self.last_frame, blocks);
+        for id in old {
+            self.free(id);
+        }
+    }
+
+    fn advance(&mut self) {
+        if self.frame < self.config.frames_per_cell {
+            self.run_frame();
+            self.frame += 1;
+            return;
+        }
+        self.cell += 1;
+        self.frame = 0;
+        if self.cell < self.config.cells {
+            self.load_cell();
+            return;
+        }
+        let mut rest: Vec<usize> = core::mem::take(&mut self.last_frame);
+        rest.extend(self.cells.drain(..).flatten());
+        rest.extend(self.growers.drain(..).map(|(id, _)| id));
+        for id in rest {
+            self.free(id);
+        }
+        self.done = true;
+    }
+}
+
+impl Iterator for OpenWorld {
+    type Item = Event;
+
+    fn next(&mut self) -> Option<Event> {
+        loop {
+            if let Some(e) = self.queue.pop_front() {
+                return Some(e);
+            }
+            if self.done {
+                return None;
+            }
+            self.advance();
+        }
+    }
+}
+
+impl Events for OpenWorld {
+    fn ids(&self) -> usize {
+        let c = &self.config;
+        64 + c.growers
+            + 2 * c.frame_blocks
+            + (c.resident_cells.max(1) + 1) * c.cell_blocks
+            + c.cell_blocks / c.temporary_every.max(1)
+            + 32
+    }
+}
+
 /// One step of the xorshift64 generator.
 fn xorshift(mut x: u64) -> u64 {
     x ^= x << 13;
@@ -498,7 +767,7 @@ pub struct SessionReport {
 /// ```
 pub fn play<H: SessionHeap>(
     heap: &mut H,
-    session: Session,
+    session: impl Events,
     mut at: impl FnMut(Checkpoint, usize),
 ) -> SessionReport {
     // Each slot: the block, its size and alignment.

@@ -201,3 +201,31 @@ fn drop_returns_everything() {
     let s = source.stats();
     assert_eq!((s.reserved, s.committed), (0, 0));
 }
+
+#[test]
+fn a_cache_at_its_limit_decommits_in_the_source() {
+    let pages = cache(16);
+    let base = pages.reserve(8 * PAGE, Alignment::MIN).unwrap();
+    pages.set_limit(3 * PAGE);
+    assert_eq!(pages.stats().limit, 3 * PAGE);
+    // SAFETY: ranges of the live reservation; everything is decommitted before the
+    // release.
+    unsafe {
+        pages.commit(base, 8 * PAGE).unwrap();
+        let before = pages.inner().stats();
+        pages.decommit(base, 8 * PAGE);
+        let after = pages.inner().stats();
+        // Three pages parked, the other five given back in one call.
+        assert_eq!(pages.stats().parked, 3 * PAGE);
+        assert_eq!(after.committed, before.committed - 5 * PAGE);
+        assert_eq!(after.decommits, before.decommits + 1);
+        // A lower limit gives back what is parked beyond it; a higher one parks more.
+        pages.set_limit(PAGE);
+        assert_eq!(pages.stats().parked, PAGE);
+        pages.set_limit(1 << 30);
+        assert_eq!(pages.stats().limit, 16 * PAGE, "at most the capacity");
+        pages.trim();
+        pages.release(base, 8 * PAGE);
+    }
+    assert_eq!(pages.inner().stats().committed, PAGE, "only the slot table");
+}

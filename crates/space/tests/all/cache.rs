@@ -215,3 +215,29 @@ mod misuse {
         assert_eq!(space.stats().segments, 0);
     }
 }
+
+#[test]
+fn the_cache_holds_a_share_of_the_bytes_in_use() {
+    // 1 MiB allowed by the configuration, but a heap of about 8 MiB in use keeps at
+    // most 1/128 of it (64 KiB) cached, and a small one 64 KiB.
+    let space = MemorySpace::new(HeapPages::new(), bento_space::SpaceConfig::DEFAULT).unwrap();
+    let blocks: Vec<_> = (0..4000).map(|_| space.alloc(layout(2000)).unwrap()).collect();
+    for b in blocks.iter().step_by(2) {
+        // SAFETY: live, freed once.
+        unsafe { space.free(*b) };
+    }
+    let s = space.stats();
+    let live = s.live_bytes + s.cached_bytes;
+    assert!(s.cached_blocks > 0);
+    assert!(
+        s.cached_bytes <= (live / 128).max(64 << 10) + 2048,
+        "{} cached of {live} in use",
+        s.cached_bytes
+    );
+    space.validate().unwrap();
+    for b in blocks.iter().skip(1).step_by(2) {
+        // SAFETY: live, freed once.
+        unsafe { space.free(*b) };
+    }
+    assert_eq!(space.stats().segments, 0);
+}

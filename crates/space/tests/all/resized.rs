@@ -26,7 +26,11 @@ fn heap_64k() -> Metered<HeapPages> {
 
 /// Checks that `space` is empty, valid, and holds nothing of `pages` but the commit
 /// cache's slot table (what `pages` had reserved when the space was made).
-fn assert_all_back<P: PageSource>(space: &MemorySpace<P>, pages: &Metered<impl PageSource>, table: usize) {
+fn assert_all_back<P: PageSource>(
+    space: &MemorySpace<P>,
+    pages: &Metered<impl PageSource>,
+    table: usize,
+) {
     space.validate().unwrap();
     space.trim();
     space.validate().unwrap();
@@ -153,7 +157,10 @@ fn the_block_cache_files_a_block_by_its_real_size() {
     let small = space.alloc(layout(1, 1)).unwrap();
     // SAFETY: live.
     unsafe {
-        assert!(space.usable_size(small) < 64, "a small request got a big block");
+        assert!(
+            space.usable_size(small) < 64,
+            "a small request got a big block"
+        );
         space.free(small);
         space.free(keep);
     }
@@ -168,7 +175,9 @@ fn trim_gives_back_a_segment_it_empties() {
     let pages = heap_64k();
     let space = MemorySpace::new(&pages, SpaceConfig::DEFAULT).unwrap();
     let table = pages.stats().reserved;
-    let blocks: Vec<NonNull<u8>> = (0..8).map(|_| space.alloc(layout(100, 8)).unwrap()).collect();
+    let blocks: Vec<NonNull<u8>> = (0..8)
+        .map(|_| space.alloc(layout(100, 8)).unwrap())
+        .collect();
     for &b in &blocks[1..] {
         // SAFETY: live.
         unsafe { space.dealloc(b, layout(100, 8)) };
@@ -187,13 +196,10 @@ fn trim_gives_back_a_segment_it_empties() {
 fn a_layout_larger_than_the_block_is_reported() {
     use std::sync::atomic::{AtomicUsize, Ordering};
     static SEEN: AtomicUsize = AtomicUsize::new(0);
-    let mut space = MemorySpace::new(HeapPages::new(), SpaceConfig::DEFAULT.with_page_size(4096))
-        .unwrap();
+    let mut space =
+        MemorySpace::new(HeapPages::new(), SpaceConfig::DEFAULT.with_page_size(4096)).unwrap();
     space.set_misuse_hook(|m| {
-        assert!(
-            matches!(m, bento_space::Misuse::WrongLayout { .. }),
-            "{m}"
-        );
+        assert!(matches!(m, bento_space::Misuse::WrongLayout { .. }), "{m}");
         assert!(m.to_string().contains("cannot have"), "{m}");
         SEEN.fetch_add(1, Ordering::Relaxed);
     });

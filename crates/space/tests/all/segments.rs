@@ -247,8 +247,10 @@ fn aligned_and_offset_blocks_land_where_asked() {
 fn the_configuration_is_checked() {
     use bento_space::SpaceError;
     let pages = HeapPages::new();
+    // A power-of-two page below the source's is raised to it.
+    let raised = MemorySpace::new(&pages, SpaceConfig::DEFAULT.with_page_size(1024)).unwrap();
+    assert_eq!(raised.config().page_size, 4096);
     let bad = [
-        SpaceConfig::DEFAULT.with_page_size(1024),
         SpaceConfig::DEFAULT.with_page_size(5000),
         SpaceConfig::DEFAULT.with_segment_granularity(3 << 20),
         SpaceConfig::DEFAULT.with_segment_granularity(128 << 10),
@@ -318,4 +320,38 @@ fn a_base_segment_stays_and_growth_goes_to_the_source() {
     space.validate().unwrap();
     drop(space);
     drop(buf);
+}
+
+#[test]
+fn a_hole_of_the_size_asked_is_reused_before_fresh_pages() {
+    // No caches: every commit reaches the source.
+    let pages = Metered::new(HeapPages::new());
+    let config = SpaceConfig::DEFAULT
+        .with_commit_cache(0)
+        .with_block_cache(0);
+    let space = MemorySpace::new(&pages, config).unwrap();
+    let _keep = space.alloc(layout(64)).unwrap();
+    for size in [256 << 10, 100_000, 5000] {
+        let a = space.alloc(layout(size)).unwrap();
+        let fence = space.alloc(layout(64)).unwrap();
+        let peak = space.stats().max_committed;
+        // SAFETY: live, freed once: a hole of `a`'s chunk between `_keep` (or the
+        // last round's hole, merged) and `fence`, and the segment's free tail above.
+        unsafe { space.free(a) };
+        let again = space.alloc(layout(size)).unwrap();
+        assert_eq!(again, a, "{size}: the hole of the same size was skipped");
+        // The hole's own pages are committed again, and nothing beyond them.
+        assert_eq!(
+            space.stats().max_committed,
+            peak,
+            "{size}: fresh pages committed"
+        );
+        space.validate().unwrap();
+        // SAFETY: live, freed once.
+        unsafe {
+            space.free(again);
+            space.free(fence);
+        }
+    }
+    assert_eq!(space.stats().segments, 1);
 }
