@@ -252,7 +252,7 @@ impl FixedPages {
     /// The caller must hold the lock.
     unsafe fn is_one_reservation(&self, offset: usize, size: usize, next_free: usize) -> bool {
         let (first, end) = (offset / self.page.get(), (offset + size) / self.page.get());
-        // SAFETY (each call): the caller holds the lock.
+        // SAFETY: the caller holds the lock, which each call needs.
         unsafe {
             self.starts_at(first)
                 && (first + 1..end).all(|p| !self.starts_at(p))

@@ -1094,7 +1094,7 @@ unsafe fn grow_to_a_stricter_alignment_then_free<A: Allocator>(alloc: A) {
     let mut held = Vec::new();
     let p = loop {
         let p = alloc.allocate(small).unwrap().cast::<u8>();
-        if p.addr().get() % 64 == 0 {
+        if p.addr().get().is_multiple_of(64) {
             break p;
         }
         held.push(p);

@@ -221,7 +221,9 @@ fn the_cache_holds_a_share_of_the_bytes_in_use() {
     // 1 MiB allowed by the configuration, but a heap of about 8 MiB in use keeps at
     // most 1/128 of it (64 KiB) cached, and a small one 64 KiB.
     let space = MemorySpace::new(HeapPages::new(), bento_space::SpaceConfig::DEFAULT).unwrap();
-    let blocks: Vec<_> = (0..4000).map(|_| space.alloc(layout(2000)).unwrap()).collect();
+    let blocks: Vec<_> = (0..4000)
+        .map(|_| space.alloc(layout(2000)).unwrap())
+        .collect();
     for b in blocks.iter().step_by(2) {
         // SAFETY: live, freed once.
         unsafe { space.free(*b) };

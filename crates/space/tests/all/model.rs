@@ -110,11 +110,13 @@ impl<P: PageSource> Target for SpaceTarget<'_, P> {
         if layout.size() == 0 {
             return;
         }
-        // SAFETY (each arm): a live, non-zero-size block of the space, with a layout
-        // that fits it (the interpreter's contract).
         match self.turn(3) {
+            // SAFETY: a live, non-zero-size block of the space (the interpreter's
+            // contract).
             0 => unsafe { self.space.free(ptr) },
+            // SAFETY: as above, with a layout that fits it.
             1 => unsafe { self.space.dealloc(ptr, layout) },
+            // SAFETY: the interpreter upholds `Target::deallocate`'s contract.
             _ => unsafe { Api02::new(&self.space).deallocate(end, ptr, layout) },
         }
     }
