@@ -111,6 +111,7 @@ enum Bug {
     KeepsStaleMarkers,
     HugeSucceeds,
     InPlaceMoves,
+    ShrinkIgnoresAlignment,
 }
 
 impl ToyBump {
@@ -241,6 +242,22 @@ impl Target for ToyBump {
             // SAFETY: `ptr` is live with `old`.
             unsafe { self.deallocate(end, ptr, old) };
             return self.allocate(end, new, false);
+        }
+        let aligned = ptr.addr().get().is_multiple_of(new.align());
+        if !aligned && self.bug != Some(Bug::ShrinkIgnoresAlignment) {
+            // The new alignment is stricter than the block meets: move it.
+            let block = self.allocate(end, new, false)?;
+            // SAFETY: both blocks are live and distinct (a bump never reuses memory);
+            // then `ptr` is freed with `old`, as the caller gave it up.
+            unsafe {
+                core::ptr::copy_nonoverlapping(
+                    ptr.as_ptr(),
+                    block.cast::<u8>().as_ptr(),
+                    new.size(),
+                );
+                self.deallocate(end, ptr, old);
+            }
+            return Some(block);
         }
         let off = self.offset(ptr);
         self.live.insert(off, new.size());
@@ -385,6 +402,13 @@ fn catches_a_grow_that_loses_contents() {
     let f = catch(Bug::GrowLosesPrefix);
     assert!(matches!(f.kind, FailureKind::Corrupted { .. }), "{f}");
     assert!(matches!(f.op, Some(Op::Grow { .. })), "{f}");
+}
+
+#[test]
+fn catches_a_shrink_that_ignores_a_new_alignment() {
+    let f = catch(Bug::ShrinkIgnoresAlignment);
+    assert!(matches!(f.kind, FailureKind::Misaligned { .. }), "{f}");
+    assert!(matches!(f.op, Some(Op::Shrink { .. })), "{f}");
 }
 
 #[test]
