@@ -132,53 +132,59 @@ impl Heap for Talc {
     }
 }
 
-/// The mixed workload: `live` blocks of sizes log-uniform in 16..=4096 bytes, then
-/// `steps` replacements of a random live block by a block of a new random size.
-#[derive(Clone, Debug)]
-pub struct Mixed {
-    /// The sizes of the blocks made first.
-    pub initial: Vec<u32>,
-    /// Each step: which live block to free, and the size of its replacement.
-    pub steps: Vec<(u32, u32)>,
+/// A log-uniform size from 16 to 4095 bytes: an octave `16 << e` (`e` in 0..8, each
+/// equally likely) and a uniform offset inside it. Integer-only, so the harness costs
+/// the same few instructions for every peer.
+#[inline]
+pub fn mixed_size(r: u64) -> usize {
+    let e = (r & 7) as u32;
+    let base = 16usize << e;
+    base + ((r >> 8) as usize & (base - 1))
 }
 
-impl Mixed {
-    /// A plan from a fixed seed, so that every peer runs the same operations.
-    pub fn new(live: usize, steps: usize) -> Self {
-        let mut rng = crate::XorShift(0x9E37_79B9_7F4A_7C15);
-        let mut next = move || rng.next();
-        let size = |r: u64| {
-            // 16 * 2^(8u) for u uniform in [0, 1): log-uniform from 16 to 4096.
-            let u = (r >> 11) as f64 / (1u64 << 53) as f64;
-            (16.0 * (8.0 * u).exp2()) as u32
-        };
-        let initial = (0..live).map(|_| size(next())).collect();
-        let steps = (0..steps)
-            .map(|_| ((next() % live as u64) as u32, size(next())))
-            .collect();
-        Self { initial, steps }
-    }
+/// A number in `0..n` from `r` (multiply-shift: no division in the loop).
+#[inline]
+pub fn below(r: u64, n: usize) -> usize {
+    ((u128::from(r) * n as u128) >> 64) as usize
 }
 
-fn mixed_layout(size: u32) -> Layout {
-    Layout::from_size_align(size as usize, 8).expect("small sizes")
+fn mixed_layout(size: usize) -> Layout {
+    Layout::from_size_align(size, 8).expect("small sizes")
 }
 
-/// Makes the plan's initial blocks.
-pub fn mixed_fill<H: Heap>(heap: &mut H, plan: &Mixed) -> Vec<(NonNull<u8>, u32)> {
-    plan.initial
-        .iter()
-        .map(|&s| (heap.allocate(mixed_layout(s)), s))
+/// The live set of the mixed workload: `live` blocks of [`mixed_size`] sizes, drawn
+/// from `rng`.
+pub fn mixed_fill<H: Heap>(
+    heap: &mut H,
+    rng: &mut crate::XorShift,
+    live: usize,
+) -> Vec<(NonNull<u8>, usize)> {
+    (0..live)
+        .map(|_| {
+            let s = mixed_size(rng.next());
+            (heap.allocate(mixed_layout(s)), s)
+        })
         .collect()
 }
 
-/// Runs the plan's replacements (one free and one allocation each), touching each new
-/// block's first byte. Returns a value that depends on every block.
+/// `steps` replacements of a random live block by a block of a new random size (a
+/// free and an allocation each), touching each new block's first byte. The numbers
+/// come from `rng`, whose state goes on from call to call: every iteration of a
+/// benchmark sees a fresh stream, never a replayed plan that caches and branch
+/// predictors could learn. Returns a value that depends on every block.
 #[inline(never)]
-pub fn mixed_replace<H: Heap>(heap: &mut H, live: &mut [(NonNull<u8>, u32)], plan: &Mixed) -> u64 {
+pub fn mixed_replace<H: Heap>(
+    heap: &mut H,
+    live: &mut [(NonNull<u8>, usize)],
+    rng: &mut crate::XorShift,
+    steps: usize,
+) -> u64 {
     let mut acc = 0u64;
-    for &(i, size) in &plan.steps {
-        let slot = &mut live[i as usize];
+    let n = live.len();
+    for _ in 0..steps {
+        let r = rng.next();
+        let slot = &mut live[below(r, n)];
+        let size = mixed_size(r.rotate_left(32));
         // SAFETY: every slot holds a live block of its recorded size.
         unsafe { heap.deallocate(slot.0, mixed_layout(slot.1)) };
         let p = heap.allocate(mixed_layout(size));
@@ -190,41 +196,61 @@ pub fn mixed_replace<H: Heap>(heap: &mut H, live: &mut [(NonNull<u8>, u32)], pla
     acc
 }
 
-/// Frees every block `mixed_fill` made (and the replacements that took their places).
-pub fn mixed_drain<H: Heap>(heap: &mut H, live: Vec<(NonNull<u8>, u32)>) {
+/// Frees every block of the live set.
+pub fn mixed_drain<H: Heap>(heap: &mut H, live: Vec<(NonNull<u8>, usize)>) {
     for (p, s) in live {
         // SAFETY: live blocks of their recorded sizes, each freed once.
         unsafe { heap.deallocate(p, mixed_layout(s)) };
     }
 }
 
-/// `n` pairs of a 64-byte allocation and its free, the block written in between.
-/// Run it with another block live (see [`pairs_with_anchor`]) unless the point is an
-/// empty heap: a memory space gives an emptied segment back at once.
+/// Blocks in one LIFO batch.
+pub const LIFO_BATCH: usize = 100;
+
+/// `rounds` LIFO batches: [`LIFO_BATCH`] 64-byte allocations, each written, then their
+/// frees newest first. On an otherwise empty memory space every batch empties it, so
+/// its last free gives the segment back (the pattern of a subsystem that fills and
+/// empties a heap each frame); with another block live it never empties. Returns a
+/// value that depends on every block.
 #[inline(never)]
-pub fn pairs_64<H: Heap>(heap: &mut H, n: usize) -> u64 {
+pub fn lifo_batches<H: Heap>(heap: &mut H, rounds: usize) -> u64 {
     let layout = Layout::new::<[u8; 64]>();
+    let mut held = [NonNull::<u8>::dangling(); LIFO_BATCH];
     let mut acc = 0u64;
-    for i in 0..n {
-        let p = heap.allocate(layout);
-        // SAFETY: a fresh 64-byte block, freed once.
-        unsafe {
-            p.as_ptr().write(i as u8);
+    for round in 0..rounds {
+        for (i, slot) in held.iter_mut().enumerate() {
+            let p = heap.allocate(layout);
+            // SAFETY: a fresh 64-byte block.
+            unsafe { p.as_ptr().write((round + i) as u8) };
             acc = acc.wrapping_add(p.addr().get() as u64);
-            heap.deallocate(p, layout);
+            *slot = p;
+        }
+        for &p in held.iter().rev() {
+            // SAFETY: live blocks of this batch, each freed once.
+            unsafe { heap.deallocate(p, layout) };
         }
     }
     acc
 }
 
-/// [`pairs_64`] with one 64-byte block kept live around the loop, as in any heap that
-/// is in use: the first allocation of an empty heap (and, for a memory space, the free
-/// that empties it) is not what the loop measures.
-pub fn pairs_with_anchor<H: Heap>(heap: &mut H, n: usize) -> u64 {
-    let layout = Layout::new::<[u8; 64]>();
-    let anchor = heap.allocate(layout);
-    let sum = pairs_64(heap, n);
-    // SAFETY: the anchor is live and freed once.
-    unsafe { heap.deallocate(anchor, layout) };
-    sum
+/// One frame: `n` allocations of `size` bytes, each written, then every one freed in
+/// the order it was made (a frame's temporaries, or a level's data at unload).
+/// `held` is the caller's array of at least `n` slots, so the harness allocates
+/// nothing itself. Returns a value that depends on every block.
+#[inline(never)]
+pub fn frame_free_all<H: Heap>(heap: &mut H, held: &mut [NonNull<u8>], size: usize) -> u64 {
+    let layout = Layout::from_size_align(size, 8).expect("a small size");
+    let mut acc = 0u64;
+    for (i, slot) in held.iter_mut().enumerate() {
+        let p = heap.allocate(layout);
+        // SAFETY: a fresh block of `size >= 1` bytes.
+        unsafe { p.as_ptr().write(i as u8) };
+        acc = acc.wrapping_add(p.addr().get() as u64);
+        *slot = p;
+    }
+    for &p in held.iter() {
+        // SAFETY: live blocks of this frame, each freed once.
+        unsafe { heap.deallocate(p, layout) };
+    }
+    acc
 }

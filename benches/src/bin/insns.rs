@@ -10,8 +10,8 @@
 //! Instructions per allocation = the loop's total / n.
 
 use bento_benches::heap::{
-    Api, GlobalHeap, Heap, Mixed, Rlsf, Talc, mixed_drain, mixed_fill, mixed_replace,
-    pairs_with_anchor,
+    Api, GlobalHeap, Heap, LIFO_BATCH, Rlsf, Talc, frame_free_all, lifo_batches, mixed_drain,
+    mixed_fill, mixed_replace,
 };
 use bento_benches::{
     BATCH, BareFreeList, CHUNK, Chunks, bento_arena_16, bento_bump_16, bento_bump_layout_16,
@@ -26,10 +26,15 @@ const FRAME: usize = 10_000;
 /// Chunks live in the random pool modes (as in the criterion bench).
 const LIVE: usize = 10_000;
 
-/// The space modes: `space-mixed-<peer>` runs `n` steps of the mixed workload (10k
-/// live; count with `--toggle-collect='bento_benches::heap::mixed_replace*'`, two
-/// operations per step), `space-pairs-<peer>` `n` 64-byte pairs with one other block
-/// live (`--toggle-collect='bento_benches::heap::pairs_64*'`).
+/// The space modes, `space-<workload>-<peer>`, each counting one loop of
+/// `bento_benches::heap` (`--toggle-collect='bento_benches::heap::<loop>*'`):
+/// - `mixed`: `n` steps of the mixed workload, 10k live (`mixed_replace`; two
+///   operations a step);
+/// - `lifo`: `n / 100` LIFO batches of 100 × 64 B on an empty heap (`lifo_batches`;
+///   per pair = total / n);
+/// - `pinned`: the same with one block kept live;
+/// - `frame`: `n / 10k` frames of 10k × 16 B freed in order (`frame_free_all`; per
+///   allocation and its free = total / n).
 fn space_mode(which: &str, n: usize) -> Option<u64> {
     let (workload, peer) = which.strip_prefix("space-")?.split_once('-')?;
     let space = bento_space::MemorySpace::new(
@@ -38,21 +43,38 @@ fn space_mode(which: &str, n: usize) -> Option<u64> {
     )
     .expect("a space");
     fn go<H: Heap>(mut heap: H, workload: &str, n: usize) -> u64 {
-        if workload == "pairs" {
-            return pairs_with_anchor(&mut heap, n);
+        match workload {
+            "lifo" => lifo_batches(&mut heap, n / LIFO_BATCH),
+            "pinned" => {
+                let layout = core::alloc::Layout::new::<[u8; 64]>();
+                let anchor = heap.allocate(layout);
+                let sum = lifo_batches(&mut heap, n / LIFO_BATCH);
+                // SAFETY: the anchor is live and freed once.
+                unsafe { heap.deallocate(anchor, layout) };
+                sum
+            }
+            "frame" => {
+                let mut held = vec![core::ptr::NonNull::dangling(); FRAME];
+                (0..n / FRAME).fold(0, |acc, _| {
+                    acc ^ frame_free_all(&mut heap, &mut held, 16)
+                })
+            }
+            "mixed" => {
+                let mut rng = bento_benches::XorShift(0x9E37_79B9_7F4A_7C15);
+                let mut live = mixed_fill(&mut heap, &mut rng, 10_000);
+                let sum = mixed_replace(&mut heap, &mut live, &mut rng, n);
+                mixed_drain(&mut heap, live);
+                sum
+            }
+            other => panic!("unknown space workload {other}: mixed, lifo, pinned or frame"),
         }
-        let plan = Mixed::new(10_000, n);
-        let mut live = mixed_fill(&mut heap, &plan);
-        let sum = mixed_replace(&mut heap, &mut live, &plan);
-        mixed_drain(&mut heap, live);
-        sum
     }
     Some(match peer {
         "bento" => go(Api(&space), workload, n),
         "glibc" => go(GlobalHeap(std::alloc::System), workload, n),
         "dlmalloc" => go(GlobalHeap(dlmalloc::GlobalDlmalloc), workload, n),
-        "rlsf" => go(Rlsf::new(256 << 20), workload, n),
-        "talc" => go(Talc::new(256 << 20), workload, n),
+        "rlsf" => go(Rlsf::new(512 << 20), workload, n),
+        "talc" => go(Talc::new(512 << 20), workload, n),
         "mimalloc" => go(GlobalHeap(mimalloc::MiMalloc), workload, n),
         "jemalloc" => go(GlobalHeap(tikv_jemallocator::Jemalloc), workload, n),
         _ => return None,
@@ -162,7 +184,7 @@ fn main() {
             "unknown allocator `{other}`: bento, bumpalo, system, bump-layout, stack, arena, \
              frame-bump, frame-arena, \
              pool-bare, pool, pool-shared, pool-cache, pool-slab, pool-system, pool-mimalloc, random-bare, random-pool, or \
-             space-{{mixed,pairs}}-{{bento,glibc,dlmalloc,rlsf,talc,mimalloc,jemalloc}}"
+             space-{{mixed,lifo,pinned,frame}}-{{bento,glibc,dlmalloc,rlsf,talc,mimalloc,jemalloc}}"
         ),
     };
     println!("{which}: {n} allocations, checksum {sum}");

@@ -29,6 +29,14 @@ pub struct CacheStats {
     pub evictions: usize,
     /// Bytes parked now (committed in the source, decommitted for the consumer).
     pub parked: usize,
+    /// Reservations the consumer released that the cache keeps for its next
+    /// `reserve` of the same size (see [`CommitCache`]).
+    pub spares: usize,
+    /// Bytes of address space those reservations hold (their parked pages are
+    /// counted in `parked`).
+    pub spare_bytes: usize,
+    /// Reservations handed out again from the spares, with no call to the source.
+    pub reuses: usize,
     /// Bytes the cache can park.
     pub capacity: usize,
     /// Bytes the cache parks at most now (see [`CommitCache::set_limit`]): at most
@@ -36,11 +44,74 @@ pub struct CacheStats {
     pub limit: usize,
 }
 
+/// How many released reservations the cache keeps at most.
+pub(crate) const SPARES: usize = 4;
+
 #[derive(Debug)]
 struct State {
     // Invariant: `stats.parked <= stats.limit <= stats.capacity` once `set_limit`
     // returns; a decommit parks a page in an empty slot only below the limit.
     stats: CacheStats,
+    // Invariant: each `Some` is a live reservation of `inner` that the consumer has
+    // released: every page of it decommitted for the consumer (its pages are either
+    // parked or decommitted in `inner`), of at most `capacity` bytes; `stats.spares`
+    // and `stats.spare_bytes` count them.
+    spares: [Option<(NonNull<u8>, usize)>; SPARES],
+}
+
+/// Parked pages on their way back to the source, gathered into runs of adjacent pages
+/// so that a run costs one `decommit` where the source allows a call to span
+/// reservations ([`PageSource::decommit_may_span`]); elsewhere each page is its own
+/// call. Gives the last run back on drop.
+struct Decommits<'a, P: PageSource> {
+    inner: &'a P,
+    page: usize,
+    span: bool,
+    // Invariant: `None`, or `len` bytes of parked pages from `start`, taken out of
+    // their slots, committed in `inner`, inside live reservations, unused.
+    run: Option<(NonNull<u8>, usize)>,
+}
+
+impl<'a, P: PageSource> Decommits<'a, P> {
+    fn new(inner: &'a P, page: usize) -> Self {
+        Self {
+            inner,
+            page,
+            span: inner.decommit_may_span(),
+            run: None,
+        }
+    }
+
+    /// Adds page `p` to the run, or starts a new one.
+    ///
+    /// # Safety
+    ///
+    /// `p` is a page taken out of its slot: committed in `inner`, inside a live
+    /// reservation, unused, and not already gathered.
+    unsafe fn push(&mut self, p: NonNull<u8>) {
+        if let Some((start, len)) = &mut self.run {
+            if self.span && start.addr().get() + *len == p.addr().get() {
+                *len += self.page;
+                return;
+            }
+        }
+        self.flush();
+        self.run = Some((p, self.page));
+    }
+
+    fn flush(&mut self) {
+        if let Some((start, len)) = self.run.take() {
+            // SAFETY: the run's invariant; pages of several reservations only when
+            // `inner` allows a decommit to span them.
+            unsafe { self.inner.decommit(start, len) };
+        }
+    }
+}
+
+impl<P: PageSource> Drop for Decommits<'_, P> {
+    fn drop(&mut self) {
+        self.flush();
+    }
 }
 
 /// A direct-mapped cache of committed pages.
@@ -49,9 +120,15 @@ struct State {
 /// in the slot its address maps to (a page already in that slot is truly decommitted
 /// first: an eviction). A `commit` of a parked page takes it out of its slot and costs
 /// no call to the source; the other pages of the range are committed by the source in
-/// as few calls as there are runs of them. [`trim`](Self::trim) truly decommits every
-/// parked page, for memory pressure. Ranges longer than the cache are decommitted
-/// directly except for their last `capacity` bytes.
+/// as few calls as there are runs of them. Ranges longer than the cache are
+/// decommitted directly except for their last `capacity` bytes.
+///
+/// A `release` of a reservation of at most `capacity` bytes keeps it as a **spare**
+/// (up to four), whole, with its parked pages, and the next `reserve` of the same
+/// size and alignment takes it back with no call to the source: a consumer that
+/// gives its last segment back at once, and fills again a moment later, then costs
+/// no system call. [`trim`](Self::trim) truly decommits every parked page and
+/// releases the spares, for memory pressure.
 ///
 /// A parked page keeps its contents, so memory committed through the cache does not
 /// read as zero ([`decommitted_reads_zero`](PageSource::decommitted_reads_zero) is
@@ -91,8 +168,8 @@ pub struct CommitCache<P: PageSource> {
     state: Locked<State>,
 }
 
-// SAFETY: the table holds pointers into reservations of `inner`, which moves with the
-// cache; it is only read or written under `state`'s lock.
+// SAFETY: the table and the spares hold pointers into reservations of `inner`, which
+// moves with the cache; they are only read or written under `state`'s lock.
 unsafe impl<P: PageSource + Send> Send for CommitCache<P> {}
 // SAFETY: as above; every access to the table holds the lock, and `inner` is `Sync`.
 unsafe impl<P: PageSource + Sync> Sync for CommitCache<P> {}
@@ -153,6 +230,7 @@ impl<P: PageSource> CommitCache<P> {
                     limit: slots << page.log2(),
                     ..CacheStats::default()
                 },
+                spares: [None; SPARES],
             }),
         })
     }
@@ -194,14 +272,14 @@ impl<P: PageSource> CommitCache<P> {
         let limit = bytes.min(self.slots << self.page.log2()) & !self.page.mask();
         self.state.with(|s| {
             s.stats.limit = limit;
+            let mut out = Decommits::new(&self.inner, self.page.get());
             let mut i = 0;
             while s.stats.parked > limit && i < self.slots {
                 // SAFETY: the lock is held and `i < slots`.
                 let p = unsafe { self.take_slot(i) };
                 if let Some(p) = NonNull::new(p) {
-                    // SAFETY: a parked page is committed in `inner`, inside a live
-                    // reservation, and unused by the consumer.
-                    unsafe { self.inner.decommit(p, self.page.get()) };
+                    // SAFETY: a parked page, now out of its slot.
+                    unsafe { out.push(p) };
                     s.stats.parked -= self.page.get();
                     s.stats.evictions += 1;
                 }
@@ -210,22 +288,35 @@ impl<P: PageSource> CommitCache<P> {
         });
     }
 
-    /// Truly decommits every parked page and returns the bytes given back: the manual
-    /// prompt for memory pressure.
+    /// Truly decommits every parked page and releases the spare reservations to the
+    /// source; returns the bytes of memory given back: the manual prompt for memory
+    /// pressure.
     pub fn trim(&self) -> usize {
         self.state.with(|s| {
             let mut freed = 0;
+            let mut out = Decommits::new(&self.inner, self.page.get());
             for i in 0..self.slots {
                 // SAFETY: the lock is held and `i < slots`.
                 let p = unsafe { self.take_slot(i) };
                 if let Some(p) = NonNull::new(p) {
-                    // SAFETY: a parked page is committed in `inner`, inside a live
-                    // reservation, and unused by the consumer.
-                    unsafe { self.inner.decommit(p, self.page.get()) };
+                    // SAFETY: a parked page, now out of its slot.
+                    unsafe { out.push(p) };
                     freed += self.page.get();
                 }
             }
+            // The parked pages go back before any spare is released.
+            drop(out);
             s.stats.parked -= freed;
+            for spare in &mut s.spares {
+                if let Some((base, size)) = spare.take() {
+                    // SAFETY: a spare is a live reservation of `inner` that the
+                    // consumer released, all of it decommitted (its parked pages just
+                    // were).
+                    unsafe { self.inner.release(base, size) };
+                    s.stats.spares -= 1;
+                    s.stats.spare_bytes -= size;
+                }
+            }
             freed
         })
     }
@@ -271,6 +362,7 @@ impl<P: PageSource> CommitCache<P> {
                     .decommit(ptr.add(from * page), (to - from) * page)
             }
         };
+        let mut evicted = Decommits::new(&self.inner, page);
         for k in 0..pages {
             // SAFETY: `k < pages`, inside the caller's range.
             let p = unsafe { ptr.add(k * page) };
@@ -289,8 +381,9 @@ impl<P: PageSource> CommitCache<P> {
                 flush(from, k);
             }
             if let Some(old) = NonNull::new(old) {
-                // SAFETY: a parked page is committed, in a live reservation, unused.
-                unsafe { self.inner.decommit(old, page) };
+                // SAFETY: a parked page, out of its slot once the write below replaces
+                // it.
+                unsafe { evicted.push(old) };
                 state.stats.evictions += 1;
                 state.stats.parked -= page;
             }
@@ -307,6 +400,7 @@ impl<P: PageSource> CommitCache<P> {
 
 impl<P: PageSource> Drop for CommitCache<P> {
     fn drop(&mut self) {
+        // Decommits every parked page and releases the spares.
         self.trim();
         if self.table_bytes > 0 {
             let base = self.table.cast::<u8>();
@@ -329,42 +423,77 @@ unsafe impl<P: PageSource> PageSource for CommitCache<P> {
     }
 
     fn reserve(&self, size: usize, align: Alignment) -> Result<NonNull<u8>, PageError> {
+        if self.slots > 0 {
+            let align = align.get().max(self.page.get());
+            let spare = self.state.with(|s| {
+                let i = s.spares.iter().position(|spare| {
+                    spare.is_some_and(|(base, n)| {
+                        n == size && base.addr().get().is_multiple_of(align)
+                    })
+                })?;
+                let (base, _) = s.spares[i].take()?;
+                s.stats.spares -= 1;
+                s.stats.spare_bytes -= size;
+                s.stats.reuses += 1;
+                Some(base)
+            });
+            if let Some(base) = spare {
+                return Ok(base);
+            }
+        }
         self.inner.reserve(size, align)
     }
 
     unsafe fn release(&self, base: NonNull<u8>, size: usize) {
-        if self.slots > 0 {
-            let start = base.addr().get();
-            let in_range = |p: *mut u8| !p.is_null() && p.addr().wrapping_sub(start) < size;
-            self.state.with(|s| {
-                let pages = size >> self.page.log2();
-                // Visit the slots the range maps to, or all of them if fewer.
-                let visit = |i: usize, s: &mut State| {
-                    // SAFETY: the lock is held and `i < slots`.
-                    let p = unsafe { self.slot(i) };
-                    if in_range(p) {
-                        // SAFETY: as above.
-                        unsafe { self.take_slot(i) };
-                        // SAFETY: a parked page is committed in `inner` and unused; it
-                        // is decommitted there so that `inner`'s release contract holds.
-                        unsafe {
-                            self.inner
-                                .decommit(NonNull::new_unchecked(p), self.page.get())
-                        };
-                        s.stats.parked -= self.page.get();
-                    }
-                };
-                if pages < self.slots {
-                    for k in 0..pages {
-                        visit(self.slot_of(start + (k << self.page.log2())), s);
-                    }
-                } else {
-                    for i in 0..self.slots {
-                        visit(i, s);
-                    }
-                }
-            });
+        if self.slots == 0 {
+            // SAFETY: the caller passes a live reservation, all of it decommitted.
+            return unsafe { self.inner.release(base, size) };
         }
+        // Keep it whole, with its parked pages, for the next reserve of its size.
+        let kept = self.state.with(|s| {
+            if size > s.stats.capacity {
+                return false;
+            }
+            let Some(free) = s.spares.iter_mut().find(|spare| spare.is_none()) else {
+                return false;
+            };
+            *free = Some((base, size));
+            s.stats.spares += 1;
+            s.stats.spare_bytes += size;
+            true
+        });
+        if kept {
+            return;
+        }
+        let start = base.addr().get();
+        let in_range = |p: *mut u8| !p.is_null() && p.addr().wrapping_sub(start) < size;
+        self.state.with(|s| {
+            let pages = size >> self.page.log2();
+            let mut out = Decommits::new(&self.inner, self.page.get());
+            // Visit the slots the range maps to, or all of them if fewer.
+            let mut visit = |i: usize, s: &mut State| {
+                // SAFETY: the lock is held and `i < slots`.
+                let p = unsafe { self.slot(i) };
+                if in_range(p) {
+                    // SAFETY: as above; then a parked page out of its slot, given
+                    // back to `inner` so that its release contract holds.
+                    unsafe {
+                        self.take_slot(i);
+                        out.push(NonNull::new_unchecked(p));
+                    }
+                    s.stats.parked -= self.page.get();
+                }
+            };
+            if pages < self.slots {
+                for k in 0..pages {
+                    visit(self.slot_of(start + (k << self.page.log2())), s);
+                }
+            } else {
+                for i in 0..self.slots {
+                    visit(i, s);
+                }
+            }
+        });
         // SAFETY: the caller passes a live reservation with everything decommitted (for
         // the consumer); the pages parked inside it were just decommitted in `inner`.
         unsafe { self.inner.release(base, size) }

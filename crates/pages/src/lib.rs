@@ -60,8 +60,10 @@ pub use crate::system::SystemPages;
 /// - After `decommit`, the range's contents are lost; when `decommitted_reads_zero` is
 ///   true, a range that is committed again (and a range never committed since it was
 ///   reserved) reads as zero.
-/// - `commit_is_implicit` and `decommitted_reads_zero` return the same value for the
-///   life of the instance.
+/// - `commit_is_implicit`, `decommitted_reads_zero` and `decommit_may_span` return the
+///   same value for the life of the instance.
+/// - When `decommit_may_span` is true, `decommit` accepts a range made of adjacent
+///   pages of several live reservations, as if each had been decommitted on its own.
 /// - No method calls the global allocator, unless the type documents that it does
 ///   (`HeapPages`); such a source must not back a `#[global_allocator]`.
 /// - The methods may be called from any thread the source is shared with; they do not
@@ -141,6 +143,21 @@ pub unsafe trait PageSource {
         false
     }
 
+    /// Whether one [`decommit`](Self::decommit) may cover adjacent pages of different
+    /// live reservations (the OS's pages on Unix: `madvise` takes any mapped range).
+    /// A wrapper that gathers pages of unknown reservations into runs, as
+    /// [`CommitCache`] does when it gives parked pages back, merges adjacent ones
+    /// into one call only when this is true. The default is false.
+    ///
+    /// ```
+    /// use bento_pages::{HeapPages, PageSource};
+    ///
+    /// assert!(!HeapPages::new().decommit_may_span());
+    /// ```
+    fn decommit_may_span(&self) -> bool {
+        false
+    }
+
     /// [`page_size`](Self::page_size) as an [`Alignment`].
     ///
     /// ```
@@ -187,6 +204,10 @@ macro_rules! forward_page_source {
 
         fn decommitted_reads_zero(&self) -> bool {
             (**self).decommitted_reads_zero()
+        }
+
+        fn decommit_may_span(&self) -> bool {
+            (**self).decommit_may_span()
         }
     };
 }

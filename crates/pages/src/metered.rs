@@ -203,4 +203,8 @@ unsafe impl<P: PageSource> PageSource for Metered<P> {
     fn decommitted_reads_zero(&self) -> bool {
         self.inner.decommitted_reads_zero()
     }
+
+    fn decommit_may_span(&self) -> bool {
+        self.inner.decommit_may_span()
+    }
 }

@@ -28,18 +28,34 @@ mod system_pages {
 
     /// Pages from the operating system.
     ///
-    /// - Unix: `reserve` maps `PROT_NONE`, `MAP_PRIVATE | MAP_ANONYMOUS |
-    ///   MAP_NORESERVE` (alignment by over-reserving and unmapping the excess);
-    ///   `commit` is `mprotect` read/write; `decommit` is `madvise(MADV_DONTNEED)`
-    ///   then `mprotect(PROT_NONE)`, so the memory goes back to the OS and a stray
-    ///   access faults; `release` is `munmap`. The page size is read from the
-    ///   auxiliary vector, without allocating.
+    /// - Unix ([`new`](Self::new)): `reserve` maps read/write address space with
+    ///   `MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE` (alignment by over-reserving
+    ///   and unmapping the excess), which holds no memory until a page is first
+    ///   touched; `commit` makes no system call; `decommit` is one
+    ///   `madvise(MADV_DONTNEED)` per range (elsewhere than Linux, a fresh mapping
+    ///   over the range), which gives the memory back and keeps the mapping whole, so
+    ///   the kernel's count of mappings stays one per reservation however the pages
+    ///   come and go; `release` is `munmap`. The page size is read from the auxiliary
+    ///   vector, without allocating.
+    /// - Unix ([`with_traps`](Self::with_traps)): reservations and decommitted pages
+    ///   are `PROT_NONE`, so a stray access to memory the consumer gave back faults
+    ///   at once (a use-after-free trap for debugging); `commit` is an `mprotect` and
+    ///   `decommit` adds one. Each protection change can split the mapping, so a
+    ///   large heap with scattered free pages approaches the kernel's limit on
+    ///   mappings (`vm.max_map_count`, 65,530 by default).
     /// - Windows: `VirtualAlloc(MEM_RESERVE)` / `VirtualAlloc(MEM_COMMIT)` /
-    ///   `VirtualFree(MEM_DECOMMIT)` / `VirtualFree(MEM_RELEASE)`; reservations are
-    ///   aligned to the allocation granularity (64 KiB).
+    ///   `VirtualFree(MEM_DECOMMIT)` / `VirtualFree(MEM_RELEASE)`; decommitted pages
+    ///   always fault; reservations are aligned to the allocation granularity
+    ///   (64 KiB).
     ///
-    /// It is a zero-sized handle: every value is the same source, usable from every
-    /// thread and in a `static`.
+    /// Without traps on Unix, reserved memory is usable at once
+    /// ([`commit_is_implicit`](PageSource::commit_is_implicit)), as in every Unix
+    /// `malloc`: the kernel commits a page when it is first written. Under strict
+    /// overcommit accounting (`vm.overcommit_memory = 2`) the kernel then charges
+    /// whole reservations; `with_traps` charges only committed pages.
+    ///
+    /// It is a copyable handle of one flag: every value is usable from every thread
+    /// and in a `static`.
     ///
     /// ```
     /// use bento_align::Alignment;
@@ -61,13 +77,45 @@ mod system_pages {
     /// }
     /// ```
     #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-    pub struct SystemPages;
+    pub struct SystemPages {
+        /// Whether decommitted (and reserved) memory is inaccessible on Unix.
+        trap: bool,
+    }
 
     impl SystemPages {
-        /// The operating system's pages.
+        /// The operating system's pages, committed by touch on Unix.
         #[must_use]
         pub const fn new() -> Self {
-            Self
+            Self { trap: false }
+        }
+
+        /// The operating system's pages, with decommitted memory inaccessible on Unix
+        /// too (as it always is on Windows): a read or write of a page the consumer
+        /// gave back faults. For debugging use-after-free; it costs an `mprotect` on
+        /// every commit and decommit.
+        ///
+        /// ```
+        /// use bento_pages::{PageSource, SystemPages};
+        ///
+        /// assert!(!SystemPages::with_traps().commit_is_implicit());
+        /// assert!(SystemPages::with_traps().traps());
+        /// ```
+        #[must_use]
+        pub const fn with_traps() -> Self {
+            Self { trap: true }
+        }
+
+        /// Whether decommitted memory faults when touched: on Windows always, on
+        /// Unix with [`with_traps`](Self::with_traps).
+        ///
+        /// ```
+        /// use bento_pages::SystemPages;
+        ///
+        /// assert_eq!(SystemPages::new().traps(), cfg!(windows));
+        /// ```
+        #[must_use]
+        pub const fn traps(&self) -> bool {
+            self.trap || cfg!(windows)
         }
     }
 
@@ -75,6 +123,10 @@ mod system_pages {
     // - the page size is the OS's, a constant power of two;
     // - `os::reserve` returns a fresh mapping aligned to `max(align, page)` (it
     //   over-reserves and trims, or retries at an aligned address on Windows);
+    // - reservations are read/write from the start exactly when `commit_is_implicit`
+    //   says so (Unix without traps);
+    // - on Unix a decommit works on adjacent mapped pages of several reservations
+    //   (`decommit_may_span`);
     // - commit and decommit change protection and residency only inside ranges the
     //   caller owns, and decommitted memory is replaced by zero pages;
     // - nothing here allocates: the syscalls are made directly.
@@ -86,7 +138,7 @@ mod system_pages {
 
         fn reserve(&self, size: usize, align: Alignment) -> Result<NonNull<u8>, PageError> {
             check_size(size, os::page_size())?;
-            os::reserve(size, align.max_with(os::granularity()))
+            os::reserve(size, align.max_with(os::granularity()), self.trap)
         }
 
         unsafe fn release(&self, base: NonNull<u8>, size: usize) {
@@ -101,7 +153,7 @@ mod system_pages {
         unsafe fn commit(&self, ptr: NonNull<u8>, size: usize) -> Result<(), PageError> {
             check_range(ptr, size, os::page_size())?;
             // SAFETY: the caller passes a range inside a live reservation.
-            unsafe { os::commit(ptr, size) }
+            unsafe { os::commit(ptr, size, self.trap) }
         }
 
         unsafe fn decommit(&self, ptr: NonNull<u8>, size: usize) {
@@ -111,15 +163,21 @@ mod system_pages {
             );
             // SAFETY: the caller passes a range inside a live reservation that it no
             // longer reads or writes.
-            unsafe { os::decommit(ptr, size) }
+            unsafe { os::decommit(ptr, size, self.trap) }
         }
 
         fn commit_is_implicit(&self) -> bool {
-            false
+            !self.traps()
         }
 
         fn decommitted_reads_zero(&self) -> bool {
             true
+        }
+
+        fn decommit_may_span(&self) -> bool {
+            // `madvise` and `mprotect` (or a fixed mapping) take any mapped range on
+            // Unix; `VirtualFree` decommits inside one reservation only.
+            cfg!(unix)
         }
     }
 }

@@ -48,7 +48,7 @@ pub struct ArenaConfig {
     pub retain_on_reset: usize,
     /// A debug aid: every [`reset`](Arena::reset) decommits everything above the
     /// retained part, so that a stale pointer into it faults at once (with a source
-    /// whose decommitted pages fault, such as `SystemPages`). Default false.
+    /// whose decommitted pages fault, such as `SystemPages::with_traps()`). Default false.
     pub trap_on_reset: bool,
 }
 

@@ -968,10 +968,12 @@ impl<'a, P: PageSource> Entered<'a, P> {
 }
 
 /// Gives an unlinked, empty (or torn down) segment back to the source: decommits its
-/// committed runs (and the `pending` addresses, see `Freed::Release`) directly in the
-/// source under the cache (a page parked only to be evicted at once would cost two
-/// calls), then releases it through the cache, which drops any page of it still
-/// parked.
+/// committed runs (and the `pending` addresses, see `Freed::Release`), then releases
+/// it through the cache. An ordinary segment's pages go through the cache, which
+/// parks them and may keep the whole reservation as a spare for the next segment, so
+/// that a space which empties and fills again makes no system call; a dedicated
+/// segment's pages are decommitted directly in the source under the cache (parking a
+/// large block's pages would push every other parked page out).
 ///
 /// # Safety
 ///
@@ -986,23 +988,38 @@ unsafe fn release_segment<P: PageSource>(
 ) {
     let pages = pages.expect("a segment that is not the base came from the source");
     // SAFETY: the header is still readable: nothing released it yet.
-    let (size, committed) = unsafe { ((*seg.as_ptr()).size, (*seg.as_ptr()).committed) };
+    let (size, committed, kind) = unsafe {
+        let s = seg.as_ptr();
+        ((*s).size, (*s).committed, (*s).kind)
+    };
+    let through_cache = kind == Kind::Normal as usize;
+    let decommit = |ptr: NonNull<u8>, len: usize| {
+        // SAFETY: the callers below pass committed, unused runs of the segment, a
+        // live reservation of `pages` (and so of the source under it: a page
+        // committed through the cache is committed below it).
+        unsafe {
+            if through_cache {
+                pages.decommit(ptr, len);
+            } else {
+                pages.inner().decommit(ptr, len);
+            }
+        }
+    };
     let base = seg.cast::<u8>();
     let mut decommitted = 0;
     if pending.0 < pending.1 {
         let at = pending.0 - base.addr().get();
         // SAFETY: committed pages of the segment inside its free chunk's interior,
         // which the walk below does not read.
-        unsafe { pages.inner().decommit(base.add(at), pending.1 - pending.0) };
+        decommit(unsafe { base.add(at) }, pending.1 - pending.0);
         decommitted += pending.1 - pending.0;
     }
-    // SAFETY: the caller's contract; each run is committed in the source under the
-    // cache (a run outside every free interior was committed through the cache, and
-    // a page committed through the cache is committed below it), and nothing of the
-    // segment is used again.
+    // SAFETY: the caller's contract; each run is committed and nothing of the segment
+    // is used again: the walk copies the header first and never reads a run again
+    // once it has handed it to the closure.
     unsafe {
         core.committed_runs(seg, |lo, hi| {
-            pages.inner().decommit(base.add(lo), hi - lo);
+            decommit(base.add(lo), hi - lo);
             decommitted += hi - lo;
         });
         debug_assert_eq!(decommitted, committed, "segment {seg:p}: committed figure");

@@ -19,9 +19,24 @@ pub(super) fn granularity() -> Alignment {
     Alignment::new(page_size()).expect("the OS page size is a power of two")
 }
 
-/// Maps `size` bytes of inaccessible address space aligned to `align` (at least a
-/// page).
-pub(super) fn reserve(size: usize, align: Alignment) -> Result<NonNull<u8>, PageError> {
+/// The protection of reserved (and, with `trap`, decommitted) memory: none with
+/// `trap`, read/write without.
+fn reserved_protection(trap: bool) -> ProtFlags {
+    if trap {
+        ProtFlags::empty()
+    } else {
+        ProtFlags::READ | ProtFlags::WRITE
+    }
+}
+
+/// Maps `size` bytes of address space aligned to `align` (at least a page):
+/// inaccessible with `trap`, else readable and writable, with no memory behind it
+/// until a page is first touched.
+pub(super) fn reserve(
+    size: usize,
+    align: Alignment,
+    trap: bool,
+) -> Result<NonNull<u8>, PageError> {
     let page = page_size();
     // Over-reserve so that an aligned start exists, then unmap the excess.
     let extra = align.get().saturating_sub(page);
@@ -34,7 +49,7 @@ pub(super) fn reserve(size: usize, align: Alignment) -> Result<NonNull<u8>, Page
         mm::mmap_anonymous(
             ptr::null_mut(),
             total,
-            ProtFlags::empty(),
+            reserved_protection(trap),
             MapFlags::PRIVATE | MapFlags::NORESERVE,
         )
     }
@@ -76,10 +91,17 @@ pub(super) unsafe fn release(base: NonNull<u8>, size: usize) {
     unsafe { unmap(base.as_ptr(), size) }
 }
 
+/// Makes the range accessible: an `mprotect` with `trap`; nothing without, since the
+/// whole reservation is already read/write and the kernel gives a page memory when
+/// it is first touched.
+///
 /// # Safety
 ///
 /// The caller must pass a page-aligned range inside a live reservation.
-pub(super) unsafe fn commit(ptr: NonNull<u8>, size: usize) -> Result<(), PageError> {
+pub(super) unsafe fn commit(ptr: NonNull<u8>, size: usize, trap: bool) -> Result<(), PageError> {
+    if !trap {
+        return Ok(());
+    }
     // SAFETY: the range is inside a mapping this source made; changing its protection
     // affects no other memory.
     unsafe {
@@ -95,11 +117,15 @@ pub(super) unsafe fn commit(ptr: NonNull<u8>, size: usize) -> Result<(), PageErr
     })
 }
 
+/// Gives the range's memory back in one call (and with `trap`, makes it
+/// inaccessible in a second). Without `trap` the mapping stays whole, so decommitting
+/// never splits it into more kernel mappings.
+///
 /// # Safety
 ///
 /// The caller must pass a page-aligned range inside a live reservation that it no
 /// longer reads or writes.
-pub(super) unsafe fn decommit(ptr: NonNull<u8>, size: usize) {
+pub(super) unsafe fn decommit(ptr: NonNull<u8>, size: usize, trap: bool) {
     let addr = ptr.as_ptr().cast::<c_void>();
     // Give the memory back. On Linux `MADV_DONTNEED` drops the pages at once and
     // later reads see zero pages (plain `Advice::DontNeed` is POSIX's, a no-op there).
@@ -111,14 +137,17 @@ pub(super) unsafe fn decommit(ptr: NonNull<u8>, size: usize) {
             result.is_ok(),
             "madvise({addr:p}, {size}) failed: {result:?}"
         );
-        // SAFETY: as above; a stray access now faults.
-        let result = unsafe { mm::mprotect(addr, size, MprotectFlags::empty()) };
-        debug_assert!(
-            result.is_ok(),
-            "mprotect({addr:p}, {size}) failed: {result:?}"
-        );
+        if trap {
+            // SAFETY: as above; a stray access now faults.
+            let result = unsafe { mm::mprotect(addr, size, MprotectFlags::empty()) };
+            debug_assert!(
+                result.is_ok(),
+                "mprotect({addr:p}, {size}) failed: {result:?}"
+            );
+        }
     }
-    // Elsewhere, map fresh inaccessible zero pages over the range in one step.
+    // Elsewhere, map fresh zero pages (inaccessible with `trap`) over the range in one
+    // step.
     #[cfg(not(any(target_os = "linux", target_os = "android")))]
     {
         // SAFETY: `MAP_FIXED` replaces only the caller's unused range of this source's
@@ -127,7 +156,7 @@ pub(super) unsafe fn decommit(ptr: NonNull<u8>, size: usize) {
             mm::mmap_anonymous(
                 addr,
                 size,
-                ProtFlags::empty(),
+                reserved_protection(trap),
                 MapFlags::PRIVATE | MapFlags::FIXED | MapFlags::NORESERVE,
             )
         };

@@ -38,7 +38,13 @@ pub(super) fn granularity() -> Alignment {
 const ALIGNED_RETRIES: usize = 16;
 
 /// Reserves `size` bytes aligned to `align` (at least the allocation granularity).
-pub(super) fn reserve(size: usize, align: Alignment) -> Result<NonNull<u8>, PageError> {
+/// Windows commits explicitly, so decommitted pages always fault and `_trap` changes
+/// nothing.
+pub(super) fn reserve(
+    size: usize,
+    align: Alignment,
+    _trap: bool,
+) -> Result<NonNull<u8>, PageError> {
     let oom = PageError::OutOfAddressSpace { size };
     if align <= granularity() {
         // SAFETY: a fresh reservation at an address the OS chooses.
@@ -81,7 +87,7 @@ pub(super) unsafe fn release(base: NonNull<u8>, _size: usize) {
 /// # Safety
 ///
 /// The caller must pass a page-aligned range inside a live reservation.
-pub(super) unsafe fn commit(ptr: NonNull<u8>, size: usize) -> Result<(), PageError> {
+pub(super) unsafe fn commit(ptr: NonNull<u8>, size: usize, _trap: bool) -> Result<(), PageError> {
     // SAFETY: the range is inside a reservation of this source.
     let p = unsafe { VirtualAlloc(ptr.as_ptr().cast(), size, MEM_COMMIT, PAGE_READWRITE) };
     if p.is_null() {
@@ -97,7 +103,7 @@ pub(super) unsafe fn commit(ptr: NonNull<u8>, size: usize) -> Result<(), PageErr
 ///
 /// The caller must pass a page-aligned range inside a live reservation that it no
 /// longer reads or writes.
-pub(super) unsafe fn decommit(ptr: NonNull<u8>, size: usize) {
+pub(super) unsafe fn decommit(ptr: NonNull<u8>, size: usize, _trap: bool) {
     // SAFETY: the caller's contract.
     let ok = unsafe { VirtualFree(ptr.as_ptr().cast(), size, MEM_DECOMMIT) };
     debug_assert!(ok != 0, "VirtualFree(MEM_DECOMMIT) failed");

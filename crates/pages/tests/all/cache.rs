@@ -18,8 +18,11 @@ fn round_trips() {
         !pages.decommitted_reads_zero(),
         "parked pages keep their contents"
     );
-    // Everything was decommitted and released: only the slot table is left.
+    // Everything was decommitted and released: once trimmed (which releases the
+    // spare reservations), only the slot table is left.
+    pages.trim();
     assert_eq!(pages.stats().parked, 0);
+    assert_eq!(pages.stats().spares, 0);
     let os = pages.inner().stats();
     assert_eq!(os.committed, PAGE, "only the slot table stays committed");
 }
@@ -49,6 +52,7 @@ fn parked_pages_are_recommitted_without_a_call() {
         pages.decommit(base, 8 * PAGE);
         pages.release(base, 8 * PAGE);
     }
+    pages.trim();
     assert_eq!(
         pages.inner().stats().reserved,
         PAGE,
@@ -135,7 +139,11 @@ fn trim_gives_everything_back() {
         pages.decommit(base.add(20 * PAGE), 12 * PAGE);
         pages.release(base, 32 * PAGE);
     }
+    // The released reservation is a spare with its 12 parked pages, until a trim.
+    assert_eq!((pages.stats().spares, pages.stats().parked), (1, 12 * PAGE));
+    assert_eq!(pages.trim(), 12 * PAGE);
     assert_eq!(pages.stats().parked, 0);
+    assert_eq!(pages.inner().stats().reserved, PAGE);
 }
 
 #[test]
@@ -164,7 +172,94 @@ fn a_failed_commit_leaves_the_range_decommitted() {
         pages.decommit(base, 8 * PAGE);
         pages.release(base, 8 * PAGE);
     }
+    pages.trim();
     assert_eq!(pages.inner().stats().committed, PAGE);
+}
+
+#[test]
+fn a_released_reservation_is_kept_whole_for_the_next_reserve_of_its_size() {
+    let pages = cache(64);
+    let a = pages.reserve(16 * PAGE, Alignment::MIN).unwrap();
+    // SAFETY: ranges of the live reservation; all decommitted before release.
+    unsafe {
+        pages.commit(a, 2 * PAGE).unwrap();
+        a.write(9);
+        pages.decommit(a, 2 * PAGE);
+        pages.release(a, 16 * PAGE);
+    }
+    let s = pages.stats();
+    assert_eq!((s.spares, s.spare_bytes, s.parked), (1, 16 * PAGE, 2 * PAGE));
+    let os = pages.inner().stats();
+    // The same size comes back with no call to the source, its parked pages still
+    // parked (so committing them costs no call either).
+    let b = pages.reserve(16 * PAGE, Alignment::MIN).unwrap();
+    assert_eq!(b, a);
+    // SAFETY: the first pages of the live reservation.
+    unsafe { pages.commit(b, 2 * PAGE).unwrap() };
+    let after = pages.inner().stats();
+    assert_eq!(
+        (after.reserves, after.commits),
+        (os.reserves, os.commits),
+        "no call to the source"
+    );
+    let s = pages.stats();
+    assert_eq!((s.spares, s.reuses, s.hits, s.parked), (0, 1, 2, 0));
+    // Another size goes to the source.
+    // SAFETY: decommitted before release.
+    unsafe {
+        pages.decommit(b, 2 * PAGE);
+        pages.release(b, 16 * PAGE);
+    }
+    let c = pages.reserve(8 * PAGE, Alignment::MIN).unwrap();
+    assert_ne!(c, b);
+    assert_eq!(pages.stats().spares, 1);
+    // SAFETY: the live reservation, never committed.
+    unsafe { pages.release(c, 8 * PAGE) };
+    assert_eq!(pages.stats().spares, 2);
+    // trim releases the spares (after their parked pages).
+    assert_eq!(pages.trim(), 2 * PAGE);
+    let os = pages.inner().stats();
+    assert_eq!((os.reserved, os.committed), (PAGE, PAGE), "only the table is left");
+    assert_eq!((pages.stats().spares, pages.stats().spare_bytes), (0, 0));
+}
+
+#[test]
+fn spares_are_bounded_in_number_and_size() {
+    let pages = cache(16);
+    let bases: Vec<_> = (0..6)
+        .map(|_| pages.reserve(4 * PAGE, Alignment::MIN).unwrap())
+        .collect();
+    let large = pages.reserve(32 * PAGE, Alignment::MIN).unwrap();
+    // SAFETY: live reservations, never committed, released once.
+    unsafe {
+        for &b in &bases {
+            pages.release(b, 4 * PAGE);
+        }
+        pages.release(large, 32 * PAGE);
+    }
+    let s = pages.stats();
+    assert_eq!((s.spares, s.spare_bytes), (4, 16 * PAGE), "four spares at most");
+    // Two small ones and the one larger than the cache went back to the source.
+    assert_eq!(pages.inner().stats().reserved, PAGE + 16 * PAGE);
+    drop(pages);
+}
+
+#[test]
+fn dropping_the_cache_releases_its_spares() {
+    let metered = Metered::new(HeapPages::new());
+    {
+        let pages = CommitCache::with_capacity(&metered, 16 * PAGE).unwrap();
+        let base = pages.reserve(4 * PAGE, Alignment::MIN).unwrap();
+        // SAFETY: the live reservation, committed then decommitted, released once.
+        unsafe {
+            pages.commit(base, PAGE).unwrap();
+            pages.decommit(base, PAGE);
+            pages.release(base, 4 * PAGE);
+        }
+        assert_eq!(pages.stats().spares, 1);
+    }
+    let s = metered.stats();
+    assert_eq!((s.reserved, s.committed), (0, 0));
 }
 
 #[test]

@@ -1,5 +1,5 @@
-//! `SystemPages` on Unix: the OS really takes the memory back, and a stray access
-//! really faults.
+//! `SystemPages` on Unix: the OS really takes the memory back, decommitting keeps the
+//! mapping whole, and with traps a stray access really faults.
 
 use core::ptr::NonNull;
 
@@ -10,8 +10,10 @@ use crate::common::{disjoint, round_trip};
 
 #[test]
 fn round_trips() {
-    round_trip(&SystemPages::new());
-    disjoint(&SystemPages::new());
+    for pages in [SystemPages::new(), SystemPages::with_traps()] {
+        round_trip(&pages);
+        disjoint(&pages);
+    }
 }
 
 #[test]
@@ -38,7 +40,12 @@ fn resident_pages(ptr: NonNull<u8>, len: usize) -> usize {
 
 #[test]
 fn decommitted_pages_are_not_resident_and_read_zero() {
-    let pages = SystemPages::new();
+    for pages in [SystemPages::new(), SystemPages::with_traps()] {
+        decommitted_pages_leave(pages);
+    }
+}
+
+fn decommitted_pages_leave(pages: SystemPages) {
     let page = pages.page_size();
     let n = 64;
     let base = pages.reserve(n * page, Alignment::MIN).unwrap();
@@ -80,7 +87,7 @@ fn decommitted_pages_are_not_resident_and_read_zero() {
 fn a_write_to_a_decommitted_page_faults() {
     const CHILD: &str = "BENTO_PAGES_FAULT_CHILD";
     if std::env::var_os(CHILD).is_some() {
-        let pages = SystemPages::new();
+        let pages = SystemPages::with_traps();
         let page = pages.page_size();
         let base = pages.reserve(page, Alignment::MIN).unwrap();
         // SAFETY: deliberately not: the page is decommitted (PROT_NONE) and the write
@@ -110,4 +117,51 @@ fn a_write_to_a_decommitted_page_faults() {
         Some(libc::SIGSEGV),
         "child ended with {status:?}"
     );
+}
+
+/// The kernel's mappings that overlap `[lo, hi)`, from `/proc/self/maps`.
+#[cfg(target_os = "linux")]
+fn mappings_in(lo: usize, hi: usize) -> usize {
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+    maps.lines()
+        .filter(|line| {
+            let range = line.split_whitespace().next().unwrap();
+            let (a, b) = range.split_once('-').unwrap();
+            let a = usize::from_str_radix(a, 16).unwrap();
+            let b = usize::from_str_radix(b, 16).unwrap();
+            a < hi && lo < b
+        })
+        .count()
+}
+
+/// Decommitting every other page of a reservation leaves one mapping without traps;
+/// with traps each protection change splits it (the price of the trap).
+#[cfg(target_os = "linux")]
+#[test]
+fn decommit_keeps_the_mapping_whole() {
+    for (pages, whole) in [(SystemPages::new(), true), (SystemPages::with_traps(), false)] {
+        let page = pages.page_size();
+        let n = 64;
+        let base = pages.reserve(n * page, Alignment::MIN).unwrap();
+        let (lo, hi) = (base.addr().get(), base.addr().get() + n * page);
+        // SAFETY: ranges of the live reservation, all decommitted before release.
+        unsafe {
+            pages.commit(base, n * page).unwrap();
+            base.write_bytes(1, n * page);
+            for k in (0..n).step_by(2) {
+                pages.decommit(base.add(k * page), page);
+            }
+            let maps = mappings_in(lo, hi);
+            if whole {
+                assert_eq!(maps, 1, "decommit split the mapping");
+            } else {
+                assert!(maps >= n / 2, "{maps} mappings: the traps did not split it");
+            }
+            for k in (1..n).step_by(2) {
+                pages.decommit(base.add(k * page), page);
+            }
+            pages.release(base, n * page);
+        }
+        assert_eq!(mappings_in(lo, hi), 0);
+    }
 }

@@ -214,7 +214,7 @@ fn trap_on_reset_makes_a_stale_pointer_fault() {
             trap_on_reset: true,
             ..ArenaConfig::default()
         };
-        let mut arena = Arena::with_source(SystemPages::new(), config).unwrap();
+        let mut arena = Arena::with_source(SystemPages::with_traps(), config).unwrap();
         let p = NonNull::from(arena.alloc([7u8; 64]).unwrap()).cast::<u8>();
         arena.reset();
         // SAFETY: none: this read of a stale pointer is meant to fault.

@@ -355,3 +355,43 @@ fn a_hole_of_the_size_asked_is_reused_before_fresh_pages() {
     }
     assert_eq!(space.stats().segments, 1);
 }
+
+/// A space that empties and fills again (LIFO batches of 64-byte blocks, each batch
+/// emptying it) gives its segment back at every last free, and after the first
+/// batch makes no call to its source: the commit cache parks the pages and keeps the
+/// released reservation as a spare for the next segment. `trim` gives both back.
+#[test]
+fn a_space_that_empties_every_batch_makes_no_source_call_after_warm_up() {
+    let pages = Metered::new(HeapPages::new());
+    let space = MemorySpace::new(&pages, SpaceConfig::DEFAULT).unwrap();
+    let batch = |space: &MemorySpace<&Metered<HeapPages>>| {
+        let blocks: Vec<_> = (0..100).map(|_| space.alloc(layout(64)).unwrap()).collect();
+        for &p in blocks.iter().rev() {
+            // SAFETY: live blocks of this batch, each freed once.
+            unsafe { space.free(p) };
+        }
+        assert_eq!(space.stats().segments, 0, "the empty segment went back");
+        space.validate().unwrap();
+    };
+    batch(&space);
+    let warm = pages.stats();
+    let rounds = if cfg!(miri) { 3 } else { 100 };
+    for _ in 0..rounds {
+        batch(&space);
+    }
+    let after = pages.stats();
+    assert_eq!(
+        (after.reserves, after.releases, after.commits, after.decommits),
+        (warm.reserves, warm.releases, warm.commits, warm.decommits),
+        "a call to the source after warm-up"
+    );
+    let s = space.stats();
+    assert_eq!((s.reserved, s.committed, s.cache.spares), (0, 0, 1));
+    assert!(s.resident <= 64 << 10, "{} bytes held", s.resident);
+    // trim gives back the parked pages and the spare: only the cache's slot table
+    // stays with the source.
+    space.trim();
+    let s = space.stats();
+    assert_eq!((s.resident, s.cache.spares), (0, 0));
+    assert_eq!(pages.stats().reserved, s.cache.capacity / 4096 * 8);
+}
