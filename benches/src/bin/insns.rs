@@ -55,9 +55,7 @@ fn space_mode(which: &str, n: usize) -> Option<u64> {
             }
             "frame" => {
                 let mut held = vec![core::ptr::NonNull::dangling(); FRAME];
-                (0..n / FRAME).fold(0, |acc, _| {
-                    acc ^ frame_free_all(&mut heap, &mut held, 16)
-                })
+                (0..n / FRAME).fold(0, |acc, _| acc ^ frame_free_all(&mut heap, &mut held, 16))
             }
             "mixed" => {
                 let mut rng = bento_benches::XorShift(0x9E37_79B9_7F4A_7C15);

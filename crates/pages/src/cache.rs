@@ -89,11 +89,12 @@ impl<'a, P: PageSource> Decommits<'a, P> {
     /// `p` is a page taken out of its slot: committed in `inner`, inside a live
     /// reservation, unused, and not already gathered.
     unsafe fn push(&mut self, p: NonNull<u8>) {
-        if let Some((start, len)) = &mut self.run {
-            if self.span && start.addr().get() + *len == p.addr().get() {
-                *len += self.page;
-                return;
-            }
+        if let Some((start, len)) = &mut self.run
+            && self.span
+            && start.addr().get() + *len == p.addr().get()
+        {
+            *len += self.page;
+            return;
         }
         self.flush();
         self.run = Some((p, self.page));

@@ -3,22 +3,25 @@
 //!
 //! A chunk freed into the cache keeps its `IN_USE` tag, so its neighbours do not
 //! merge with it and nothing else in the space sees a change; only the figures call
-//! it free. Its first payload word links it to the next cached chunk of its class
-//! and its second holds [`key`] (its address mixed with a constant), which is how
-//! the walkers and the debug checks tell a cached chunk from a block in use (then
-//! confirmed by walking its class, so a block that happens to hold the key is never
-//! taken for cached).
+//! it free. Its first payload word links it to the next cached chunk of its class,
+//! its third to the previous one (the lists are doubly linked, so a chunk leaves its
+//! list in O(1) from anywhere in it), and its second holds [`key`] (its address mixed
+//! with a constant), which is how the walkers and the debug checks tell a cached
+//! chunk from a block in use (then confirmed by walking its class, so a block that
+//! happens to hold the key is never taken for cached). The third word is the next
+//! chunk's `prev_foot`, which belongs to an in-use chunk's payload.
 //!
 //! This is what glibc's tcache and mimalloc's per-page free lists do for speed: a
 //! free and the allocation after it touch the chunk and the cache's slot, not the
 //! neighbours and their lists. Two things keep the space's promises:
 //! - each segment counts its cached chunks (`Segment::cached`), so the free that
-//!   leaves a segment with no block in use is known at once; it takes that segment's
-//!   cached chunks out first (a walk of at most [`DEPTH`] chunks per class), merges
-//!   them, and the segment goes back to the source in the same call;
-//! - the cache holds at most [`DEPTH`] chunks per class and, in all,
-//!   `SpaceConfig::block_cache` bytes or 1/128 of the space's bytes in use (at least
-//!   [`FLOOR`]), whichever is less, counting each chunk as its class's smallest size.
+//!   leaves a segment with no block in use is known at once; it walks that segment's
+//!   chunks, takes each cached one out of its list (and each free one out of the
+//!   index), and the segment goes back to the source in the same call, with no merge;
+//! - the cache holds in all `SpaceConfig::block_cache` bytes or 1/128 of the space's
+//!   bytes in use (at least [`FLOOR`]), whichever is less, counting each chunk as its
+//!   class's smallest size. A class may take all of it: a burst of frees of one size
+//!   is what the cache is for.
 //!
 //! Classes are the index's lists for chunks below [`LIMIT`] bytes, so a chunk is
 //! cached under the list it would be filed in (`list_of`, rounding down) and a
@@ -34,8 +37,6 @@ use crate::index::{SL_COUNT, list_at_least, list_of, list_start};
 pub(crate) const LIMIT: usize = 8192;
 /// Classes: the index's lists below `LIMIT` (levels 0 to 5).
 pub(crate) const CLASSES: usize = (list_of(LIMIT).0) * SL_COUNT;
-/// The most chunks a class holds.
-pub(crate) const DEPTH: u8 = 16;
 /// The cache holds at most this share of the space's bytes in use (as a shift: 1/128),
 /// so that a small heap does not keep a fixed megabyte of free blocks.
 pub(crate) const SHARE_SHIFT: u32 = 7;
@@ -76,13 +77,14 @@ pub(crate) const fn class_at_least(size: usize) -> Option<usize> {
 
 /// The cached chunks, one singly linked list per class.
 pub(crate) struct Cache {
-    // Invariant: null or the first of a list (through each chunk's first payload
-    // word, null-terminated) of `counts[k]` chunks of a live ordinary or base
-    // segment, each tagged in use, holding `key` in its second payload word, counted
-    // in its segment's `cached`, of at least `class_bytes(k)` bytes, in no other
-    // list. Cached chunks count as in use in the space's counters.
+    // Invariant: null or the first of a doubly linked list (each chunk's first
+    // payload word the next, its third the previous; null-terminated both ways) of
+    // `counts[k]` chunks of a live ordinary or base segment, each tagged in use,
+    // holding `key` in its second payload word, counted in its segment's `cached`, of
+    // at least `class_bytes(k)` bytes, in no other list. Cached chunks count as in
+    // use in the space's counters.
     pub(crate) heads: [*mut u8; CLASSES],
-    pub(crate) counts: [u8; CLASSES],
+    pub(crate) counts: [u32; CLASSES],
     // Invariant: the sum of `class_bytes(k)` over the cached chunks, at most `limit`.
     pub(crate) bytes: usize,
     /// `SpaceConfig::block_cache`.
@@ -100,16 +102,86 @@ impl Cache {
     }
 
     /// Whether class `k` has room for one more chunk in a space with `live` bytes in
-    /// use: the cache holds at most [`DEPTH`] chunks a class and, in all, `limit`
-    /// bytes or `live / 2^SHARE_SHIFT` (but at least [`FLOOR`]), whichever is less.
+    /// use: the cache holds in all `limit` bytes or `live / 2^SHARE_SHIFT` (but at
+    /// least [`FLOOR`]), whichever is less.
     #[inline]
     pub(crate) fn has_room(&self, k: usize, live: usize) -> bool {
         let room = self.limit.min((live >> SHARE_SHIFT).max(FLOOR));
-        self.counts[k] < DEPTH && self.bytes + class_bytes(k) <= room
+        self.bytes + class_bytes(k) <= room
     }
 
-    /// Whether in-use chunk `c` is cached: it holds its key, and a walk of the
-    /// classes finds it (a block whose bytes happen to match the key is not).
+    /// Puts in-use chunk `c` at the front of class `k`.
+    ///
+    /// # Safety
+    ///
+    /// The caller must ensure `c` is an in-use chunk of at least `class_bytes(k)`
+    /// bytes of a live ordinary or base segment, not cached, whose segment counts it
+    /// in `cached` once this returns.
+    #[inline]
+    pub(crate) unsafe fn push(&mut self, k: usize, c: NonNull<u8>) {
+        let first = self.heads[k];
+        // SAFETY: `c` is at least a minimum chunk in use, so its first three payload
+        // words are its own; `first`, when non-null, is a cached chunk.
+        unsafe {
+            raw::set_link(c, 0, first);
+            raw::set_key_word(c, key(c));
+            raw::set_link(c, 2, ptr::null_mut());
+            if let Some(first) = NonNull::new(first) {
+                raw::set_link(first, 2, c.as_ptr());
+            }
+        }
+        self.heads[k] = c.as_ptr();
+        self.counts[k] += 1;
+        self.bytes += class_bytes(k);
+    }
+
+    /// Takes the first chunk of class `k` out of the cache, if any; it is an in-use
+    /// chunk again (its key cleared), still counted in its segment's `cached`.
+    #[inline]
+    pub(crate) fn pop(&mut self, k: usize) -> Option<NonNull<u8>> {
+        let c = NonNull::new(self.heads[k])?;
+        // SAFETY: `c` heads class `k`, so it is a cached chunk (the invariant of
+        // `heads`): its link words are readable and its successor is cached too.
+        unsafe {
+            let next = raw::link(c, 0);
+            self.heads[k] = next;
+            if let Some(next) = NonNull::new(next) {
+                raw::set_link(next, 2, ptr::null_mut());
+            }
+            raw::set_key_word(c, 0);
+        }
+        self.counts[k] -= 1;
+        self.bytes -= class_bytes(k);
+        Some(c)
+    }
+
+    /// Takes cached chunk `c` of class `k` out of its list, wherever it is in it.
+    ///
+    /// # Safety
+    ///
+    /// The caller must ensure `c` is a cached chunk of class `k`.
+    pub(crate) unsafe fn unlink(&mut self, k: usize, c: NonNull<u8>) {
+        // SAFETY: `c` is cached (the caller's contract), so its links are its list
+        // neighbours, cached chunks themselves, or null.
+        unsafe {
+            let next = raw::link(c, 0);
+            let prev = raw::link(c, 2);
+            if let Some(next) = NonNull::new(next) {
+                raw::set_link(next, 2, prev);
+            }
+            match NonNull::new(prev) {
+                Some(prev) => raw::set_link(prev, 0, next),
+                None => self.heads[k] = next,
+            }
+            raw::set_key_word(c, 0);
+        }
+        self.counts[k] -= 1;
+        self.bytes -= class_bytes(k);
+    }
+
+    /// Whether in-use chunk `c` is cached: it holds its key, and a walk of the class
+    /// its size files it in finds it (a block whose bytes happen to match the key is
+    /// not).
     ///
     /// # Safety
     ///
@@ -119,20 +191,27 @@ impl Cache {
         if unsafe { raw::key_word(c) } != key(c) {
             return false;
         }
-        self.chunks().any(|(_, p)| p == c)
+        // SAFETY: as above.
+        let Some(k) = class_of(raw::size(unsafe { raw::head(c) })) else {
+            return false;
+        };
+        self.class(k).any(|p| p == c)
+    }
+
+    /// The chunks of class `k`, first to last.
+    pub(crate) fn class(&self, k: usize) -> impl Iterator<Item = NonNull<u8>> + '_ {
+        let mut at = self.heads[k];
+        core::iter::from_fn(move || {
+            let p = NonNull::new(at)?;
+            // SAFETY: `p` is a cached chunk (the list's invariant): its first payload
+            // word is the link.
+            at = unsafe { raw::link(p, 0) };
+            Some(p)
+        })
     }
 
     /// Every cached chunk with its class.
     pub(crate) fn chunks(&self) -> impl Iterator<Item = (usize, NonNull<u8>)> + '_ {
-        (0..CLASSES).flat_map(move |k| {
-            let mut at = self.heads[k];
-            core::iter::from_fn(move || {
-                let p = NonNull::new(at)?;
-                // SAFETY: `p` is a cached chunk (the list's invariant): its first
-                // payload word is the link.
-                at = unsafe { raw::link(p, 0) };
-                Some((k, p))
-            })
-        })
+        (0..CLASSES).flat_map(move |k| self.class(k).map(move |p| (k, p)))
     }
 }

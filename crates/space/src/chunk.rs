@@ -184,14 +184,18 @@ pub(crate) mod raw {
         unsafe { c.cast::<usize>().write(value) }
     }
 
-    /// The `fd` (`which == 0`) or `bk` (`which == 1`) link of free chunk `c`.
+    /// Payload word `which` of chunk `c` as a pointer: the `fd` (0) or `bk` (1) link
+    /// of a free chunk; the next (0) or previous (2) link of a cached one.
     ///
     /// # Safety
     ///
-    /// The caller must ensure `c` is a free chunk in committed memory.
+    /// The caller must ensure `c` is a free or cached chunk in committed memory and
+    /// `which <= 2` (the third word is the next chunk's `prev_foot`, which only a
+    /// cached chunk, being in use, owns).
     #[inline]
     pub(crate) unsafe fn link(c: NonNull<u8>, which: usize) -> *mut u8 {
-        // SAFETY: the caller's contract; a free chunk is at least 32 bytes.
+        // SAFETY: the caller's contract; a chunk is at least 32 bytes, and an in-use
+        // chunk's payload runs over the next chunk's `prev_foot`.
         unsafe { c.add(PAYLOAD + 8 * which).cast::<*mut u8>().read() }
     }
 

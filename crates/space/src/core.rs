@@ -248,27 +248,129 @@ impl Core {
         size >= self.threshold || need > self.max_chunk
     }
 
-    /// Takes a chunk of at least `need` bytes from the index.
+    /// A listed free chunk of at least `need` bytes, with its size.
     #[inline]
-    pub(crate) fn take(&mut self, need: usize) -> Option<(NonNull<u8>, usize)> {
+    pub(crate) fn find(&self, need: usize) -> Option<(NonNull<u8>, usize)> {
         // SAFETY: the index's invariants hold between calls.
-        unsafe { self.index.take(need) }
+        unsafe { self.index.find(need) }
+    }
+
+    /// Hands out a block of chunk size `csize` from the free chunk `c` of `found`
+    /// bytes, which is in the index: at `c + lead` when `lead` is given (an aligned
+    /// request), anywhere otherwise. Commits the pages the block and the new chunk
+    /// tags need, marks the block in use and counts it. Returns the payload, or
+    /// `None` when the page source refuses a commit: then nothing has changed and `c`
+    /// is still listed.
+    ///
+    /// Anywhere means the chunk's front, when a rest of at least a minimum chunk is
+    /// left: the rest takes the chunk's place in its list (another list only when its
+    /// size moved it there), so a large free chunk handing out blocks one after
+    /// another costs no bitmap operation. Otherwise the chunk leaves the index and
+    /// the leading `lead` bytes (0, or at least a minimum chunk) and the rest (when
+    /// it is big enough) go back as free chunks.
+    ///
+    /// # Safety
+    ///
+    /// The caller must ensure `c` is a listed free chunk of `found >= lead + csize`
+    /// bytes in a live segment, and `csize` a chunk size.
+    #[inline]
+    pub(crate) unsafe fn carve(
+        &mut self,
+        pages: &impl PageOps,
+        c: NonNull<u8>,
+        found: usize,
+        lead: Option<usize>,
+        csize: usize,
+    ) -> Option<NonNull<u8>> {
+        let Some(lead) = lead else {
+            if found - csize >= MIN_CHUNK {
+                // SAFETY: the caller's contract, with a rest of at least a minimum
+                // chunk.
+                return unsafe { self.carve_front(pages, c, found, csize) };
+            }
+            // SAFETY: the caller's contract.
+            return unsafe { self.carve(pages, c, found, Some(0), csize) };
+        };
+        debug_assert!(
+            found >= lead + csize && csize >= MIN_CHUNK && (lead == 0 || lead >= MIN_CHUNK),
+            "carving {csize} at {lead} from {found}"
+        );
+        // SAFETY: the caller's contract; on a refused commit `carve_out` changes
+        // nothing, so the chunk goes back to its list as it was.
+        unsafe {
+            self.index.remove(c, found);
+            let p = self.carve_out(pages, c, found, lead, csize);
+            if p.is_none() {
+                self.index.insert(c, found);
+            }
+            p
+        }
+    }
+
+    /// [`carve`](Self::carve) without a lead and with a rest of at least a minimum
+    /// chunk: the block takes the first `csize` bytes of `c`, and the rest takes
+    /// `c`'s place in the index.
+    ///
+    /// # Safety
+    ///
+    /// The caller must ensure `c` is a listed free chunk of `found >= csize +
+    /// MIN_CHUNK` bytes in a live segment, and `csize` a chunk size.
+    #[inline]
+    unsafe fn carve_front(
+        &mut self,
+        pages: &impl PageOps,
+        c: NonNull<u8>,
+        found: usize,
+        csize: usize,
+    ) -> Option<NonNull<u8>> {
+        let rest = found - csize;
+        // SAFETY: `c` is a free chunk of `found` bytes in a live segment (the caller's
+        // contract): its head is readable.
+        let head = unsafe { raw::head(c) };
+        let kind = head & KIND_MASK;
+        // SAFETY: as above, with `kind` its head's kind bits.
+        let seg = unsafe { self.segment_of(c, kind) };
+        if kind == 0 && self.may_span_page(found) {
+            let at = c.addr().get();
+            let (lo, hi) = self.interior(at, found);
+            // The rest keeps its interior's high end; the pages from the old
+            // interior's start to the new one's get committed.
+            let to = hi.min(self.interior(at + csize, rest).0);
+            // SAFETY: `[lo, to)` lies in `c`'s interior, in `seg`, decommitted.
+            if lo < to && !unsafe { self.commit_range(pages, seg, lo, to) } {
+                return None;
+            }
+        }
+        // SAFETY: every word written lies in `c`, in the segment, on committed pages:
+        // the block's head, and the rest's head and footer, lie outside the rest's
+        // new interior. The rest's head (at `r + 8 >= c + 40`) does not overlap `c`'s
+        // links (`c + 16 .. c + 32`), which `replace` reads.
+        unsafe {
+            let r = c.add(csize);
+            raw::set_head(r, rest | PREV_IN_USE | kind);
+            raw::set_prev_foot(r.add(rest), rest);
+            self.index.replace(c, found, r, rest);
+            raw::set_head(c, csize | IN_USE | (head & PREV_IN_USE) | kind);
+            (*seg).live += 1;
+            self.counters.live_bytes += csize - IN_USE_OVERHEAD;
+            self.counters.live_blocks += 1;
+            Some(raw::payload(c))
+        }
     }
 
     /// Hands out a block of chunk size `csize` at `c + lead` from the free chunk `c`
-    /// of `found` bytes (out of the index): commits the pages the block and the new
+    /// of `found` bytes, out of the index: commits the pages the block and the new
     /// chunk tags need, splits off the leading `lead` bytes (0, or at least a minimum
-    /// chunk) and the rest (when it is big enough) as free chunks, marks the block in
-    /// use and counts it. Returns the payload, or `None` when the page source refuses
-    /// a commit: then nothing has changed and `c` is still out of the index.
+    /// chunk) and the rest (when it is big enough) as listed free chunks, marks the
+    /// block in use and counts it. Returns the payload, or `None` when the page
+    /// source refuses a commit: then nothing has changed.
     ///
     /// # Safety
     ///
     /// The caller must ensure `c` is a free chunk of `found >= lead + csize` bytes
     /// with its head written, in no list, in a live segment, and `csize` a chunk
     /// size.
-    #[inline]
-    pub(crate) unsafe fn carve(
+    unsafe fn carve_out(
         &mut self,
         pages: &impl PageOps,
         c: NonNull<u8>,
@@ -276,10 +378,6 @@ impl Core {
         lead: usize,
         csize: usize,
     ) -> Option<NonNull<u8>> {
-        debug_assert!(
-            found >= lead + csize && csize >= MIN_CHUNK && (lead == 0 || lead >= MIN_CHUNK),
-            "carving {csize} at {lead} from {found}"
-        );
         let rest = found - lead - csize;
         // SAFETY: `c` is a free chunk of `found` bytes in a live segment (the caller's
         // contract): its head, the next chunk's head and the words of the leading and
@@ -364,22 +462,15 @@ impl Core {
     }
 
     /// Hands out a cached chunk for a request of chunk size `csize`, if its class
-    /// holds one. Returns the payload. Touches the chunk's first two payload words
-    /// (its link and key) and its segment's header, not its tag.
+    /// holds one. Returns the payload. Touches the chunk's link words, the next
+    /// cached chunk's back link and the segment's header, not the chunk's tag.
     #[inline]
     pub(crate) fn cache_take(&mut self, csize: usize) -> Option<NonNull<u8>> {
         let k = cache::class_at_least(csize)?;
-        let c = NonNull::new(self.cache.heads[k])?;
-        // SAFETY: `c` heads class `k`, so it is a cached chunk: in use in a live
-        // ordinary or base segment, its first payload word the link (the cache's
-        // invariant).
-        unsafe {
-            self.cache.heads[k] = raw::link(c, 0);
-            self.cache.counts[k] -= 1;
-            self.cache.bytes -= cache::class_bytes(k);
-            raw::set_key_word(c, 0);
-            (*self.segment_at(c)).cached -= 1;
-        }
+        let c = self.cache.pop(k)?;
+        // SAFETY: a chunk just out of the cache is an in-use chunk of a live ordinary
+        // or base segment, which counts it in `cached`.
+        unsafe { (*self.segment_at(c)).cached -= 1 };
         Some(raw::payload(c))
     }
 
@@ -400,7 +491,7 @@ impl Core {
     }
 
     /// Puts the block of in-use chunk `c` (of segment `seg`, `size` bytes) in the
-    /// front cache when its class has room and the segment keeps another block in
+    /// front cache when the cache has room and the segment keeps another block in
     /// use (or is the base segment, which is never released). True when it did.
     ///
     /// # Safety
@@ -412,29 +503,24 @@ impl Core {
         let Some(k) = cache::class_of(size) else {
             return false;
         };
-        // SAFETY: `seg` is a live segment header and `c` an in-use chunk of at least
-        // the minimum size (the caller's contract), so its first two payload words
-        // are its own.
+        // SAFETY: `seg` is a live segment header and `c` an in-use chunk of `size`
+        // bytes, so of at least class `k`'s (the caller's contract).
         unsafe {
             let others = (*seg).live - (*seg).cached > 1 || seg == self.base;
             if !others || !self.cache.has_room(k, self.counters.live_bytes) {
                 return false;
             }
-            raw::set_link(c, 0, self.cache.heads[k]);
-            raw::set_key_word(c, cache::key(c));
+            self.cache.push(k, c);
             (*seg).cached += 1;
         }
-        self.cache.heads[k] = c.as_ptr();
-        self.cache.counts[k] += 1;
-        self.cache.bytes += cache::class_bytes(k);
         true
     }
 
-    /// Frees the block of in-use chunk `c`: into the front cache when its class has
-    /// room and its segment keeps another block in use; otherwise through
-    /// [`free_chunk`](Self::free_chunk), after taking the segment's cached chunks out
-    /// of the cache when `c` is its last block in use (so that it empties, and goes
-    /// back, in this call).
+    /// Frees the block of in-use chunk `c`: into the front cache when it has room and
+    /// the block's segment keeps another block in use; otherwise through
+    /// [`free_chunk`](Self::free_chunk), or, when `c` is the segment's last block in
+    /// use but for cached ones, through [`free_emptying`](Self::free_emptying), so
+    /// that the segment empties, and goes back, in this call.
     ///
     /// # Safety
     ///
@@ -452,43 +538,67 @@ impl Core {
                     return Freed::Kept;
                 }
                 if (*seg).cached != 0 && (*seg).live - (*seg).cached == 1 && seg != self.base {
-                    self.drain(pages, Some(seg));
+                    return self.free_emptying(seg, c);
                 }
             }
             self.free_chunk(pages, c)
         }
     }
 
-    /// Takes the cached chunks of segment `only` (of every segment when `None`) out
-    /// of the cache and frees them for good. Walks every class: at most
-    /// [`cache::DEPTH`] chunks each.
+    /// Frees `c`, the last block in use of ordinary segment `seg` but for cached ones:
+    /// walks the segment's chunks, takes every cached one out of the cache and every
+    /// free one out of the index, uncounts them and `c`, and unlinks the segment for
+    /// the caller to release. Nothing merges and no tag changes, so the segment's
+    /// committed runs are still what its tags say.
+    ///
+    /// # Safety
+    ///
+    /// The caller must ensure `seg` is a live ordinary segment of this space whose
+    /// in-use chunks are `c` (not cached) and `seg.cached` cached ones.
     #[cold]
     #[inline(never)]
-    pub(crate) fn drain(&mut self, pages: &impl PageOps, only: Option<*mut Segment>) {
+    unsafe fn free_emptying(&mut self, seg: *mut Segment, c: NonNull<u8>) -> Freed {
+        // SAFETY: the caller's contract; the walk reads each chunk's head (outside
+        // every free interior, so committed) and stops at the end fence; every in-use
+        // chunk but `c` is cached, every free one listed.
+        unsafe {
+            let mut at = NonNull::new_unchecked(seg).cast::<u8>().add((*seg).first);
+            loop {
+                let head = raw::head(at);
+                let size = raw::size(head);
+                if size == 0 {
+                    break;
+                }
+                if head & IN_USE == 0 {
+                    self.index.remove(at, size);
+                } else {
+                    if at != c {
+                        let k = cache::class_of(size).expect("a cached chunk has a class");
+                        self.cache.unlink(k, at);
+                    }
+                    self.counters.live_bytes -= size - IN_USE_OVERHEAD;
+                    self.counters.live_blocks -= 1;
+                }
+                at = at.add(size);
+            }
+            (*seg).live = 0;
+            (*seg).cached = 0;
+            self.unlink_segment(seg, (0, 0))
+        }
+    }
+
+    /// Takes every chunk out of the cache and frees it for good (merging it with its
+    /// neighbours). No segment empties: each keeps a block in use that is not cached
+    /// (the invariant of `Segment::cached`), or is the base segment.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn drain(&mut self, pages: &impl PageOps) {
         for k in 0..cache::CLASSES {
-            let mut kept: Option<NonNull<u8>> = None;
-            let mut at = self.cache.heads[k];
-            while let Some(c) = NonNull::new(at) {
-                // SAFETY: `c` is in class `k`'s list, so a cached chunk (the cache's
-                // invariant); once out of the list it is an in-use chunk like any
-                // other, which `free_chunk` takes. Its segment keeps a block in use
-                // that is not cached (the invariant of `Segment::cached`), so the
-                // segment does not empty here.
+            while let Some(c) = self.cache.pop(k) {
+                // SAFETY: a chunk out of the cache is an in-use chunk like any other,
+                // of a live ordinary or base segment that counts it in `cached`.
                 unsafe {
-                    at = raw::link(c, 0);
-                    let seg = self.segment_at(c);
-                    if only.is_some_and(|only| only != seg) {
-                        kept = Some(c);
-                        continue;
-                    }
-                    match kept {
-                        Some(prev) => raw::set_link(prev, 0, at),
-                        None => self.cache.heads[k] = at,
-                    }
-                    self.cache.counts[k] -= 1;
-                    self.cache.bytes -= cache::class_bytes(k);
-                    raw::set_key_word(c, 0);
-                    (*seg).cached -= 1;
+                    (*self.segment_at(c)).cached -= 1;
                     let freed = self.free_chunk(pages, c);
                     debug_assert!(
                         matches!(freed, Freed::Kept),
@@ -505,38 +615,112 @@ impl Core {
     }
 
     /// Frees the in-use chunk `c`: merges it with free neighbours, decommits the
-    /// pages that are now wholly inside free space, and puts the result in the index;
-    /// or, when that empties the segment, unlinks the segment for the caller to
-    /// release.
+    /// pages that are now wholly inside free space, and lists the result; or, when
+    /// that empties the segment, unlinks the segment for the caller to release.
+    ///
+    /// The merged chunk takes the list place of the free neighbour it grows (the one
+    /// before it, or the one after it when that is the only one), so a block freed
+    /// next to a large free chunk costs no list operation unless the size crosses
+    /// into another list.
     ///
     /// # Safety
     ///
     /// The caller must ensure `c` is an in-use chunk of a live segment of this space.
     #[inline]
     pub(crate) unsafe fn free_chunk(&mut self, pages: &impl PageOps, c: NonNull<u8>) -> Freed {
-        // SAFETY: `c` is an in-use chunk (the caller's contract); its neighbours are
-        // chunks of the same segment (the first chunk has PREV_IN_USE, the last is
-        // followed by the end fence), so every word read or written below lies in
-        // the segment, outside every free chunk's interior (hence committed).
-        unsafe {
-            let head = raw::head(c);
-            debug_assert!(
-                head & IN_USE != 0,
-                "freeing chunk {c:p}, which is not in use"
-            );
-            let size = raw::size(head);
-            let kind = head & KIND_MASK;
-            self.counters.live_bytes -= size - IN_USE_OVERHEAD;
-            self.counters.live_blocks -= 1;
-            let seg = self.segment_of(c, kind);
+        // SAFETY: `c` is an in-use chunk (the caller's contract): its head is readable.
+        let head = unsafe { raw::head(c) };
+        debug_assert!(
+            head & IN_USE != 0,
+            "freeing chunk {c:p}, which is not in use"
+        );
+        let size = raw::size(head);
+        let kind = head & KIND_MASK;
+        self.counters.live_bytes -= size - IN_USE_OVERHEAD;
+        self.counters.live_blocks -= 1;
+        // SAFETY: as above, with `kind` its head's kind bits.
+        let seg = unsafe { self.segment_of(c, kind) };
+        // SAFETY: `seg` is the live segment holding `c`.
+        let live = unsafe {
             (*seg).live -= 1;
-            if kind & DEDICATED != 0 {
-                return self.unlink_segment(seg, (0, 0));
-            }
-            let mut start = c;
-            let mut total = size;
+            (*seg).live
+        };
+        if kind & DEDICATED != 0 {
+            // SAFETY: the segment's one chunk was `c`: it is empty.
+            return unsafe { self.unlink_segment(seg, (0, 0)) };
+        }
+        if live == 0 && kind & BASE == 0 {
+            // SAFETY: `c` was the last chunk in use of the ordinary segment `seg`.
+            return unsafe { self.free_last(seg, c, head) };
+        }
+        // SAFETY: `c`'s neighbours are chunks of the same segment (the first chunk has
+        // PREV_IN_USE, the last is followed by the end fence), so every word read or
+        // written below lies in the segment, outside every free chunk's interior
+        // (hence committed); the listed neighbours are free chunks of the index.
+        unsafe {
+            let next = c.add(size);
+            let next_head = raw::head(next);
+            let next_free = next_head & IN_USE == 0;
+            let next_size = raw::size(next_head);
             // The merged chunk's interior pages below `from` (the previous chunk's
             // interior) and from `to` on (the next chunk's) are decommitted already.
+            let (start, total, from) = if head & PREV_IN_USE == 0 {
+                let prev_size = raw::prev_foot(c);
+                let prev = c.sub(prev_size);
+                let mut total = prev_size + size;
+                if next_free {
+                    self.index.remove(next, next_size);
+                    total += next_size;
+                }
+                raw::set_head(prev, total | PREV_IN_USE | kind);
+                self.index.resize(prev, prev_size, total);
+                (prev, total, c.addr().get() & !self.page_mask)
+            } else if next_free {
+                let total = size + next_size;
+                raw::set_head(c, total | PREV_IN_USE | kind);
+                self.index.replace(next, next_size, c, total);
+                (c, total, 0)
+            } else {
+                raw::set_head(c, size | PREV_IN_USE | kind);
+                self.index.insert(c, size);
+                (c, size, 0)
+            };
+            if !next_free {
+                raw::set_head(next, next_head & !PREV_IN_USE);
+            }
+            raw::set_prev_foot(start.add(total), total);
+            if kind == 0 && self.may_span_page(total) {
+                let to = if next_free {
+                    self.interior(next.addr().get(), next_size).0
+                } else {
+                    usize::MAX
+                };
+                let (lo, hi) = self.interior(start.addr().get(), total);
+                let (lo, hi) = (lo.max(from), hi.min(to));
+                if lo < hi {
+                    self.decommit_range(pages, seg, lo, hi);
+                }
+            }
+            Freed::Kept
+        }
+    }
+
+    /// Frees `c`, the last chunk in use of ordinary segment `seg` (already
+    /// uncounted): takes its free neighbours (the rest of the segment) out of the
+    /// index and unlinks the segment for the caller to release.
+    ///
+    /// # Safety
+    ///
+    /// The caller must ensure `c` (of head `head`) was the last in-use chunk of the
+    /// live ordinary segment `seg`, with `seg.live` and the counters already lowered.
+    #[cold]
+    unsafe fn free_last(&mut self, seg: *mut Segment, c: NonNull<u8>, head: usize) -> Freed {
+        let size = raw::size(head);
+        // SAFETY: as in `free_chunk`: the neighbours are chunks of the segment, and
+        // free (nothing else is in use), so listed.
+        unsafe {
+            let mut start = c;
+            let mut total = size;
             let mut from = 0;
             let mut to = usize::MAX;
             if head & PREV_IN_USE == 0 {
@@ -553,30 +737,21 @@ impl Core {
                 self.index.remove(next, next_size);
                 total += next_size;
                 to = self.interior(next.addr().get(), next_size).0;
-            } else {
-                raw::set_head(next, next_head & !PREV_IN_USE);
             }
-            raw::set_head(start, total | PREV_IN_USE | kind);
+            raw::set_head(start, total | PREV_IN_USE);
             raw::set_prev_foot(start.add(total), total);
-            let (lo, hi) = if kind == 0 && self.may_span_page(total) {
+            debug_assert_eq!(
+                (start.as_ptr(), total),
+                (seg.cast::<u8>().add(HEADER), (*seg).size - HEADER - FENCE),
+                "segment {seg:p} is empty but its chunks did not merge into one"
+            );
+            let (lo, hi) = if self.may_span_page(total) {
                 let (lo, hi) = self.interior(start.addr().get(), total);
                 (lo.max(from), hi.min(to))
             } else {
                 (0, 0)
             };
-            if (*seg).live == 0 && kind & BASE == 0 {
-                debug_assert_eq!(
-                    (start.as_ptr(), total),
-                    (seg.cast::<u8>().add(HEADER), (*seg).size - HEADER - FENCE),
-                    "segment {seg:p} is empty but its chunks did not merge into one"
-                );
-                return self.unlink_segment(seg, (lo, hi));
-            }
-            if lo < hi {
-                self.decommit_range(pages, seg, lo, hi);
-            }
-            self.index.insert(start, total);
-            Freed::Kept
+            self.unlink_segment(seg, (lo, hi))
         }
     }
 

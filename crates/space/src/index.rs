@@ -147,8 +147,72 @@ impl Index {
         }
     }
 
-    /// Takes a free chunk of at least `size` bytes out of the index: the first chunk
-    /// of the first non-empty list whose chunks all fit. Returns it with its size.
+    /// Gives free chunk `c`, listed with `old` bytes, its new size `new` (its head
+    /// already says so): moves it to the list `new` maps to, or leaves it where it is
+    /// when that is the same list (the common case of a large chunk that grows or
+    /// shrinks by a block).
+    ///
+    /// # Safety
+    ///
+    /// The caller must ensure `c` is a free chunk in the list of `old`, and that its
+    /// new size `new` is a valid free-chunk size of committed memory.
+    #[inline]
+    pub(crate) unsafe fn resize(&mut self, c: NonNull<u8>, old: usize, new: usize) {
+        if list_of(old) != list_of(new) {
+            // SAFETY: the caller's contract.
+            unsafe {
+                self.remove(c, old);
+                self.insert(c, new);
+            }
+        }
+    }
+
+    /// Puts free chunk `new` of `new_size` bytes in the place of free chunk `old`,
+    /// listed with `old_size` bytes, which stops being a chunk (it merged into
+    /// `new`): when both map to the same list `new` takes `old`'s links and place in
+    /// it, with no bitmap change.
+    ///
+    /// # Safety
+    ///
+    /// The caller must ensure `old` is a listed free chunk of `old_size` bytes and
+    /// `new` a free chunk of `new_size` bytes (its head written) in committed memory,
+    /// in no list.
+    #[inline]
+    pub(crate) unsafe fn replace(
+        &mut self,
+        old: NonNull<u8>,
+        old_size: usize,
+        new: NonNull<u8>,
+        new_size: usize,
+    ) {
+        let list = list_of(new_size);
+        if list_of(old_size) != list {
+            // SAFETY: the caller's contract.
+            unsafe {
+                self.remove(old, old_size);
+                self.insert(new, new_size);
+            }
+            return;
+        }
+        // SAFETY: `old` is listed, so its links are its list neighbours (listed free
+        // chunks) or null; `new` is a free chunk whose link words are its own.
+        unsafe {
+            let fd = raw::link(old, 0);
+            let bk = raw::link(old, 1);
+            raw::set_link(new, 0, fd);
+            raw::set_link(new, 1, bk);
+            if let Some(fd) = NonNull::new(fd) {
+                raw::set_link(fd, 1, new.as_ptr());
+            }
+            match NonNull::new(bk) {
+                Some(bk) => raw::set_link(bk, 0, new.as_ptr()),
+                None => self.heads[list.0][list.1] = new.as_ptr(),
+            }
+        }
+    }
+
+    /// A free chunk of at least `size` bytes, left in its list: the first chunk of the
+    /// first non-empty list whose chunks all fit. Returns it with its size.
     ///
     /// From [`EXACT_FROM`] bytes up, the list `size` itself falls in is tried first
     /// (its first [`EXACT_SCAN`] chunks), so that a hole of exactly the size asked,
@@ -160,21 +224,19 @@ impl Index {
     /// The index's invariants hold (every listed chunk is a free chunk of a live
     /// segment with its head written).
     #[inline]
-    pub(crate) unsafe fn take(&mut self, size: usize) -> Option<(NonNull<u8>, usize)> {
+    pub(crate) unsafe fn find(&self, size: usize) -> Option<(NonNull<u8>, usize)> {
         if size >= EXACT_FROM
             // SAFETY: the caller's contract.
-            && let Some(found) = unsafe { self.take_in_own_list(size) }
+            && let Some(found) = unsafe { self.find_in_own_list(size) }
         {
             return Some(found);
         }
         let (fl, sl) = list_at_least(size);
-        let (fl, sl) = self.find(fl, sl)?;
+        let (fl, sl) = self.first_list(fl, sl)?;
         // Invariant of the bitmaps: the list is non-empty.
         let c = NonNull::new(self.heads[fl][sl])?;
         // SAFETY: `c` heads a list, so it is a free chunk with its head written.
         let found = raw::size(unsafe { raw::head(c) });
-        // SAFETY: `c` is listed with that size.
-        unsafe { self.remove(c, found) };
         debug_assert!(
             found >= size,
             "list ({fl}, {sl}) held a chunk of {found} < {size}"
@@ -182,16 +244,15 @@ impl Index {
         Some((c, found))
     }
 
-    /// The first non-empty list at or after `(fl, sl)`.
-    /// Takes the first of the first [`EXACT_SCAN`] chunks of the list `size` falls in
-    /// that holds `size` bytes, if any.
+    /// The first of the first [`EXACT_SCAN`] chunks of the list `size` falls in that
+    /// holds `size` bytes, if any.
     ///
     /// # Safety
     ///
-    /// As for [`take`](Self::take).
+    /// As for [`find`](Self::find).
     #[cold]
     #[inline(never)]
-    unsafe fn take_in_own_list(&mut self, size: usize) -> Option<(NonNull<u8>, usize)> {
+    unsafe fn find_in_own_list(&self, size: usize) -> Option<(NonNull<u8>, usize)> {
         let (fl, sl) = list_of(size);
         if list_start(fl, sl) == size {
             // Every chunk of the list fits: the rounded search finds it first.
@@ -203,8 +264,6 @@ impl Index {
             // SAFETY: a listed chunk is free with its head and links written.
             let found = raw::size(unsafe { raw::head(c) });
             if found >= size {
-                // SAFETY: as above; `c` is in the list `found` maps to.
-                unsafe { self.remove(c, found) };
                 return Some((c, found));
             }
             // SAFETY: as above.
@@ -213,8 +272,9 @@ impl Index {
         None
     }
 
+    /// The first non-empty list at or after `(fl, sl)`.
     #[inline]
-    fn find(&self, fl: usize, sl: usize) -> Option<(usize, usize)> {
+    fn first_list(&self, fl: usize, sl: usize) -> Option<(usize, usize)> {
         if fl >= FL_COUNT {
             return None;
         }

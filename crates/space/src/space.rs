@@ -657,7 +657,7 @@ impl<P: PageSource> MemorySpace<P> {
     pub fn trim(&self) -> usize {
         let mut inner = self.enter();
         let pages = inner.source();
-        inner.core.drain(&pages, None);
+        inner.core.drain(&pages);
         self.pages.as_ref().map_or(0, CommitCache::trim)
     }
 
@@ -763,7 +763,7 @@ impl<'a, P: PageSource> Entered<'a, P> {
             if let Some(p) = self.core.cache_take(csize) {
                 return Ok(p);
             }
-            return self.carve(csize, csize, |_| 0);
+            return self.carve(csize, csize, |_| None);
         }
         self.alloc_aligned(size, csize, align, offset)
     }
@@ -786,28 +786,23 @@ impl<'a, P: PageSource> Entered<'a, P> {
         // `align > 16` and `offset` a multiple of 16 (the callers' contract), so the
         // lead is 0 or a chunk of at least the minimum, and fits: `need` leaves room
         // for a lead of up to `align + MIN_CHUNK - 16`.
-        self.carve(need, csize, |c| Core::aligned_lead(c, align, offset))
+        self.carve(need, csize, |c| Some(Core::aligned_lead(c, align, offset)))
     }
 
     /// Takes a free chunk of at least `need` bytes (from the index, or a new segment)
-    /// and hands out a block of `csize` bytes `lead(chunk)` bytes into it.
+    /// and hands out a block of `csize` bytes in it: `lead(chunk)` bytes in, or anywhere
+    /// when that is `None`.
     #[inline]
     fn carve(
         &mut self,
         need: usize,
         csize: usize,
-        lead: impl Fn(NonNull<u8>) -> usize,
+        lead: impl Fn(NonNull<u8>) -> Option<usize>,
     ) -> Result<NonNull<u8>, AllocError> {
         let pages = self.source();
-        if let Some((c, found)) = self.core.take(need) {
-            // SAFETY: a free chunk of at least `need >= lead + csize` bytes, out of
-            // the index.
-            if let Some(p) = unsafe { self.core.carve(&pages, c, found, lead(c), csize) } {
-                return Ok(p);
-            }
-            // SAFETY: the chunk is unchanged (the refused commit changed nothing).
-            unsafe { self.core.index.insert(c, found) };
-            return Err(AllocError);
+        if let Some((c, found)) = self.core.find(need) {
+            // SAFETY: a listed free chunk of at least `need >= lead + csize` bytes.
+            return unsafe { self.core.carve(&pages, c, found, lead(c), csize) }.ok_or(AllocError);
         }
         self.carve_fresh(need, csize, lead)
     }
@@ -820,7 +815,7 @@ impl<'a, P: PageSource> Entered<'a, P> {
         &mut self,
         need: usize,
         csize: usize,
-        lead: impl Fn(NonNull<u8>) -> usize,
+        lead: impl Fn(NonNull<u8>) -> Option<usize>,
     ) -> Result<NonNull<u8>, AllocError> {
         let pages = self.source();
         let peaks = (
@@ -829,13 +824,18 @@ impl<'a, P: PageSource> Entered<'a, P> {
         );
         let (c, found) = self.add_segment().map_err(|_| AllocError)?;
         debug_assert!(found >= need);
-        // SAFETY: the new segment's one free chunk, in no list.
-        if let Some(p) = unsafe { self.core.carve(&pages, c, found, lead(c), csize) } {
-            return Ok(p);
-        }
-        // SAFETY: the segment was just made, holds no block and its chunk is in no
-        // list: unlink it and give it back.
+        // SAFETY: the new segment's one free chunk, listed first.
         unsafe {
+            self.core.index.insert(c, found);
+            if let Some(p) = self.core.carve(&pages, c, found, lead(c), csize) {
+                return Ok(p);
+            }
+        }
+        // SAFETY: the segment was just made and holds no block; the refused commit
+        // left its one chunk listed as it was: take it out, unlink the segment and
+        // give it back.
+        unsafe {
+            self.core.index.remove(c, found);
             let seg = self.core.segment_of(c, 0);
             if let Freed::Release(seg) = self.core.unlink_segment(seg, (0, 0)) {
                 release_segment(&self.core, pages, seg, (0, 0));

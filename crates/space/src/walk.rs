@@ -3,7 +3,7 @@
 
 use core::fmt;
 use core::marker::PhantomData;
-use core::ptr::NonNull;
+use core::ptr::{self, NonNull};
 
 use bento_pages::PageSource;
 
@@ -651,8 +651,9 @@ unsafe fn unmark_lists<P: PageSource>(core: &mut Core, finder: &Finder<'_, P>, l
 ///
 /// The segment list is intact.
 /// Checks the block cache's lists: every entry a 16-aligned in-use chunk of at least
-/// its class's size in an ordinary or base segment, holding its key, not marked
-/// (so in no list twice), the counts and bytes as recorded. Marks each entry's head
+/// its class's size in an ordinary or base segment, holding its key, its back link
+/// the entry before it, not marked (so in no list twice), the counts and bytes as
+/// recorded. Marks each entry's head
 /// with `MARK` for the segment walk.
 ///
 /// # Safety
@@ -671,9 +672,11 @@ unsafe fn check_cache<P: PageSource>(
         };
         let mut n = 0;
         let mut cur = core.cache.heads[k];
+        let mut prev: *mut u8 = ptr::null_mut();
         while let Some(c) = NonNull::new(cur) {
             n += 1;
-            if n > usize::from(cache::DEPTH) {
+            // More entries than the cache's bytes allow: a cycle, or a count gone.
+            if n > max_cached(core) {
                 return Err(entry(c));
             }
             let Some(seg) = finder.holding(core, c) else {
@@ -691,15 +694,17 @@ unsafe fn check_cache<P: PageSource>(
                     || head & MARK != 0
                     || raw::size(head) < cache::class_bytes(k)
                     || raw::key_word(c) != cache::key(c)
+                    || raw::link(c, 2) != prev
                 {
                     return Err(entry(c));
                 }
                 raw::set_head(c, head | MARK);
+                prev = c.as_ptr();
                 cur = raw::link(c, 0);
             }
             bytes += cache::class_bytes(k);
         }
-        let recorded = usize::from(core.cache.counts[k]);
+        let recorded = core.cache.counts[k] as usize;
         if n != recorded {
             return Err(Corruption {
                 segment: 0,
@@ -726,6 +731,12 @@ unsafe fn check_cache<P: PageSource>(
     Ok(())
 }
 
+/// The most chunks the block cache can hold: its byte limit in minimum chunks. A walk
+/// of a class that goes further is in a cycle.
+fn max_cached(core: &Core) -> usize {
+    core.cache.limit / MIN_CHUNK + 1
+}
+
 /// Clears the marks `check_cache` set, after a failed validation.
 ///
 /// # Safety
@@ -740,8 +751,7 @@ unsafe fn unmark_cache<P: PageSource>(core: &mut Core, finder: &Finder<'_, P>) {
             let ordinary = finder
                 .holding(core, c)
                 .is_some_and(|s| s.kind != Kind::Dedicated as usize);
-            if steps > usize::from(cache::DEPTH) || !ordinary || !c.addr().get().is_multiple_of(16)
-            {
+            if steps > max_cached(core) || !ordinary || !c.addr().get().is_multiple_of(16) {
                 break;
             }
             // SAFETY: `c` lies in the chunk area of a live segment that is not

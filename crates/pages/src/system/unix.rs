@@ -32,11 +32,7 @@ fn reserved_protection(trap: bool) -> ProtFlags {
 /// Maps `size` bytes of address space aligned to `align` (at least a page):
 /// inaccessible with `trap`, else readable and writable, with no memory behind it
 /// until a page is first touched.
-pub(super) fn reserve(
-    size: usize,
-    align: Alignment,
-    trap: bool,
-) -> Result<NonNull<u8>, PageError> {
+pub(super) fn reserve(size: usize, align: Alignment, trap: bool) -> Result<NonNull<u8>, PageError> {
     let page = page_size();
     // Over-reserve so that an aligned start exists, then unmap the excess.
     let extra = align.get().saturating_sub(page);

@@ -188,7 +188,10 @@ fn a_released_reservation_is_kept_whole_for_the_next_reserve_of_its_size() {
         pages.release(a, 16 * PAGE);
     }
     let s = pages.stats();
-    assert_eq!((s.spares, s.spare_bytes, s.parked), (1, 16 * PAGE, 2 * PAGE));
+    assert_eq!(
+        (s.spares, s.spare_bytes, s.parked),
+        (1, 16 * PAGE, 2 * PAGE)
+    );
     let os = pages.inner().stats();
     // The same size comes back with no call to the source, its parked pages still
     // parked (so committing them costs no call either).
@@ -219,7 +222,11 @@ fn a_released_reservation_is_kept_whole_for_the_next_reserve_of_its_size() {
     // trim releases the spares (after their parked pages).
     assert_eq!(pages.trim(), 2 * PAGE);
     let os = pages.inner().stats();
-    assert_eq!((os.reserved, os.committed), (PAGE, PAGE), "only the table is left");
+    assert_eq!(
+        (os.reserved, os.committed),
+        (PAGE, PAGE),
+        "only the table is left"
+    );
     assert_eq!((pages.stats().spares, pages.stats().spare_bytes), (0, 0));
 }
 
@@ -238,7 +245,11 @@ fn spares_are_bounded_in_number_and_size() {
         pages.release(large, 32 * PAGE);
     }
     let s = pages.stats();
-    assert_eq!((s.spares, s.spare_bytes), (4, 16 * PAGE), "four spares at most");
+    assert_eq!(
+        (s.spares, s.spare_bytes),
+        (4, 16 * PAGE),
+        "four spares at most"
+    );
     // Two small ones and the one larger than the cache went back to the source.
     assert_eq!(pages.inner().stats().reserved, PAGE + 16 * PAGE);
     drop(pages);

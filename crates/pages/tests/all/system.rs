@@ -139,7 +139,10 @@ fn mappings_in(lo: usize, hi: usize) -> usize {
 #[cfg(target_os = "linux")]
 #[test]
 fn decommit_keeps_the_mapping_whole() {
-    for (pages, whole) in [(SystemPages::new(), true), (SystemPages::with_traps(), false)] {
+    for (pages, whole) in [
+        (SystemPages::new(), true),
+        (SystemPages::with_traps(), false),
+    ] {
         let page = pages.page_size();
         let n = 64;
         let base = pages.reserve(n * page, Alignment::MIN).unwrap();

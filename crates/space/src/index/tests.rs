@@ -39,16 +39,16 @@ fn every_chunk_of_the_list_found_fits_the_request() {
 }
 
 #[test]
-fn find_walks_up_both_levels() {
+fn first_list_walks_up_both_levels() {
     let mut index = Index::new();
     index.sl_bitmap[3] = 0b1000_0000;
     index.fl_bitmap = 1 << 3;
-    assert_eq!(index.find(3, 2), Some((3, 7)));
-    assert_eq!(index.find(3, 8), None);
-    assert_eq!(index.find(1, 9), Some((3, 7)));
+    assert_eq!(index.first_list(3, 2), Some((3, 7)));
+    assert_eq!(index.first_list(3, 8), None);
+    assert_eq!(index.first_list(1, 9), Some((3, 7)));
     index.sl_bitmap[31] = 1;
     index.fl_bitmap |= 1 << 31;
-    assert_eq!(index.find(3, 8), Some((31, 0)));
-    assert_eq!(index.find(31, 1), None);
-    assert_eq!(index.find(32, 0), None);
+    assert_eq!(index.first_list(3, 8), Some((31, 0)));
+    assert_eq!(index.first_list(31, 1), None);
+    assert_eq!(index.first_list(32, 0), None);
 }

@@ -381,7 +381,12 @@ fn a_space_that_empties_every_batch_makes_no_source_call_after_warm_up() {
     }
     let after = pages.stats();
     assert_eq!(
-        (after.reserves, after.releases, after.commits, after.decommits),
+        (
+            after.reserves,
+            after.releases,
+            after.commits,
+            after.decommits
+        ),
         (warm.reserves, warm.releases, warm.commits, warm.decommits),
         "a call to the source after warm-up"
     );
