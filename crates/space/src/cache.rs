@@ -61,10 +61,22 @@ pub(crate) const fn class_of(size: usize) -> Option<usize> {
     Some(fl * SL_COUNT + sl)
 }
 
+/// The smallest chunk size of each class, looked up rather than computed on the hot
+/// path.
+const CLASS_BYTES: [usize; CLASSES] = {
+    let mut table = [0; CLASSES];
+    let mut k = 0;
+    while k < CLASSES {
+        table[k] = list_start(k / SL_COUNT, k % SL_COUNT);
+        k += 1;
+    }
+    table
+};
+
 /// The smallest chunk size of class `k`: what the cache counts a chunk of it as.
 #[inline]
 pub(crate) const fn class_bytes(k: usize) -> usize {
-    list_start(k / SL_COUNT, k % SL_COUNT)
+    CLASS_BYTES[k]
 }
 
 /// The class whose every chunk holds `size` bytes, if any.

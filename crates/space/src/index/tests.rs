@@ -52,3 +52,22 @@ fn first_list_walks_up_both_levels() {
     assert_eq!(index.first_list(31, 1), None);
     assert_eq!(index.first_list(32, 0), None);
 }
+
+#[test]
+fn same_list_agrees_with_list_of() {
+    let sizes = || {
+        (2..600).map(|i| i * 16).chain((9..40).flat_map(|log2| {
+            let p = 1usize << log2;
+            [p - 16, p, p + 16, p + p / 16 - 16, p + p / 16, p + p / 2]
+        }))
+    };
+    for a in sizes() {
+        for b in sizes() {
+            assert_eq!(
+                same_list(a, b),
+                list_of(a) == list_of(b),
+                "sizes {a} and {b}"
+            );
+        }
+    }
+}
