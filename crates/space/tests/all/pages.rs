@@ -234,6 +234,56 @@ mod linux {
         SEEN.with(|s| s.borrow_mut().push(*m));
     }
 
+    /// The process's kernel mappings, from `/proc/self/maps`.
+    fn mappings() -> usize {
+        std::fs::read_to_string("/proc/self/maps")
+            .unwrap()
+            .lines()
+            .count()
+    }
+
+    /// A gigabyte of 12 KiB blocks with every other one freed (tens of thousands of
+    /// separate decommitted ranges, with 4 KiB pages) keeps the process's mappings
+    /// near one per segment, far below Linux's default limit of 65,530: decommitting
+    /// keeps a mapping whole. (Over `SystemPages::with_traps` the same program
+    /// splits them into about 65,000.)
+    #[test]
+    #[cfg_attr(miri, ignore = "mmap is not supported under Miri")]
+    #[cfg_attr(
+        debug_assertions,
+        ignore = "a gigabyte of blocks under the debug checks is slow; runs in the release pass"
+    )]
+    fn a_fragmented_gigabyte_keeps_the_mappings_few() {
+        let before = mappings();
+        let space = MemorySpace::new(SystemPages::new(), SpaceConfig::DEFAULT).unwrap();
+        let layout = Layout::from_size_align(12 << 10, 8).unwrap();
+        let blocks: Vec<_> = (0..(1 << 30) / (12 << 10))
+            .map(|_| space.alloc(layout).unwrap())
+            .collect();
+        for p in blocks.iter().step_by(2) {
+            // SAFETY: live blocks, each freed once.
+            unsafe { space.dealloc(*p, layout) };
+        }
+        let s = space.stats();
+        assert!(s.segments > 1000, "{} segments", s.segments);
+        assert!(
+            s.source.decommits > 20_000,
+            "{} decommit calls: the free ranges did not reach the source",
+            s.source.decommits
+        );
+        let grown = mappings().saturating_sub(before);
+        assert!(
+            grown <= s.segments + 64,
+            "{grown} new mappings for {} segments",
+            s.segments
+        );
+        for p in blocks.iter().skip(1).step_by(2) {
+            // SAFETY: the other half, each freed once.
+            unsafe { space.dealloc(*p, layout) };
+        }
+        assert_eq!(space.stats().segments, 0);
+    }
+
     /// A double free of a block whose pages were decommitted when it merged with its
     /// free neighbour: the debug check reports it, without reading the gone page.
     #[test]
