@@ -69,9 +69,17 @@ const COMMIT_SHARE_SHIFT: u32 = 5;
 const COMMIT_FLOOR: usize = 256 << 10;
 
 /// Sizes the commit cache to the space's reservation (see [`COMMIT_SHARE_SHIFT`]);
-/// called whenever a segment comes or goes.
-fn fit_commit_cache<P: PageSource>(pages: &Source<P>, reserved: usize) {
-    pages.set_limit((reserved >> COMMIT_SHARE_SHIFT).max(COMMIT_FLOOR));
+/// called whenever a segment comes or goes. A space of at most two segments may
+/// park half a segment, so that one which empties and fills again each frame (and
+/// gives its segment back each time) finds its pages parked and makes no system
+/// call; what it then holds with nothing live stays below one segment.
+fn fit_commit_cache<P: PageSource>(pages: &Source<P>, reserved: usize, granularity: usize) {
+    let floor = if reserved <= 2 * granularity {
+        COMMIT_FLOOR.max(granularity / 2)
+    } else {
+        COMMIT_FLOOR
+    };
+    pages.set_limit((reserved >> COMMIT_SHARE_SHIFT).max(floor));
 }
 
 /// The page calls of the core, through the cache.
@@ -254,7 +262,7 @@ impl<P: PageSource> MemorySpace<P> {
         let pages = match pages {
             Some(p) => {
                 let cache = CommitCache::with_capacity(Metered::new(p), config.commit_cache)?;
-                fit_commit_cache(&cache, 0);
+                fit_commit_cache(&cache, 0, config.segment_granularity);
                 Some(cache)
             }
             None => None,
@@ -921,7 +929,11 @@ impl<'a, P: PageSource> Entered<'a, P> {
                 .link_segment(base, size, size - (hi - lo), Kind::Normal);
             self.core.init_area(seg)
         };
-        fit_commit_cache(pages, self.core.counters.reserved);
+        fit_commit_cache(
+            pages,
+            self.core.counters.reserved,
+            self.config.segment_granularity,
+        );
         Ok(area)
     }
 
@@ -962,7 +974,11 @@ impl<'a, P: PageSource> Entered<'a, P> {
             let seg = self.core.link_segment(base, total, total, Kind::Dedicated);
             self.core.install_dedicated(seg, chunk_offset)
         };
-        fit_commit_cache(pages, self.core.counters.reserved);
+        fit_commit_cache(
+            pages,
+            self.core.counters.reserved,
+            self.config.segment_granularity,
+        );
         Ok(payload)
     }
 }
@@ -1025,7 +1041,7 @@ unsafe fn release_segment<P: PageSource>(
         debug_assert_eq!(decommitted, committed, "segment {seg:p}: committed figure");
         pages.release(base, size);
     }
-    fit_commit_cache(pages, core.counters.reserved);
+    fit_commit_cache(pages, core.counters.reserved, core.granularity_mask + 1);
 }
 
 /// Releases every segment but the base one; returns the bytes released. The space is

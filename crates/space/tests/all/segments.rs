@@ -400,3 +400,41 @@ fn a_space_that_empties_every_batch_makes_no_source_call_after_warm_up() {
     assert_eq!((s.resident, s.cache.spares), (0, 0));
     assert_eq!(pages.stats().reserved, s.cache.capacity / 4096 * 8);
 }
+
+/// A frame of 10k 16-byte blocks freed in the order made, repeated: after the first
+/// frame the space makes no call to its source, though its one segment goes back
+/// at every frame's end (a space of at most two segments may park half a segment).
+#[test]
+fn frames_that_empty_the_space_make_no_source_call_after_warm_up() {
+    let pages = Metered::new(HeapPages::new());
+    let space = MemorySpace::new(&pages, SpaceConfig::DEFAULT).unwrap();
+    let n = if cfg!(miri) { 500 } else { 10_000 };
+    let frame = |space: &MemorySpace<&Metered<HeapPages>>| {
+        let blocks: Vec<_> = (0..n).map(|_| space.alloc(layout(16)).unwrap()).collect();
+        for &p in &blocks {
+            // SAFETY: live blocks of this frame, each freed once.
+            unsafe { space.free(p) };
+        }
+        assert_eq!(space.stats().segments, 0, "the empty segment went back");
+    };
+    frame(&space);
+    let warm = pages.stats();
+    // The debug checks walk the segment on every free, so fewer frames there.
+    let frames = if cfg!(debug_assertions) { 2 } else { 20 };
+    for _ in 0..frames {
+        frame(&space);
+    }
+    space.validate().unwrap();
+    let after = pages.stats();
+    assert_eq!(
+        (
+            after.reserves,
+            after.releases,
+            after.commits,
+            after.decommits
+        ),
+        (warm.reserves, warm.releases, warm.commits, warm.decommits),
+        "a call to the source after warm-up"
+    );
+    assert!(space.stats().resident <= 1 << 20);
+}
