@@ -19,8 +19,8 @@
 //!   chunks, takes each cached one out of its list (and each free one out of the
 //!   index), and the segment goes back to the source in the same call, with no merge;
 //! - the cache holds in all `SpaceConfig::block_cache` bytes or 1/128 of the space's
-//!   bytes in use (at least [`FLOOR`]), whichever is less, counting each chunk as its
-//!   class's smallest size. A class may take all of it: a burst of frees of one size
+//!   bytes in use (at least [`FLOOR`], or half a segment in a space of at most two
+//!   segments), whichever is less, counting each chunk as its class's smallest size. A class may take all of it: a burst of frees of one size
 //!   is what the cache is for.
 //!
 //! Classes are the index's lists for chunks below [`LIMIT`] bytes, so a chunk is
@@ -101,6 +101,9 @@ pub(crate) struct Cache {
     pub(crate) bytes: usize,
     /// `SpaceConfig::block_cache`.
     pub(crate) limit: usize,
+    /// The least room the cache has, whatever the bytes in use: [`FLOOR`], or half a
+    /// segment in a space of at most two segments (see [`Cache::fit`]).
+    pub(crate) floor: usize,
 }
 
 impl Cache {
@@ -110,15 +113,30 @@ impl Cache {
             counts: [0; CLASSES],
             bytes: 0,
             limit,
+            floor: FLOOR,
         }
+    }
+
+    /// Sets the floor for a space that now holds `reserved` bytes in segments of
+    /// `granularity`: a small space (at most two segments, so its bytes in use are
+    /// below the footprint target's concern) may keep half a segment of freed
+    /// blocks, so that a frame of small blocks freed all at once goes into the
+    /// cache whole, and leaves with its segment.
+    #[inline]
+    pub(crate) fn fit(&mut self, reserved: usize, granularity: usize) {
+        self.floor = if reserved <= 2 * granularity {
+            FLOOR.max(granularity / 2)
+        } else {
+            FLOOR
+        };
     }
 
     /// Whether class `k` has room for one more chunk in a space with `live` bytes in
     /// use: the cache holds in all `limit` bytes or `live / 2^SHARE_SHIFT` (but at
-    /// least [`FLOOR`]), whichever is less.
+    /// least `floor`), whichever is less.
     #[inline]
     pub(crate) fn has_room(&self, k: usize, live: usize) -> bool {
-        let room = self.limit.min((live >> SHARE_SHIFT).max(FLOOR));
+        let room = self.limit.min((live >> SHARE_SHIFT).max(self.floor));
         self.bytes + class_bytes(k) <= room
     }
 

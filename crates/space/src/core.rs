@@ -783,6 +783,8 @@ impl Core {
             self.counters.overhead -= (*seg).first + FENCE;
             self.counters.committed -= (*seg).committed;
             self.counters.segments -= 1;
+            self.cache
+                .fit(self.counters.reserved, self.granularity_mask + 1);
             self.pending = pending;
             Freed::Release(NonNull::new_unchecked(seg))
         }
@@ -829,6 +831,7 @@ impl Core {
         c.committed += committed;
         c.max_committed = c.max_committed.max(c.committed);
         c.segments += 1;
+        self.cache.fit(c.reserved, self.granularity_mask + 1);
         c.overhead += HEADER + FENCE;
         seg
     }
