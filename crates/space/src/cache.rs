@@ -140,6 +140,19 @@ impl Cache {
         self.bytes + class_bytes(k) <= room
     }
 
+    /// How many chunks the cache holds.
+    pub(crate) fn chunk_count(&self) -> usize {
+        self.counts.iter().map(|&n| n as usize).sum()
+    }
+
+    /// Forgets every cached chunk at once: for the caller that releases the one
+    /// segment they all lie in (their words are never read again).
+    pub(crate) fn clear(&mut self) {
+        self.heads = [ptr::null_mut(); CLASSES];
+        self.counts = [0; CLASSES];
+        self.bytes = 0;
+    }
+
     /// Puts in-use chunk `c` at the front of class `k`.
     ///
     /// # Safety

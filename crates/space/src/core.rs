@@ -117,6 +117,13 @@ pub(crate) struct Core {
     /// The addresses `[lo, hi)` of the segment last handed back by `Freed::Release`
     /// that are still committed inside its free chunk's interior (`lo >= hi`: none).
     pub(crate) pending: (usize, usize),
+    // Invariant: null, or the designated chunk: a free chunk of `dv_size` bytes (its
+    // head and footer written) in a live segment of this space, in no index list.
+    // Every other free chunk is listed. It is a fresh segment's free space (dlmalloc's
+    // top): a request that no listed chunk fits is cut from its front, so a run of
+    // them costs no list operation, and a block freed next to it merges into it.
+    pub(crate) dv: *mut u8,
+    pub(crate) dv_size: usize,
 }
 
 impl Core {
@@ -152,6 +159,8 @@ impl Core {
             source_page,
             hook,
             pending: (0, 0),
+            dv: ptr::null_mut(),
+            dv_size: 0,
         }
     }
 
@@ -305,6 +314,111 @@ impl Core {
             }
             p
         }
+    }
+
+    /// Makes free chunk `c` of `size` bytes (a fresh segment's) the designated chunk;
+    /// the one before it, if any, goes to the index.
+    ///
+    /// # Safety
+    ///
+    /// The caller must ensure `c` is a free chunk of `size` bytes (head and footer
+    /// written) in a live segment of this space, in no list, and not the designated
+    /// chunk.
+    #[inline]
+    pub(crate) unsafe fn designate(&mut self, c: NonNull<u8>, size: usize) {
+        if let Some(old) = NonNull::new(self.dv) {
+            // SAFETY: the designated chunk is a free chunk in no list (the invariant
+            // of `dv`).
+            unsafe { self.index.insert(old, self.dv_size) };
+        }
+        self.dv = c.as_ptr();
+        self.dv_size = size;
+    }
+
+    /// Gives the designated chunk, if any, to the index, so that a search sees it.
+    pub(crate) fn release_dv(&mut self) {
+        if let Some(dv) = NonNull::new(self.dv) {
+            // SAFETY: the designated chunk is a free chunk in no list.
+            unsafe { self.index.insert(dv, self.dv_size) };
+            self.dv = ptr::null_mut();
+        }
+    }
+
+    /// Takes free chunk `c` of `size` bytes out of the index, or out of the
+    /// designated place when it is the designated chunk.
+    ///
+    /// # Safety
+    ///
+    /// The caller must ensure `c` is a listed free chunk of `size` bytes or the
+    /// designated chunk.
+    #[inline]
+    unsafe fn unlist(&mut self, c: NonNull<u8>, size: usize) {
+        if c.as_ptr() == self.dv {
+            self.dv = ptr::null_mut();
+        } else {
+            // SAFETY: the caller's contract: not the designated chunk, so listed.
+            unsafe { self.index.remove(c, size) };
+        }
+    }
+
+    /// Hands out a block of chunk size `csize` from the front of the designated
+    /// chunk, if it holds one (the whole chunk when less than a minimum chunk would
+    /// be left). Returns the payload, or `None` when it does not fit or the page
+    /// source refuses a commit (then nothing has changed).
+    #[inline]
+    pub(crate) fn dv_take(&mut self, pages: &impl PageOps, csize: usize) -> Option<NonNull<u8>> {
+        let c = NonNull::new(self.dv)?;
+        let found = self.dv_size;
+        if csize > found {
+            return None;
+        }
+        let rest = found - csize;
+        // SAFETY: the designated chunk is a free chunk of `found` bytes in a live
+        // segment (the invariant of `dv`): its head and the next chunk's are
+        // readable.
+        let head = unsafe { raw::head(c) };
+        let kind = head & KIND_MASK;
+        // SAFETY: as above, with `kind` its head's kind bits.
+        let seg = unsafe { self.segment_of(c, kind) };
+        let at = c.addr().get();
+        let m = self.page_mask;
+        // Pages need committing only when the block moves the chunk's front past a
+        // page boundary (the first page of its interior).
+        let crosses = (at + MIN_CHUNK + m) & !m != (at + csize + MIN_CHUNK + m) & !m;
+        if kind == 0 && crosses && self.may_span_page(found) {
+            let (lo, hi) = self.interior(at, found);
+            let to = if rest >= MIN_CHUNK {
+                hi.min(self.interior(at + csize, rest).0)
+            } else {
+                hi
+            };
+            // SAFETY: `[lo, to)` lies in the chunk's interior, in `seg`, decommitted.
+            if lo < to && !unsafe { self.commit_range(pages, seg, lo, to) } {
+                return None;
+            }
+        }
+        // SAFETY: every word written lies in the chunk or is the next chunk's head,
+        // in the segment, on committed pages (outside the rest's new interior).
+        unsafe {
+            let size = if rest >= MIN_CHUNK {
+                let r = c.add(csize);
+                raw::set_head(r, rest | PREV_IN_USE | kind);
+                raw::set_prev_foot(r.add(rest), rest);
+                self.dv = r.as_ptr();
+                self.dv_size = rest;
+                csize
+            } else {
+                let next = c.add(found);
+                raw::set_head(next, raw::head(next) | PREV_IN_USE);
+                self.dv = ptr::null_mut();
+                found
+            };
+            raw::set_head(c, size | IN_USE | (head & PREV_IN_USE) | kind);
+            (*seg).live += 1;
+            self.counters.live_bytes += size - IN_USE_OVERHEAD;
+            self.counters.live_blocks += 1;
+        }
+        Some(raw::payload(c))
     }
 
     /// [`carve`](Self::carve) without a lead and with a rest of at least a minimum
@@ -466,6 +580,9 @@ impl Core {
     /// cached chunk's back link and the segment's header, not the chunk's tag.
     #[inline]
     pub(crate) fn cache_take(&mut self, csize: usize) -> Option<NonNull<u8>> {
+        if self.cache.bytes == 0 {
+            return None;
+        }
         let k = cache::class_at_least(csize)?;
         let c = self.cache.pop(k)?;
         // SAFETY: a chunk just out of the cache is an in-use chunk of a live ordinary
@@ -558,9 +675,16 @@ impl Core {
     #[cold]
     #[inline(never)]
     unsafe fn free_emptying(&mut self, seg: *mut Segment, c: NonNull<u8>) -> Freed {
+        // When every cached chunk is this segment's (a heap of one segment, or a
+        // frame freed whole), the cache empties at once instead of chunk by chunk.
+        // SAFETY: `seg` is a live segment header.
+        let all_cached_here = self.cache.chunk_count() == unsafe { (*seg).cached };
+        if all_cached_here {
+            self.cache.clear();
+        }
         // SAFETY: the caller's contract; the walk reads each chunk's head (outside
         // every free interior, so committed) and stops at the end fence; every in-use
-        // chunk but `c` is cached, every free one listed.
+        // chunk but `c` is cached, every free one listed or designated.
         unsafe {
             let mut at = NonNull::new_unchecked(seg).cast::<u8>().add((*seg).first);
             loop {
@@ -570,9 +694,9 @@ impl Core {
                     break;
                 }
                 if head & IN_USE == 0 {
-                    self.index.remove(at, size);
+                    self.unlist(at, size);
                 } else {
-                    if at != c {
+                    if at != c && !all_cached_here {
                         let k = cache::class_of(size).expect("a cached chunk has a class");
                         self.cache.unlink(k, at);
                     }
@@ -668,17 +792,33 @@ impl Core {
                 let prev_size = raw::prev_foot(c);
                 let prev = c.sub(prev_size);
                 let mut total = prev_size + size;
+                let mut next_was_dv = false;
                 if next_free {
-                    self.index.remove(next, next_size);
+                    next_was_dv = next.as_ptr() == self.dv;
+                    self.unlist(next, next_size);
                     total += next_size;
                 }
                 raw::set_head(prev, total | PREV_IN_USE | kind);
-                self.index.resize(prev, prev_size, total);
+                if prev.as_ptr() == self.dv {
+                    self.dv_size = total;
+                } else if next_was_dv {
+                    // The merged chunk takes the designated place.
+                    self.index.remove(prev, prev_size);
+                    self.dv = prev.as_ptr();
+                    self.dv_size = total;
+                } else {
+                    self.index.resize(prev, prev_size, total);
+                }
                 (prev, total, c.addr().get() & !self.page_mask)
             } else if next_free {
                 let total = size + next_size;
                 raw::set_head(c, total | PREV_IN_USE | kind);
-                self.index.replace(next, next_size, c, total);
+                if next.as_ptr() == self.dv {
+                    self.dv = c.as_ptr();
+                    self.dv_size = total;
+                } else {
+                    self.index.replace(next, next_size, c, total);
+                }
                 (c, total, 0)
             } else {
                 raw::set_head(c, size | PREV_IN_USE | kind);
@@ -726,7 +866,7 @@ impl Core {
             if head & PREV_IN_USE == 0 {
                 let prev_size = raw::prev_foot(c);
                 start = c.sub(prev_size);
-                self.index.remove(start, prev_size);
+                self.unlist(start, prev_size);
                 total += prev_size;
                 from = c.addr().get() & !self.page_mask;
             }
@@ -734,7 +874,7 @@ impl Core {
             let next_head = raw::head(next);
             if next_head & IN_USE == 0 {
                 let next_size = raw::size(next_head);
-                self.index.remove(next, next_size);
+                self.unlist(next, next_size);
                 total += next_size;
                 to = self.interior(next.addr().get(), next_size).0;
             }
@@ -974,7 +1114,7 @@ impl Core {
                 return false;
             }
             if next_free {
-                self.index.remove(next, room - size);
+                self.unlist(next, room - size);
             }
             let new_size = if rest >= MIN_CHUNK {
                 let t = c.add(want);

@@ -240,6 +240,9 @@ impl Index {
     /// segment with its head written).
     #[inline]
     pub(crate) unsafe fn find(&self, size: usize) -> Option<(NonNull<u8>, usize)> {
+        if self.fl_bitmap == 0 {
+            return None;
+        }
         if size >= EXACT_FROM
             // SAFETY: the caller's contract.
             && let Some(found) = unsafe { self.find_in_own_list(size) }

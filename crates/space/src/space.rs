@@ -771,7 +771,7 @@ impl<'a, P: PageSource> Entered<'a, P> {
             if let Some(p) = self.core.cache_take(csize) {
                 return Ok(p);
             }
-            return self.carve(csize, csize, |_| None);
+            return self.carve(csize, csize, None);
         }
         self.alloc_aligned(size, csize, align, offset)
     }
@@ -794,36 +794,55 @@ impl<'a, P: PageSource> Entered<'a, P> {
         // `align > 16` and `offset` a multiple of 16 (the callers' contract), so the
         // lead is 0 or a chunk of at least the minimum, and fits: `need` leaves room
         // for a lead of up to `align + MIN_CHUNK - 16`.
-        self.carve(need, csize, |c| Some(Core::aligned_lead(c, align, offset)))
+        self.carve(need, csize, Some((align, offset)))
     }
 
-    /// Takes a free chunk of at least `need` bytes (from the index, or a new segment)
-    /// and hands out a block of `csize` bytes in it: `lead(chunk)` bytes in, or anywhere
-    /// when that is `None`.
+    /// Takes a free chunk of at least `need` bytes (from the index, the designated
+    /// chunk, or a new segment) and hands out a block of `csize` bytes in it:
+    /// anywhere, or, for `aligned = Some((align, offset))`, where its payload plus
+    /// `offset` is aligned to `align`.
     #[inline]
     fn carve(
         &mut self,
         need: usize,
         csize: usize,
-        lead: impl Fn(NonNull<u8>) -> Option<usize>,
+        aligned: Option<(usize, usize)>,
     ) -> Result<NonNull<u8>, AllocError> {
         let pages = self.source();
+        let lead = |c| aligned.map(|(align, offset)| Core::aligned_lead(c, align, offset));
         if let Some((c, found)) = self.core.find(need) {
             // SAFETY: a listed free chunk of at least `need >= lead + csize` bytes.
             return unsafe { self.core.carve(&pages, c, found, lead(c), csize) }.ok_or(AllocError);
         }
-        self.carve_fresh(need, csize, lead)
+        if !self.core.dv.is_null() {
+            // What no listed chunk fits comes from the designated chunk: cut from its
+            // front when the block may go anywhere, else through the index.
+            if aligned.is_none() {
+                return self
+                    .core
+                    .dv_take(&pages, csize)
+                    .map_or_else(|| self.carve_fresh(need, csize, aligned), Ok);
+            }
+            self.core.release_dv();
+            if let Some((c, found)) = self.core.find(need) {
+                // SAFETY: as above.
+                return unsafe { self.core.carve(&pages, c, found, lead(c), csize) }
+                    .ok_or(AllocError);
+            }
+        }
+        self.carve_fresh(need, csize, aligned)
     }
 
-    /// [`carve`](Self::carve) from a new segment; gives the segment back when the
-    /// source refuses to commit what the block needs.
+    /// [`carve`](Self::carve) from a new segment, whose free chunk becomes the
+    /// designated one for a block that may go anywhere; gives the segment back when
+    /// the source refuses to commit what the block needs.
     #[cold]
     #[inline(never)]
     fn carve_fresh(
         &mut self,
         need: usize,
         csize: usize,
-        lead: impl Fn(NonNull<u8>) -> Option<usize>,
+        aligned: Option<(usize, usize)>,
     ) -> Result<NonNull<u8>, AllocError> {
         let pages = self.source();
         let peaks = (
@@ -832,18 +851,31 @@ impl<'a, P: PageSource> Entered<'a, P> {
         );
         let (c, found) = self.add_segment().map_err(|_| AllocError)?;
         debug_assert!(found >= need);
-        // SAFETY: the new segment's one free chunk, listed first.
+        // SAFETY: the new segment's one free chunk, in no list: designated, or listed
+        // for an aligned block.
         unsafe {
-            self.core.index.insert(c, found);
-            if let Some(p) = self.core.carve(&pages, c, found, lead(c), csize) {
-                return Ok(p);
+            match aligned {
+                None => {
+                    self.core.designate(c, found);
+                    if let Some(p) = self.core.dv_take(&pages, csize) {
+                        return Ok(p);
+                    }
+                    self.core.dv = core::ptr::null_mut();
+                }
+                Some((align, offset)) => {
+                    self.core.index.insert(c, found);
+                    let lead = Core::aligned_lead(c, align, offset);
+                    if let Some(p) = self.core.carve(&pages, c, found, Some(lead), csize) {
+                        return Ok(p);
+                    }
+                    self.core.index.remove(c, found);
+                }
             }
         }
         // SAFETY: the segment was just made and holds no block; the refused commit
-        // left its one chunk listed as it was: take it out, unlink the segment and
-        // give it back.
+        // left its one chunk as it was, now in no list: unlink the segment and give it
+        // back.
         unsafe {
-            self.core.index.remove(c, found);
             let seg = self.core.segment_of(c, 0);
             if let Freed::Release(seg) = self.core.unlink_segment(seg, (0, 0)) {
                 release_segment(&self.core, pages, seg, (0, 0));
@@ -1062,6 +1094,7 @@ fn release_all<P: PageSource>(state: &mut State, pages: Option<&Source<P>>) -> u
         seg = next;
     }
     core.segments = core.base;
+    core.dv = core::ptr::null_mut();
     // The cached chunks of the base segment stay tagged in use; nothing reads them
     // again once the space goes.
     core.cache = Cache::new(core.cache.limit);

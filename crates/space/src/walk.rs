@@ -214,6 +214,10 @@ pub enum Rule {
         /// Second level.
         sl: usize,
     },
+    /// The designated chunk (where small blocks are cut from) is not a free chunk of
+    /// its recorded size in a segment, or is also in a list.
+    #[error("the designated chunk is not a free chunk of its recorded size, or is also listed")]
+    Designated,
     /// A list holds a chunk twice (a cycle).
     #[error("list ({fl}, {sl}) holds a chunk twice")]
     ListCycle {
@@ -612,6 +616,32 @@ unsafe fn check_lists<P: PageSource>(
             listed += 1;
         }
     }
+    if let Some(c) = NonNull::new(core.dv) {
+        let bad = Corruption {
+            segment: 0,
+            offset: c.addr().get(),
+            rule: Rule::Designated,
+        };
+        let Some(seg) = finder.holding(core, c) else {
+            return Err(bad);
+        };
+        let end = core::ptr::from_ref(seg).addr() + seg.size - FENCE;
+        // SAFETY: `c` lies in the chunk area of a live segment, at least a minimum
+        // chunk before its end fence, so its head is readable.
+        unsafe {
+            let head = raw::head(c);
+            if !c.addr().get().is_multiple_of(16)
+                || head & (IN_USE | MARK) != 0
+                || raw::size(head) != core.dv_size
+                || c.addr().get() + core.dv_size > end
+            {
+                return Err(bad);
+            }
+            // Marked as a listed chunk is, so the walk finds every free chunk placed.
+            raw::set_head(c, head | MARK);
+        }
+        listed += 1;
+    }
     Ok(listed)
 }
 
@@ -621,6 +651,18 @@ unsafe fn check_lists<P: PageSource>(
 ///
 /// The segment list is intact.
 unsafe fn unmark_lists<P: PageSource>(core: &mut Core, finder: &Finder<'_, P>, limit: usize) {
+    if let Some(c) = NonNull::new(core.dv)
+        && finder.holding(core, c).is_some()
+        && c.addr().get().is_multiple_of(16)
+    {
+        // SAFETY: `c` lies in the chunk area of a live segment (checked).
+        unsafe {
+            let head = raw::head(c);
+            if head & IN_USE == 0 {
+                raw::set_head(c, head & !MARK);
+            }
+        }
+    }
     for (fl, sl) in index::lists() {
         let mut cur = core.index.head_of(fl, sl);
         let mut steps = 0;
@@ -644,12 +686,6 @@ unsafe fn unmark_lists<P: PageSource>(core: &mut Core, finder: &Finder<'_, P>, l
     }
 }
 
-/// Walks every segment's tags, clearing the marks of listed free chunks, and compares
-/// the counts with the counters.
-///
-/// # Safety
-///
-/// The segment list is intact.
 /// Checks the block cache's lists: every entry a 16-aligned in-use chunk of at least
 /// its class's size in an ordinary or base segment, holding its key, its back link
 /// the entry before it, not marked (so in no list twice), the counts and bytes as
@@ -768,6 +804,12 @@ unsafe fn unmark_cache<P: PageSource>(core: &mut Core, finder: &Finder<'_, P>) {
     }
 }
 
+/// Walks every segment's tags, clearing the marks of listed free chunks (and of the
+/// designated one), and compares the counts with the counters.
+///
+/// # Safety
+///
+/// The segment list is intact.
 unsafe fn walk_segments(core: &mut Core, listed: usize) -> Result<ValidateReport, Corruption> {
     let mut r = ValidateReport::default();
     let mut seg = core.segments;
