@@ -117,6 +117,10 @@ pub(crate) struct Core {
     /// The addresses `[lo, hi)` of the segment last handed back by `Freed::Release`
     /// that are still committed inside its free chunk's interior (`lo >= hi`: none).
     pub(crate) pending: (usize, usize),
+    /// When non-zero: the segment last handed back by `Freed::Release` has only its
+    /// first `head_run` bytes (the run holding its header) still committed; the
+    /// emptying walk gave the rest back as it went.
+    pub(crate) head_run: usize,
     // Invariant: null, or the designated chunk: a free chunk of `dv_size` bytes (its
     // head and footer written) in a live segment of this space, in no index list.
     // Every other free chunk is listed. It is a fresh segment's free space (dlmalloc's
@@ -159,6 +163,7 @@ impl Core {
             source_page,
             hook,
             pending: (0, 0),
+            head_run: 0,
             dv: ptr::null_mut(),
             dv_size: 0,
         }
@@ -655,7 +660,7 @@ impl Core {
                     return Freed::Kept;
                 }
                 if (*seg).cached != 0 && (*seg).live - (*seg).cached == 1 && seg != self.base {
-                    return self.free_emptying(seg, c);
+                    return self.free_emptying(pages, seg, c);
                 }
             }
             self.free_chunk(pages, c)
@@ -664,9 +669,10 @@ impl Core {
 
     /// Frees `c`, the last block in use of ordinary segment `seg` but for cached ones:
     /// walks the segment's chunks, takes every cached one out of the cache and every
-    /// free one out of the index, uncounts them and `c`, and unlinks the segment for
-    /// the caller to release. Nothing merges and no tag changes, so the segment's
-    /// committed runs are still what its tags say.
+    /// free one out of the index, uncounts them and `c`, decommits the segment's
+    /// committed runs behind the walk but the first (which holds the header, still
+    /// read: see `head_run`), and unlinks the segment for the caller to release.
+    /// Nothing merges and no tag changes.
     ///
     /// # Safety
     ///
@@ -674,7 +680,12 @@ impl Core {
     /// in-use chunks are `c` (not cached) and `seg.cached` cached ones.
     #[cold]
     #[inline(never)]
-    unsafe fn free_emptying(&mut self, seg: *mut Segment, c: NonNull<u8>) -> Freed {
+    unsafe fn free_emptying(
+        &mut self,
+        pages: &impl PageOps,
+        seg: *mut Segment,
+        c: NonNull<u8>,
+    ) -> Freed {
         // When every cached chunk is this segment's (a heap of one segment, or a
         // frame freed whole), the cache empties at once instead of chunk by chunk.
         // SAFETY: `seg` is a live segment header.
@@ -682,9 +693,16 @@ impl Core {
         if all_cached_here {
             self.cache.clear();
         }
+        let base = seg.addr();
+        // The committed run the walk is in starts at `from`; `head_run` is where the
+        // first one ends (0 until it does).
+        let mut from = 0;
+        let mut head_run = 0;
         // SAFETY: the caller's contract; the walk reads each chunk's head (outside
-        // every free interior, so committed) and stops at the end fence; every in-use
-        // chunk but `c` is cached, every free one listed or designated.
+        // every free interior, and ahead of every run decommitted, so committed) and
+        // stops at the end fence; every in-use chunk but `c` is cached, every free one
+        // listed or designated. A run is decommitted only once the walk has passed it
+        // and taken its chunks out of every list, so nothing reads it again.
         unsafe {
             let mut at = NonNull::new_unchecked(seg).cast::<u8>().add((*seg).first);
             loop {
@@ -695,6 +713,15 @@ impl Core {
                 }
                 if head & IN_USE == 0 {
                     self.unlist(at, size);
+                    let (lo, hi) = self.interior(at.addr().get(), size);
+                    if lo < hi {
+                        if head_run == 0 {
+                            head_run = lo - base;
+                        } else if from < lo - base {
+                            self.decommit_range(pages, seg, base + from, lo);
+                        }
+                        from = hi - base;
+                    }
                 } else {
                     if at != c && !all_cached_here {
                         let k = cache::class_of(size).expect("a cached chunk has a class");
@@ -705,9 +732,22 @@ impl Core {
                 }
                 at = at.add(size);
             }
+            let size = (*seg).size;
+            if head_run == 0 {
+                head_run = size;
+            } else if from < size {
+                self.decommit_range(pages, seg, base + from, base + size);
+            }
+            debug_assert_eq!(
+                (*seg).committed,
+                head_run,
+                "segment {seg:p}: committed figure"
+            );
             (*seg).live = 0;
             (*seg).cached = 0;
-            self.unlink_segment(seg, (0, 0))
+            let freed = self.unlink_segment(seg, (0, 0));
+            self.head_run = head_run;
+            freed
         }
     }
 
@@ -925,6 +965,7 @@ impl Core {
             self.counters.segments -= 1;
             self.cache
                 .fit(self.counters.reserved, self.granularity_mask + 1);
+            self.head_run = 0;
             self.pending = pending;
             Freed::Release(NonNull::new_unchecked(seg))
         }

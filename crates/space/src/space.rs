@@ -87,7 +87,7 @@ impl<P: PageSource> PageOps for Option<&Source<P>> {
     unsafe fn release(&self, core: &Core, seg: NonNull<Segment>) {
         // SAFETY: the caller's contract: `core` unlinked `seg` and recorded its
         // pending range.
-        unsafe { release_segment(core, *self, seg, core.pending) }
+        unsafe { release_segment(core, *self, seg, core.pending, core.head_run) }
     }
 
     #[inline]
@@ -878,7 +878,7 @@ impl<'a, P: PageSource> Entered<'a, P> {
         unsafe {
             let seg = self.core.segment_of(c, 0);
             if let Freed::Release(seg) = self.core.unlink_segment(seg, (0, 0)) {
-                release_segment(&self.core, pages, seg, (0, 0));
+                release_segment(&self.core, pages, seg, (0, 0), 0);
             }
         }
         // A failed allocation changes no figure, peaks included.
@@ -1016,8 +1016,9 @@ impl<'a, P: PageSource> Entered<'a, P> {
 }
 
 /// Gives an unlinked, empty (or torn down) segment back to the source: decommits its
-/// committed runs (and the `pending` addresses, see `Freed::Release`), then releases
-/// it through the cache. An ordinary segment's pages go through the cache, which
+/// committed runs (and the `pending` addresses, see `Freed::Release`), or only its
+/// first `head_run` bytes when the emptying walk gave back the rest (see
+/// `Core::head_run`; 0 otherwise), then releases it through the cache. An ordinary segment's pages go through the cache, which
 /// parks them and may keep the whole reservation as a spare for the next segment, so
 /// that a space which empties and fills again makes no system call; a dedicated
 /// segment's pages are decommitted directly in the source under the cache (parking a
@@ -1025,14 +1026,17 @@ impl<'a, P: PageSource> Entered<'a, P> {
 ///
 /// # Safety
 ///
-/// `seg` was unlinked by `Core::free_chunk` or `Core::unlink_segment` (or is being
-/// torn down), has intact tags, and is not the base segment, so it came from `pages`.
+/// `seg` was unlinked by `Core::free_chunk`, `Core::free_emptying` or
+/// `Core::unlink_segment` (or is being torn down), has intact tags, and is not the
+/// base segment, so it came from `pages`; `pending` and `head_run` are what the core
+/// recorded for it.
 #[cold]
 unsafe fn release_segment<P: PageSource>(
     core: &Core,
     pages: Option<&Source<P>>,
     seg: NonNull<Segment>,
     pending: (usize, usize),
+    head_run: usize,
 ) {
     let pages = pages.expect("a segment that is not the base came from the source");
     // SAFETY: the header is still readable: nothing released it yet.
@@ -1064,12 +1068,18 @@ unsafe fn release_segment<P: PageSource>(
     }
     // SAFETY: the caller's contract; each run is committed and nothing of the segment
     // is used again: the walk copies the header first and never reads a run again
-    // once it has handed it to the closure.
+    // once it has handed it to the closure. With `head_run`, the emptying walk gave
+    // back everything else already.
     unsafe {
-        core.committed_runs(seg, |lo, hi| {
-            decommit(base.add(lo), hi - lo);
-            decommitted += hi - lo;
-        });
+        if head_run != 0 {
+            decommit(base, head_run);
+            decommitted += head_run;
+        } else {
+            core.committed_runs(seg, |lo, hi| {
+                decommit(base.add(lo), hi - lo);
+                decommitted += hi - lo;
+            });
+        }
         debug_assert_eq!(decommitted, committed, "segment {seg:p}: committed figure");
         pages.release(base, size);
     }
@@ -1089,7 +1099,7 @@ fn release_all<P: PageSource>(state: &mut State, pages: Option<&Source<P>>) -> u
             released += size;
             // SAFETY: a segment of this space that is not the base; the list is
             // rebuilt below, so it is not reached again.
-            unsafe { release_segment(core, pages, s, (0, 0)) };
+            unsafe { release_segment(core, pages, s, (0, 0), 0) };
         }
         seg = next;
     }
