@@ -388,8 +388,9 @@ impl Core {
         let at = c.addr().get();
         let m = self.page_mask;
         // Pages need committing only when the block moves the chunk's front past a
-        // page boundary (the first page of its interior).
-        let crosses = (at + MIN_CHUNK + m) & !m != (at + csize + MIN_CHUNK + m) & !m;
+        // page boundary (the first page of its interior): when the last bytes of
+        // the old and the new front's links lie on different pages.
+        let crosses = (at + MIN_CHUNK - 1) ^ (at + csize + MIN_CHUNK - 1) > m;
         if kind == 0 && crosses && self.may_span_page(found) {
             let (lo, hi) = self.interior(at, found);
             let to = if rest >= MIN_CHUNK {
