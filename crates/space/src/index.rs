@@ -83,7 +83,8 @@ pub(crate) struct Index {
     sl_bitmap: [u16; FL_COUNT],
     // Invariant: each head is null or the first free chunk of a doubly linked list (via
     // the chunks' `fd`/`bk` words, null-terminated) of free chunks whose sizes map to
-    // this list. Every free chunk of the space is in exactly one list.
+    // this list. Every free chunk of the space but the designated one (`Core::dv`)
+    // is in exactly one list.
     heads: [[*mut u8; SL_COUNT]; FL_COUNT],
 }
 

@@ -367,7 +367,8 @@ impl<P: PageSource> MemorySpace<P> {
     /// Walks every segment's boundary tags and every free list and checks that they
     /// agree: each walk ends on its segment's end fence, PREV_IN_USE bits are right,
     /// no two free chunks are adjacent, footers match, every free chunk is in exactly
-    /// one list (the one its size maps to) and the lists hold nothing else, the
+    /// one list (the one its size maps to) but the designated one (a fresh segment's
+    /// free space, which small blocks are cut from), the lists hold nothing else, the
     /// bitmaps match the lists, each segment's occupancy count matches its in-use
     /// chunks, every counter of [`stats`](Self::stats) equals what the walk counts
     /// (`reserved == live + free + overhead`, each counted by the walk), each
