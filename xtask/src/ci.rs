@@ -1,7 +1,7 @@
 //! `cargo xtask ci`: every check, cheapest first.
 
 use crate::step::Step;
-use crate::{doc, fmt, lint, loom, miri, nostd, test, windows};
+use crate::{doc, fmt, fuzz_build, lint, loom, miri, nostd, test, windows};
 
 pub(crate) const STEPS: &[Step] = &[
     fmt::STEP,
@@ -10,6 +10,7 @@ pub(crate) const STEPS: &[Step] = &[
     doc::STEP,
     nostd::STEP,
     windows::STEP,
+    fuzz_build::STEP,
     miri::STEP,
     loom::STEP,
 ];

@@ -5,6 +5,7 @@ mod bench;
 mod ci;
 mod doc;
 mod fmt;
+mod fuzz_build;
 mod lint;
 mod loom;
 mod miri;
@@ -28,6 +29,7 @@ commands:
   loom     the loom crates' models under --cfg bento_loom
   nostd    cargo check of the no_std crates for thumbv7em-none-eabihf
   windows  cargo check of the crates with Windows code for x86_64-pc-windows-gnu
+  fuzz-build  cargo check of the fuzz crate (its own workspace)
   bench    the criterion benchmarks (not part of ci)";
 
 fn main() -> ExitCode {
@@ -46,6 +48,7 @@ fn main() -> ExitCode {
         "loom" => &[loom::STEP],
         "nostd" => &[nostd::STEP],
         "windows" => &[windows::STEP],
+        "fuzz-build" => &[fuzz_build::STEP],
         "bench" => &[bench::STEP],
         "help" | "--help" | "-h" => {
             println!("{USAGE}");

@@ -15,23 +15,22 @@
 
 use core::ptr::NonNull;
 
-bitflags::bitflags! {
-    /// The flag bits in the low four bits of a chunk's head (sizes are multiples of 16).
-    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-    pub(crate) struct Flags: usize {
-        /// The chunk is handed out (or is a segment's end fence).
-        const IN_USE = 1;
-        /// The chunk before this one is in use, so `prev_foot` holds no size. Always
-        /// set on a segment's first chunk, so nothing before it is ever read.
-        const PREV_IN_USE = 2;
-        /// The chunk is the only one of a dedicated segment; its `prev_foot` holds its
-        /// offset from the segment's base. Never set on a free chunk, except as the
-        /// validation walk's temporary mark.
-        const DEDICATED = 4;
-        /// The chunk lies in the caller's base segment (`with_base`), found through the
-        /// space rather than by masking the address.
-        const BASE = 8;
-    }
+/// The flag bits in the low four bits of a chunk's head (sizes are multiples of 16).
+/// Plain constants: the hot path masks and ors them into raw head words, which a
+/// flags type would only wrap and unwrap.
+pub(crate) mod flags {
+    /// The chunk is handed out (or is a segment's end fence).
+    pub(crate) const IN_USE: usize = 1;
+    /// The chunk before this one is in use, so `prev_foot` holds no size. Always set
+    /// on a segment's first chunk, so nothing before it is ever read.
+    pub(crate) const PREV_IN_USE: usize = 2;
+    /// The chunk is the only one of a dedicated segment; its `prev_foot` holds its
+    /// offset from the segment's base. Never set on a free chunk, except as the
+    /// validation walk's temporary mark.
+    pub(crate) const DEDICATED: usize = 4;
+    /// The chunk lies in the caller's base segment (`with_base`), found through the
+    /// space rather than by masking the address.
+    pub(crate) const BASE: usize = 8;
 }
 
 /// The bits of a head that are flags.
@@ -105,8 +104,8 @@ pub(crate) enum Kind {
 pub(crate) const fn kind_flag(kind: Kind) -> usize {
     match kind {
         Kind::Normal => 0,
-        Kind::Dedicated => Flags::DEDICATED.bits(),
-        Kind::Base => Flags::BASE.bits(),
+        Kind::Dedicated => flags::DEDICATED,
+        Kind::Base => flags::BASE,
     }
 }
 

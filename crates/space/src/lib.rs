@@ -8,13 +8,13 @@ mod alloc_api;
 mod cache;
 mod chunk;
 mod config;
-mod core;
+mod engine;
 mod index;
 mod locked;
 mod space;
 mod walk;
 
-use ::core::fmt;
+use core::fmt;
 
 use bento_pages::{CacheStats, PageStats};
 
@@ -25,7 +25,7 @@ pub use crate::space::MemorySpace;
 pub use crate::walk::{Allocations, Block, Corruption, FreeBlocks, Rule, ValidateReport};
 
 /// A space's figures, kept as counters as it works; [`MemorySpace::stats`] adds up
-/// only the blocks in the block cache (at most 16 per size class), and
+/// only the blocks in the block cache (a walk of it), and
 /// [`MemorySpace::validate`] recomputes each by walking the segments.
 ///
 /// A block in the block cache (see [`SpaceConfig::block_cache`]) counts as free: in

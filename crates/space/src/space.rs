@@ -13,7 +13,7 @@ use crate::chunk::{
     CHUNK_ALIGN, FENCE, HEADER, Kind, MAX_SEGMENT, MIN_CHUNK, Segment, chunk_size_for, raw,
 };
 use crate::config::{SpaceConfig, SpaceError};
-use crate::core::{Core, Freed, PageOps, dedicated_chunk_offset};
+use crate::engine::{Core, Freed, PageOps, dedicated_chunk_offset};
 use crate::{AllocError, Misuse, MisuseHook, SpaceStats, panic_on_misuse};
 
 /// A dsmalloc-style general allocator over a [`PageSource`].

@@ -10,16 +10,14 @@ use bento_pages::PageSource;
 use crate::MemorySpace;
 use crate::cache;
 use crate::cache::Cache;
-use crate::chunk::{FENCE, Flags, HEADER, IN_USE_OVERHEAD, Kind, MIN_CHUNK, Segment, raw};
-use crate::core::Core;
+use crate::chunk::flags::{BASE, DEDICATED, IN_USE, PREV_IN_USE};
+use crate::chunk::{FENCE, HEADER, IN_USE_OVERHEAD, Kind, MIN_CHUNK, Segment, raw};
+use crate::engine::Core;
 use crate::index::{self, list_of};
 
-const IN_USE: usize = Flags::IN_USE.bits();
-const PREV_IN_USE: usize = Flags::PREV_IN_USE.bits();
 /// On a free chunk, the validation walk's mark "seen in a list" (the bit is otherwise
 /// only set on in-use chunks of dedicated segments).
-const MARK: usize = Flags::DEDICATED.bits();
-const BASE: usize = Flags::BASE.bits();
+const MARK: usize = DEDICATED;
 
 /// A block found by walking a space: an allocation's payload and usable size, or a
 /// free chunk's address and size.

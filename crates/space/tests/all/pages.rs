@@ -248,10 +248,9 @@ mod linux {
     /// keeps a mapping whole. (Over `SystemPages::with_traps` the same program
     /// splits them into about 65,000.)
     #[test]
-    #[cfg_attr(miri, ignore = "mmap is not supported under Miri")]
     #[cfg_attr(
-        debug_assertions,
-        ignore = "a gigabyte of blocks under the debug checks is slow; runs in the release pass"
+        any(miri, debug_assertions),
+        ignore = "mmap is not supported under Miri, and a gigabyte of blocks under the debug checks is slow: runs in the release pass"
     )]
     fn a_fragmented_gigabyte_keeps_the_mappings_few() {
         let before = mappings();

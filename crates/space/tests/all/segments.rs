@@ -375,7 +375,7 @@ fn a_space_that_empties_every_batch_makes_no_source_call_after_warm_up() {
     };
     batch(&space);
     let warm = pages.stats();
-    let rounds = if cfg!(miri) { 3 } else { 100 };
+    let rounds = if cfg!(miri) { 1 } else { 100 };
     for _ in 0..rounds {
         batch(&space);
     }
@@ -408,7 +408,7 @@ fn a_space_that_empties_every_batch_makes_no_source_call_after_warm_up() {
 fn frames_that_empty_the_space_make_no_source_call_after_warm_up() {
     let pages = Metered::new(HeapPages::new());
     let space = MemorySpace::new(&pages, SpaceConfig::DEFAULT).unwrap();
-    let n = if cfg!(miri) { 500 } else { 10_000 };
+    let n = if cfg!(miri) { 200 } else { 10_000 };
     let frame = |space: &MemorySpace<&Metered<HeapPages>>| {
         let blocks: Vec<_> = (0..n).map(|_| space.alloc(layout(16)).unwrap()).collect();
         for &p in &blocks {
@@ -420,7 +420,13 @@ fn frames_that_empty_the_space_make_no_source_call_after_warm_up() {
     frame(&space);
     let warm = pages.stats();
     // The debug checks walk the segment on every free, so fewer frames there.
-    let frames = if cfg!(debug_assertions) { 2 } else { 20 };
+    let frames = if cfg!(miri) {
+        1
+    } else if cfg!(debug_assertions) {
+        2
+    } else {
+        20
+    };
     for _ in 0..frames {
         frame(&space);
     }

@@ -5,16 +5,13 @@ use core::ptr::{self, NonNull};
 
 use crate::cache::{self, Cache};
 use crate::chunk::{
-    CHUNK_ALIGN, FENCE, FLAG_MASK, Flags, HEADER, IN_USE_OVERHEAD, Kind, MIN_CHUNK, PAYLOAD,
-    Segment, chunk_size_for, kind_flag, raw,
+    CHUNK_ALIGN, FENCE, FLAG_MASK, HEADER, IN_USE_OVERHEAD, Kind, MIN_CHUNK, PAYLOAD, Segment,
+    chunk_size_for, kind_flag, raw,
 };
 use crate::index::Index;
 use crate::{Misuse, MisuseHook, SpaceStats};
 
-const IN_USE: usize = Flags::IN_USE.bits();
-const PREV_IN_USE: usize = Flags::PREV_IN_USE.bits();
-const DEDICATED: usize = Flags::DEDICATED.bits();
-const BASE: usize = Flags::BASE.bits();
+use crate::chunk::flags::{BASE, DEDICATED, IN_USE, PREV_IN_USE};
 /// The flags that name a chunk's segment kind.
 const KIND_MASK: usize = DEDICATED | BASE;
 
@@ -500,54 +497,72 @@ impl Core {
     ) -> Option<NonNull<u8>> {
         let rest = found - lead - csize;
         // SAFETY: `c` is a free chunk of `found` bytes in a live segment (the caller's
-        // contract): its head, the next chunk's head and the words of the leading and
-        // trailing chunks lie inside the segment, on pages committed before they are
-        // written (a free chunk's interior pages are the only decommitted ones).
-        unsafe {
-            let head = raw::head(c);
-            let kind = head & KIND_MASK;
-            let seg = self.segment_of(c, kind);
-            if kind == 0 && self.may_span_page(found) {
-                let at = c.addr().get();
-                let (lo, hi) = self.interior(at, found);
-                // Keep decommitted what stays inside the new free chunks' interiors:
-                // the leading chunk's (up to the page holding its end) and the rest's.
-                let from = lo.max((at + lead) & !self.page_mask);
-                let to = if rest >= MIN_CHUNK {
-                    hi.min(self.interior(at + lead + csize, rest).0)
-                } else {
-                    hi
-                };
-                if from < to && !self.commit_range(pages, seg, from, to) {
-                    return None;
-                }
-            }
-            let block = c.add(lead);
-            let prev_bit = if lead == 0 {
-                head & PREV_IN_USE
+        // contract): its head is readable.
+        let head = unsafe { raw::head(c) };
+        let kind = head & KIND_MASK;
+        // SAFETY: as above, with `kind` its head's kind bits.
+        let seg = unsafe { self.segment_of(c, kind) };
+        if kind == 0 && self.may_span_page(found) {
+            let at = c.addr().get();
+            let (lo, hi) = self.interior(at, found);
+            // Keep decommitted what stays inside the new free chunks' interiors: the
+            // leading chunk's (up to the page holding its end) and the rest's.
+            let from = lo.max((at + lead) & !self.page_mask);
+            let to = if rest >= MIN_CHUNK {
+                hi.min(self.interior(at + lead + csize, rest).0)
             } else {
+                hi
+            };
+            // SAFETY: `[from, to)` lies in `c`'s interior, in `seg`, decommitted.
+            if from < to && !unsafe { self.commit_range(pages, seg, from, to) } {
+                return None;
+            }
+        }
+        // SAFETY: `lead < found`, so the block starts inside `c`.
+        let block = unsafe { c.add(lead) };
+        let prev_bit = if lead == 0 {
+            head & PREV_IN_USE
+        } else {
+            // SAFETY: the leading chunk `[c, block)` is at least a minimum chunk; its
+            // head and footer (the block's `prev_foot`) lie outside its interior, on
+            // committed pages; it is in no list until inserted here.
+            unsafe {
                 raw::set_head(c, lead | (head & (PREV_IN_USE | KIND_MASK)));
                 raw::set_prev_foot(block, lead);
                 self.index.insert(c, lead);
-                0
-            };
-            let size = if rest >= MIN_CHUNK {
+            }
+            0
+        };
+        let size = if rest >= MIN_CHUNK {
+            // SAFETY: the rest `[block + csize, c + found)` is at least a minimum chunk
+            // inside `c`; its head and footer lie outside its interior, on committed
+            // pages (the commit above covered everything else); it is in no list until
+            // inserted here.
+            unsafe {
                 let r = block.add(csize);
                 raw::set_head(r, rest | PREV_IN_USE | kind);
                 raw::set_prev_foot(r.add(rest), rest);
                 self.index.insert(r, rest);
-                csize
-            } else {
+            }
+            csize
+        } else {
+            // SAFETY: the chunk after `c` is a chunk of the same segment or its end
+            // fence (the fence follows the last chunk), its head committed.
+            unsafe {
                 let next = c.add(found);
                 raw::set_head(next, raw::head(next) | PREV_IN_USE);
-                csize + rest
-            };
+            }
+            csize + rest
+        };
+        // SAFETY: the block's head lies before its payload, on a committed page (the
+        // commit above covered the old interior the block overlaps); `seg` is live.
+        unsafe {
             raw::set_head(block, size | IN_USE | prev_bit | kind);
             (*seg).live += 1;
-            self.counters.live_bytes += size - IN_USE_OVERHEAD;
-            self.counters.live_blocks += 1;
-            Some(raw::payload(block))
         }
+        self.counters.live_bytes += size - IN_USE_OVERHEAD;
+        self.counters.live_blocks += 1;
+        Some(raw::payload(block))
     }
 
     /// Where in the free chunk `c` a block whose payload `p` has `p + offset` aligned
@@ -818,27 +833,35 @@ impl Core {
             // SAFETY: `c` was the last chunk in use of the ordinary segment `seg`.
             return unsafe { self.free_last(seg, c, head) };
         }
-        // SAFETY: `c`'s neighbours are chunks of the same segment (the first chunk has
-        // PREV_IN_USE, the last is followed by the end fence), so every word read or
-        // written below lies in the segment, outside every free chunk's interior
-        // (hence committed); the listed neighbours are free chunks of the index.
-        unsafe {
+        // SAFETY: the chunk after `c` is a chunk of the same segment or its end fence
+        // (the fence follows the last chunk), its head committed.
+        let (next, next_head) = unsafe {
             let next = c.add(size);
-            let next_head = raw::head(next);
-            let next_free = next_head & IN_USE == 0;
-            let next_size = raw::size(next_head);
-            // The merged chunk's interior pages below `from` (the previous chunk's
-            // interior) and from `to` on (the next chunk's) are decommitted already.
-            let (start, total, from) = if head & PREV_IN_USE == 0 {
+            (next, raw::head(next))
+        };
+        let next_free = next_head & IN_USE == 0;
+        let next_size = raw::size(next_head);
+        // The merged chunk's interior pages below `from` (the previous chunk's
+        // interior) and from `to` on (the next chunk's) are decommitted already.
+        let (start, total, from) = if head & PREV_IN_USE == 0 {
+            // SAFETY: PREV_IN_USE clear means a free chunk before `c` in its segment
+            // (the first chunk always has the bit), whose size is `c`'s `prev_foot`
+            // (its footer) and whose head lies outside its interior.
+            let (prev, prev_size) = unsafe {
                 let prev_size = raw::prev_foot(c);
-                let prev = c.sub(prev_size);
-                let mut total = prev_size + size;
-                let mut next_was_dv = false;
-                if next_free {
-                    next_was_dv = next.as_ptr() == self.dv;
-                    self.unlist(next, next_size);
-                    total += next_size;
-                }
+                (c.sub(prev_size), prev_size)
+            };
+            let mut total = prev_size + size;
+            let mut next_was_dv = false;
+            if next_free {
+                next_was_dv = next.as_ptr() == self.dv;
+                // SAFETY: a free chunk is listed or designated.
+                unsafe { self.unlist(next, next_size) };
+                total += next_size;
+            }
+            // SAFETY: `prev`'s head, committed; `prev` is listed with `prev_size`
+            // bytes unless designated, and now holds `total`.
+            unsafe {
                 raw::set_head(prev, total | PREV_IN_USE | kind);
                 if prev.as_ptr() == self.dv {
                     self.dv_size = total;
@@ -850,9 +873,13 @@ impl Core {
                 } else {
                     self.index.resize(prev, prev_size, total);
                 }
-                (prev, total, c.addr().get() & !self.page_mask)
-            } else if next_free {
-                let total = size + next_size;
+            }
+            (prev, total, c.addr().get() & !self.page_mask)
+        } else if next_free {
+            let total = size + next_size;
+            // SAFETY: `c`'s head is its own; `next` is listed with `next_size` bytes
+            // unless designated, and `c` (in no list) takes its place.
+            unsafe {
                 raw::set_head(c, total | PREV_IN_USE | kind);
                 if next.as_ptr() == self.dv {
                     self.dv = c.as_ptr();
@@ -860,30 +887,40 @@ impl Core {
                 } else {
                     self.index.replace(next, next_size, c, total);
                 }
-                (c, total, 0)
-            } else {
+            }
+            (c, total, 0)
+        } else {
+            // SAFETY: `c` is now a free chunk of `size` bytes, in no list.
+            unsafe {
                 raw::set_head(c, size | PREV_IN_USE | kind);
                 self.index.insert(c, size);
-                (c, size, 0)
-            };
+            }
+            (c, size, 0)
+        };
+        // SAFETY: `next`'s head (when it stays a chunk of its own) and the merged
+        // chunk's footer (the `prev_foot` of the chunk after it) lie outside every
+        // free interior, committed.
+        unsafe {
             if !next_free {
                 raw::set_head(next, next_head & !PREV_IN_USE);
             }
             raw::set_prev_foot(start.add(total), total);
-            if kind == 0 && self.may_span_page(total) {
-                let to = if next_free {
-                    self.interior(next.addr().get(), next_size).0
-                } else {
-                    usize::MAX
-                };
-                let (lo, hi) = self.interior(start.addr().get(), total);
-                let (lo, hi) = (lo.max(from), hi.min(to));
-                if lo < hi {
-                    self.decommit_range(pages, seg, lo, hi);
-                }
-            }
-            Freed::Kept
         }
+        if kind == 0 && self.may_span_page(total) {
+            let to = if next_free {
+                self.interior(next.addr().get(), next_size).0
+            } else {
+                usize::MAX
+            };
+            let (lo, hi) = self.interior(start.addr().get(), total);
+            let (lo, hi) = (lo.max(from), hi.min(to));
+            if lo < hi {
+                // SAFETY: `[lo, hi)` is the merged chunk's interior less what was
+                // decommitted already: committed pages of `seg` that hold nothing.
+                unsafe { self.decommit_range(pages, seg, lo, hi) };
+            }
+        }
+        Freed::Kept
     }
 
     /// Frees `c`, the last chunk in use of ordinary segment `seg` (already
@@ -1103,62 +1140,75 @@ impl Core {
         let Some(want) = chunk_size_for(new_size) else {
             return false;
         };
-        // SAFETY: `c` is an in-use chunk of a live segment (the caller's contract);
-        // its successor is a chunk or the end fence of the same segment, and every
-        // chunk written below lies inside `c` or that successor, on committed pages.
-        unsafe {
-            let head = raw::head(c);
-            let size = raw::size(head);
-            if head & DEDICATED != 0 {
-                // A dedicated block keeps its segment while it fills it to within a
-                // page; a real shrink must move, so that the segment goes back.
-                return want <= size && size - want < self.source_page;
-            }
-            let kind = head & KIND_MASK;
+        // SAFETY: `c` is an in-use chunk of a live segment (the caller's contract): its
+        // head is readable.
+        let head = unsafe { raw::head(c) };
+        let size = raw::size(head);
+        if head & DEDICATED != 0 {
+            // A dedicated block keeps its segment while it fills it to within a page;
+            // a real shrink must move, so that the segment goes back.
+            return want <= size && size - want < self.source_page;
+        }
+        let kind = head & KIND_MASK;
+        // SAFETY: the chunk after `c` is a chunk of the same segment or its end fence
+        // (the fence follows the last chunk), its head committed.
+        let (next, next_head) = unsafe {
             let next = c.add(size);
-            let next_head = raw::head(next);
-            let next_free = next_head & IN_USE == 0;
-            let room = if next_free {
-                size + raw::size(next_head)
+            (next, raw::head(next))
+        };
+        let next_free = next_head & IN_USE == 0;
+        let room = if next_free {
+            size + raw::size(next_head)
+        } else {
+            size
+        };
+        if want > room {
+            return false;
+        }
+        if want <= size && room - want < MIN_CHUNK {
+            return true;
+        }
+        // The chunk becomes `want` bytes (or all of `room`); the successor, if free,
+        // is absorbed and what is left becomes a free tail.
+        let rest = room - want;
+        // SAFETY: as above, with `kind` its head's kind bits.
+        let seg = unsafe { self.segment_of(c, kind) };
+        // Decommitted now: the free successor's interior; after: the tail's.
+        let none = (usize::MAX, usize::MAX);
+        let (old, new) = if kind == 0 && self.may_span_page(room) {
+            let at = c.addr().get();
+            let old = if next_free {
+                self.interior(at + size, room - size)
             } else {
-                size
+                none
             };
-            if want > room {
-                return false;
-            }
-            if want <= size && room - want < MIN_CHUNK {
-                return true;
-            }
-            // The chunk becomes `want` bytes (or all of `room`); the successor, if
-            // free, is absorbed and what is left becomes a free tail.
-            let rest = room - want;
-            let seg = self.segment_of(c, kind);
-            // Decommitted now: the free successor's interior; after: the tail's.
-            let none = (usize::MAX, usize::MAX);
-            let (old, new) = if kind == 0 && self.may_span_page(room) {
-                let at = c.addr().get();
-                let old = if next_free {
-                    self.interior(at + size, room - size)
-                } else {
-                    none
-                };
-                let new = if rest >= MIN_CHUNK {
-                    self.interior(at + want, rest)
-                } else {
-                    none
-                };
-                (old, new)
+            let new = if rest >= MIN_CHUNK {
+                self.interior(at + want, rest)
             } else {
-                (none, none)
+                none
             };
-            let commit_to = old.1.min(new.0);
-            if old.0 < commit_to && !self.commit_range(pages, seg, old.0, commit_to) {
-                return false;
-            }
-            if next_free {
-                self.unlist(next, room - size);
-            }
-            let new_size = if rest >= MIN_CHUNK {
+            (old, new)
+        } else {
+            (none, none)
+        };
+        let commit_to = old.1.min(new.0);
+        // SAFETY: `[old.0, commit_to)` lies in the free successor's interior, in
+        // `seg`, decommitted.
+        if old.0 < commit_to && !unsafe { self.commit_range(pages, seg, old.0, commit_to) } {
+            return false;
+        }
+        if next_free {
+            // SAFETY: a free chunk is listed or designated.
+            unsafe { self.unlist(next, room - size) };
+        }
+        let new_size = if rest >= MIN_CHUNK {
+            // SAFETY: the tail `[c + want, c + room)` is at least a minimum chunk
+            // inside `c` and its absorbed successor; its head and footer lie outside
+            // its interior, on committed pages (the commit above covered the rest);
+            // `[new.0, decommit_to)` is in its interior, committed, unused; it is in
+            // no list until inserted here. The successor's head, when it stays, is
+            // committed.
+            unsafe {
                 let t = c.add(want);
                 raw::set_head(t, rest | PREV_IN_USE | kind);
                 raw::set_prev_foot(t.add(rest), rest);
@@ -1170,16 +1220,21 @@ impl Core {
                     self.decommit_range(pages, seg, new.0, decommit_to);
                 }
                 self.index.insert(t, rest);
-                want
-            } else {
+            }
+            want
+        } else {
+            // SAFETY: the chunk after the grown one is a chunk or the end fence of the
+            // segment, its head committed.
+            unsafe {
                 let after = c.add(room);
                 raw::set_head(after, raw::head(after) | PREV_IN_USE);
-                room
-            };
-            raw::set_head(c, new_size | (head & FLAG_MASK));
-            self.counters.live_bytes = self.counters.live_bytes + new_size - size;
-            true
-        }
+            }
+            room
+        };
+        // SAFETY: `c`'s head, as read above.
+        unsafe { raw::set_head(c, new_size | (head & FLAG_MASK)) };
+        self.counters.live_bytes = self.counters.live_bytes + new_size - size;
+        true
     }
 
     /// Calls `f` with each committed run of segment `seg` as offsets `[lo, hi)`: all
