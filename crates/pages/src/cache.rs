@@ -128,8 +128,10 @@ impl<P: PageSource> Drop for Decommits<'_, P> {
 /// (up to four), whole, with its parked pages, and the next `reserve` of the same
 /// size and alignment takes it back with no call to the source: a consumer that
 /// gives its last segment back at once, and fills again a moment later, then costs
-/// no system call. [`trim`](Self::trim) truly decommits every parked page and
-/// releases the spares, for memory pressure.
+/// no system call. A reserve the source refuses while spares are kept gives them
+/// back and asks once more (a source of fixed size may need their room).
+/// [`trim`](Self::trim) truly decommits every parked page and releases the spares,
+/// for memory pressure.
 ///
 /// A parked page keeps its contents, so memory committed through the cache does not
 /// read as zero ([`decommitted_reads_zero`](PageSource::decommitted_reads_zero) is
@@ -322,6 +324,69 @@ impl<P: PageSource> CommitCache<P> {
         })
     }
 
+    /// Releases every spare reservation to the source (after its parked pages);
+    /// true when there was one.
+    fn release_spares(&self) -> bool {
+        let spares = self.state.with(|s| {
+            let taken = s.spares;
+            s.spares = [None; SPARES];
+            s.stats.spares = 0;
+            s.stats.spare_bytes = 0;
+            taken
+        });
+        let mut any = false;
+        for (base, size) in spares.into_iter().flatten() {
+            any = true;
+            // SAFETY: a spare is a live reservation of `inner`, released by the
+            // consumer, so all of it is decommitted for the consumer.
+            unsafe { self.give_back(base, size) };
+        }
+        any
+    }
+
+    /// Truly decommits the pages of `[base, base + size)` that are parked, then
+    /// releases the reservation to the source.
+    ///
+    /// # Safety
+    ///
+    /// `base` and `size` are exactly a live reservation of `inner`, every page of it
+    /// decommitted for the consumer (parked or decommitted in `inner`), and nothing
+    /// uses it again.
+    unsafe fn give_back(&self, base: NonNull<u8>, size: usize) {
+        let start = base.addr().get();
+        let in_range = |p: *mut u8| !p.is_null() && p.addr().wrapping_sub(start) < size;
+        self.state.with(|s| {
+            let pages = size >> self.page.log2();
+            let mut out = Decommits::new(&self.inner, self.page.get());
+            // Visit the slots the range maps to, or all of them if fewer.
+            let mut visit = |i: usize, s: &mut State| {
+                // SAFETY: the lock is held and `i < slots`.
+                let p = unsafe { self.slot(i) };
+                if in_range(p) {
+                    // SAFETY: as above; then a parked page out of its slot, given
+                    // back to `inner` so that its release contract holds.
+                    unsafe {
+                        self.take_slot(i);
+                        out.push(NonNull::new_unchecked(p));
+                    }
+                    s.stats.parked -= self.page.get();
+                }
+            };
+            if pages < self.slots {
+                for k in 0..pages {
+                    visit(self.slot_of(start + (k << self.page.log2())), s);
+                }
+            } else {
+                for i in 0..self.slots {
+                    visit(i, s);
+                }
+            }
+        });
+        // SAFETY: the caller passes a live reservation with everything decommitted (for
+        // the consumer); the pages parked inside it were just decommitted in `inner`.
+        unsafe { self.inner.release(base, size) }
+    }
+
     fn slot_of(&self, addr: usize) -> usize {
         (addr >> self.page.log2()) % self.slots
     }
@@ -442,7 +507,18 @@ unsafe impl<P: PageSource> PageSource for CommitCache<P> {
                 return Ok(base);
             }
         }
-        self.inner.reserve(size, align)
+        match self.inner.reserve(size, align) {
+            // The spares may hold what a source of fixed size (a `FixedPages` buffer)
+            // needs: give them back and ask once more.
+            Err(e) => {
+                if self.release_spares() {
+                    self.inner.reserve(size, align)
+                } else {
+                    Err(e)
+                }
+            }
+            ok => ok,
+        }
     }
 
     unsafe fn release(&self, base: NonNull<u8>, size: usize) {
@@ -466,38 +542,9 @@ unsafe impl<P: PageSource> PageSource for CommitCache<P> {
         if kept {
             return;
         }
-        let start = base.addr().get();
-        let in_range = |p: *mut u8| !p.is_null() && p.addr().wrapping_sub(start) < size;
-        self.state.with(|s| {
-            let pages = size >> self.page.log2();
-            let mut out = Decommits::new(&self.inner, self.page.get());
-            // Visit the slots the range maps to, or all of them if fewer.
-            let mut visit = |i: usize, s: &mut State| {
-                // SAFETY: the lock is held and `i < slots`.
-                let p = unsafe { self.slot(i) };
-                if in_range(p) {
-                    // SAFETY: as above; then a parked page out of its slot, given
-                    // back to `inner` so that its release contract holds.
-                    unsafe {
-                        self.take_slot(i);
-                        out.push(NonNull::new_unchecked(p));
-                    }
-                    s.stats.parked -= self.page.get();
-                }
-            };
-            if pages < self.slots {
-                for k in 0..pages {
-                    visit(self.slot_of(start + (k << self.page.log2())), s);
-                }
-            } else {
-                for i in 0..self.slots {
-                    visit(i, s);
-                }
-            }
-        });
-        // SAFETY: the caller passes a live reservation with everything decommitted (for
-        // the consumer); the pages parked inside it were just decommitted in `inner`.
-        unsafe { self.inner.release(base, size) }
+        // SAFETY: the caller passes a live reservation with everything decommitted for
+        // the consumer.
+        unsafe { self.give_back(base, size) }
     }
 
     unsafe fn commit(&self, ptr: NonNull<u8>, size: usize) -> Result<(), PageError> {

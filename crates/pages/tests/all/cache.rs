@@ -335,3 +335,28 @@ fn a_cache_at_its_limit_decommits_in_the_source() {
     }
     assert_eq!(pages.inner().stats().committed, PAGE, "only the slot table");
 }
+
+/// Over a source of fixed size, the spares can hold what a reserve needs: the cache
+/// gives them back and asks again, so keeping them never makes a reserve fail.
+#[test]
+fn a_reserve_the_spares_stand_in_the_way_of_gets_them_back() {
+    crate::fixed::with_fixed(64, 0, |fixed| {
+        // One page of the 64 goes to the cache's slot table.
+        let pages = CommitCache::with_capacity(fixed, 32 * PAGE).unwrap();
+        let a = pages.reserve(32 * PAGE, Alignment::MIN).unwrap();
+        // SAFETY: the live reservation, committed then decommitted, released once.
+        unsafe {
+            pages.commit(a, PAGE).unwrap();
+            pages.decommit(a, PAGE);
+            pages.release(a, 32 * PAGE);
+        }
+        assert_eq!(pages.stats().spares, 1);
+        // 48 pages fit the buffer only without the spare.
+        let b = pages.reserve(48 * PAGE, Alignment::MIN).unwrap();
+        let s = pages.stats();
+        assert_eq!((s.spares, s.parked), (0, 0));
+        // SAFETY: the live reservation, never committed.
+        unsafe { pages.release(b, 48 * PAGE) };
+        pages.trim();
+    });
+}
