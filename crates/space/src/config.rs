@@ -44,16 +44,21 @@ pub struct SpaceConfig {
     /// reusing memory does not call the source each time; 0 turns the cache off.
     /// [`MemorySpace::trim`](crate::MemorySpace::trim) gives them back. Counted in
     /// source pages; the cache's slot table (8 bytes per page) comes from the source.
-    /// The cache parks at most 1/32 of the space's reserved bytes (at least 256 KiB)
-    /// within this, so parked pages stay a small share of a small heap's footprint.
+    /// The cache parks at most 1/32 of the space's reserved bytes (at least 256 KiB,
+    /// or half a segment while the space holds at most two segments) within this, so
+    /// parked pages stay a small share of a heap's footprint. It also keeps up to
+    /// four released segments whole as spares for the next ones, so a space that
+    /// empties and fills again makes no system call.
     pub commit_cache: usize,
     /// Bytes of freed blocks (chunks below 8 KiB) the space keeps whole, each for the
     /// next request of its size class, instead of merging them with their
     /// neighbours at once: the front cache, which makes a free and the allocation
     /// after it touch one block rather than its neighbours and their lists. Counted
     /// by size class (a cached block may be up to 1/16 larger), and at most 1/128 of
-    /// the bytes in use (at least 64 KiB) within this; 0 turns the cache off. A free that would leave a segment with only cached blocks takes them out
-    /// first, so segments still go back to the source the moment they empty;
+    /// the bytes in use (at least 64 KiB, or half a segment while the space holds at
+    /// most two segments) within this; 0 turns the cache off. A free that would
+    /// leave a segment with only cached blocks takes them out of the cache, so
+    /// segments still go back to the source the moment they empty;
     /// [`MemorySpace::trim`](crate::MemorySpace::trim) empties the cache.
     pub block_cache: usize,
 }
@@ -63,8 +68,8 @@ impl SpaceConfig {
     /// 512 KiB, nothing reserved up front, a commit cache of up to 4 MiB and a block
     /// cache of up to 1 MiB. Both caches shrink to a share of the heap (1/32 of the
     /// reserved bytes and 1/128 of the bytes in use, with floors of 256 KiB and
-    /// 64 KiB), so that a small heap's resident footprint stays within a few percent
-    /// of its live bytes.
+    /// 64 KiB, or half a segment each in a space of at most two segments), so that a
+    /// heap's resident footprint stays within a few percent of its live bytes.
     ///
     /// The threshold sits at half a segment so that a large block never leaves most
     /// of an ordinary segment unusable behind it.

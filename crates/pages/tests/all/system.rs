@@ -163,8 +163,9 @@ fn decommit_keeps_the_mapping_whole() {
             for k in (1..n).step_by(2) {
                 pages.decommit(base.add(k * page), page);
             }
+            // (Once released, the range may be mapped again at once by another test's
+            // thread, so it is not checked afterwards.)
             pages.release(base, n * page);
         }
-        assert_eq!(mappings_in(lo, hi), 0);
     }
 }
