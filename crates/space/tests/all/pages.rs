@@ -270,9 +270,11 @@ mod linux {
             "{} decommit calls: the free ranges did not reach the source",
             s.source.decommits
         );
+        // Other tests run beside this one and map a little of their own: the slack
+        // is for them; splitting would add tens of thousands.
         let grown = mappings().saturating_sub(before);
         assert!(
-            grown <= s.segments + 64,
+            grown <= s.segments + 512,
             "{grown} new mappings for {} segments",
             s.segments
         );
