@@ -309,13 +309,14 @@ impl<P: PageSource> Arena<P> {
     }
 
     /// The pointer at `addr` anywhere in the reservation (up to its end, which `end`
-    /// may stop short of).
+    /// may stop short of), with the reservation's provenance. Safe: making the pointer
+    /// needs no promise, and each use of it (a page call) states its own.
     fn ptr_at_raw(&self, addr: usize) -> NonNull<u8> {
         debug_assert!(
             addr >= self.base.addr().get() && addr <= self.base.addr().get() + self.reserved
         );
-        // SAFETY: inside, or one past, the reservation that `base` points to.
-        unsafe { self.base.add(addr - self.base.addr().get()) }
+        let addr = NonZeroUsize::new(addr).expect("an address in the reservation");
+        self.base.with_addr(addr)
     }
 
     /// Moves `value` into the arena and returns a reference to it, or hands the value

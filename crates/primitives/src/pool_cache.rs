@@ -179,16 +179,20 @@ impl<'p, 'buf> SharedPoolCache<'p, 'buf> {
         }
         let len = len - 1;
         self.len.set(len);
-        Some(self.pool.hand_out_ptr(self.slot(len).get()))
+        // SAFETY: `len` was below `most` (the invariant of `len`), so this is too.
+        Some(self.pool.hand_out_ptr(unsafe { self.slot(len) }.get()))
     }
 
-    /// Slot `i` of the array.
+    /// Slot `i` of the array, with no bounds check (the fast paths' loads and stores).
+    ///
+    /// # Safety
+    ///
+    /// The caller must ensure `i < most`; `most <= SLOTS` is the cache's invariant, so
+    /// the slot exists.
     #[inline(always)]
-    fn slot(&self, i: u32) -> &Cell<NonNull<u8>> {
+    unsafe fn slot(&self, i: u32) -> &Cell<NonNull<u8>> {
         debug_assert!(i < self.most && self.most as usize <= SLOTS);
-        // SAFETY: the callers pass `i < most` (a slot at or below the count, or one of
-        // the `batch` slots a refill fills), and `most <= SLOTS` is the cache's
-        // invariant.
+        // SAFETY: `i < most <= SLOTS` (the caller's contract and the invariant).
         unsafe { self.slots.get_unchecked(i as usize) }
     }
 
@@ -203,7 +207,9 @@ impl<'p, 'buf> SharedPoolCache<'p, 'buf> {
         // rest below it, written as the walk down the shared list reaches them.
         let top = self.batch - 1;
         let put = move |position: u32, index: u32| {
-            self.slot(top - position).set(geo.chunk(index as usize));
+            // SAFETY: a chain has at most `batch` chunks, so `position < batch` and
+            // `top - position <= batch - 1 < most`.
+            unsafe { self.slot(top - position) }.set(geo.chunk(index as usize));
         };
         let chain = match self.pool.pop_chain(self.batch, put) {
             Some(chain) => chain,
@@ -219,7 +225,8 @@ impl<'p, 'buf> SharedPoolCache<'p, 'buf> {
         let short = self.batch - chain.len;
         if short > 0 {
             for i in 0..chain.len {
-                self.slot(i).set(self.slot(short + i).get());
+                // SAFETY: `i < short + i < short + chain.len = batch < most`.
+                unsafe { self.slot(i).set(self.slot(short + i).get()) };
             }
         }
         // Only now that the slots hold the chain.
@@ -256,7 +263,8 @@ impl<'p, 'buf> SharedPoolCache<'p, 'buf> {
             return;
         };
         let len = self.len.get();
-        self.slot(len).set(chunk);
+        // SAFETY: `len < most` between calls (the invariant of `len`).
+        unsafe { self.slot(len) }.set(chunk);
         let len = len + 1;
         self.len.set(len);
         if len == self.most {
@@ -299,7 +307,9 @@ impl<'p, 'buf> SharedPoolCache<'p, 'buf> {
     unsafe fn give_back(&self, n: u32) {
         // (Copies, so that the link stores do not make the compiler read them again.)
         let (geo, table) = (*self.pool.geometry(), self.pool.table());
-        let index = |i: u32| geo.index_of(self.slot(i).get()) as u32;
+        // SAFETY: each call passes `i < n`, and the slots `..n` the caller names are
+        // chunks the cache holds, below `most`.
+        let index = |i: u32| geo.index_of(unsafe { self.slot(i) }.get()) as u32;
         // The chain runs from the top of the part given back down to slot 0.
         let first = index(n - 1);
         let mut at = first;
@@ -411,7 +421,9 @@ impl<'p, 'buf> SharedPoolCache<'p, 'buf> {
         let touched = self.pool.touched();
         let mut indices = [0usize; SLOTS];
         for (i, index) in (0..len).zip(indices.iter_mut()) {
-            match self.pool.geometry().locate(self.slot(i).get(), touched) {
+            // SAFETY: `i < len < most <= SLOTS`, checked above.
+            let chunk = unsafe { self.slot(i) }.get();
+            match self.pool.geometry().locate(chunk, touched) {
                 Ok(at) => *index = at,
                 Err(_) => return Err("a cached chunk is not one the pool handed out"),
             }
