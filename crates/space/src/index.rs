@@ -17,7 +17,7 @@ pub(crate) const SL_COUNT: usize = 1 << SL_BITS;
 const LINEAR_LOG2: u32 = SL_BITS + 4;
 /// First levels: sizes below 2^(FL_COUNT + LINEAR_LOG2 - 1), beyond `MAX_SEGMENT`.
 pub(crate) const FL_COUNT: usize = 32;
-/// From this chunk size up, a request looks first in its own list (see `Index::take`).
+/// From this chunk size up, a request looks first in its own list (see `Index::find`).
 const EXACT_FROM: usize = 4096;
 /// How many chunks of its own list a request looks at.
 const EXACT_SCAN: usize = 8;
