@@ -124,11 +124,7 @@ impl Cache {
     /// cache whole, and leaves with its segment.
     #[inline]
     pub(crate) fn fit(&mut self, reserved: usize, granularity: usize) {
-        self.floor = if reserved <= 2 * granularity {
-            FLOOR.max(granularity / 2)
-        } else {
-            FLOOR
-        };
+        self.floor = crate::config::cache_floor(reserved, granularity, FLOOR);
     }
 
     /// Whether class `k` has room for one more chunk in a space with `live` bytes in

@@ -4,6 +4,19 @@ use bento_pages::PageError;
 
 use crate::chunk::{MAX_SEGMENT, SEGMENT_OVERHEAD};
 
+/// The least a cache of the space keeps room for: `floor`, or half a segment while
+/// the space holds at most two segments (`reserved` bytes in segments of
+/// `granularity`). A small space that empties and fills again every frame then keeps
+/// a frame's blocks and pages, and what it holds with nothing live stays below a
+/// segment; larger spaces, where the footprint target applies, keep `floor`.
+pub(crate) const fn cache_floor(reserved: usize, granularity: usize, floor: usize) -> usize {
+    if reserved <= 2 * granularity && granularity / 2 > floor {
+        granularity / 2
+    } else {
+        floor
+    }
+}
+
 /// The shape of a [`MemorySpace`](crate::MemorySpace): how much it reserves up front,
 /// the unit it commits in, the size of its segments and which requests get a segment
 /// of their own.

@@ -74,11 +74,7 @@ const COMMIT_FLOOR: usize = 256 << 10;
 /// gives its segment back each time) finds its pages parked and makes no system
 /// call; what it then holds with nothing live stays below one segment.
 fn fit_commit_cache<P: PageSource>(pages: &Source<P>, reserved: usize, granularity: usize) {
-    let floor = if reserved <= 2 * granularity {
-        COMMIT_FLOOR.max(granularity / 2)
-    } else {
-        COMMIT_FLOOR
-    };
+    let floor = crate::config::cache_floor(reserved, granularity, COMMIT_FLOOR);
     pages.set_limit((reserved >> COMMIT_SHARE_SHIFT).max(floor));
 }
 

@@ -374,20 +374,14 @@ fn a_space_that_empties_every_batch_makes_no_source_call_after_warm_up() {
         space.validate().unwrap();
     };
     batch(&space);
-    let warm = pages.stats();
+    let warm = source_calls(&pages);
     let rounds = if cfg!(miri) { 1 } else { 100 };
     for _ in 0..rounds {
         batch(&space);
     }
-    let after = pages.stats();
     assert_eq!(
-        (
-            after.reserves,
-            after.releases,
-            after.commits,
-            after.decommits
-        ),
-        (warm.reserves, warm.releases, warm.commits, warm.decommits),
+        source_calls(&pages),
+        warm,
         "a call to the source after warm-up"
     );
     let s = space.stats();
@@ -418,7 +412,7 @@ fn frames_that_empty_the_space_make_no_source_call_after_warm_up() {
         assert_eq!(space.stats().segments, 0, "the empty segment went back");
     };
     frame(&space);
-    let warm = pages.stats();
+    let warm = source_calls(&pages);
     // The debug checks walk the segment on every free, so fewer frames there.
     let frames = if cfg!(miri) {
         1
@@ -431,16 +425,16 @@ fn frames_that_empty_the_space_make_no_source_call_after_warm_up() {
         frame(&space);
     }
     space.validate().unwrap();
-    let after = pages.stats();
     assert_eq!(
-        (
-            after.reserves,
-            after.releases,
-            after.commits,
-            after.decommits
-        ),
-        (warm.reserves, warm.releases, warm.commits, warm.decommits),
+        source_calls(&pages),
+        warm,
         "a call to the source after warm-up"
     );
     assert!(space.stats().resident <= 1 << 20);
+}
+
+/// The source's reserve, release, commit and decommit calls so far.
+fn source_calls(pages: &Metered<HeapPages>) -> [usize; 4] {
+    let s = pages.stats();
+    [s.reserves, s.releases, s.commits, s.decommits]
 }
