@@ -6,6 +6,7 @@ extern crate alloc;
 #[cfg(feature = "std")]
 extern crate std;
 
+mod alloc_api;
 mod cache;
 mod callback;
 mod error;
@@ -16,6 +17,7 @@ mod fixed;
 mod heap;
 pub mod lock;
 mod metered;
+mod misuse;
 mod sync;
 mod system;
 
@@ -23,6 +25,9 @@ use core::ptr::NonNull;
 
 use bento_align::Alignment;
 
+#[doc(hidden)]
+pub use crate::alloc_api::resize;
+pub use crate::alloc_api::{AllocError, RawAlloc, dangling};
 pub use crate::cache::{CacheStats, CommitCache};
 pub use crate::callback::{CallbackPages, CommitFn, DecommitFn, ReleaseFn, ReserveFn};
 pub use crate::error::{Invalid, PageError};
@@ -32,6 +37,7 @@ pub use crate::fixed::FixedPages;
 #[cfg(feature = "alloc")]
 pub use crate::heap::HeapPages;
 pub use crate::metered::{Metered, PageStats};
+pub use crate::misuse::{Leaks, Misuse, MisuseHook, panic_on_misuse};
 #[cfg(any(unix, windows))]
 pub use crate::system::SystemPages;
 

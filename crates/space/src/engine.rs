@@ -1307,7 +1307,7 @@ impl Core {
     /// up to it (debug builds only: O(segments + chunks before it)). It reads only
     /// chunk heads reached by the walk, which lie outside every free chunk's interior,
     /// so it never touches a decommitted page, whatever the pointer.
-    pub(crate) fn check_block(&self, payload: NonNull<u8>) -> Result<(), Misuse> {
+    pub(crate) fn check_block(&self, payload: NonNull<u8>) -> Result<(), Misuse<'static>> {
         let c = raw::chunk_of(payload);
         let addr = c.addr().get();
         let mut seg = self.segments;
@@ -1322,9 +1322,7 @@ impl Core {
             }
             seg = s.next;
         }
-        Err(Misuse::NotInSpace {
-            ptr: payload.as_ptr(),
-        })
+        Err(Misuse::Foreign { ptr: payload })
     }
 
     /// Walks segment `seg`'s chunks to the chunk address `addr`: in use there is `Ok`,
@@ -1339,8 +1337,8 @@ impl Core {
         seg: NonNull<Segment>,
         addr: usize,
         payload: NonNull<u8>,
-    ) -> Result<(), Misuse> {
-        let ptr = payload.as_ptr();
+    ) -> Result<(), Misuse<'static>> {
+        let ptr = payload;
         // SAFETY: the caller's contract: the header, and each chunk head the walk
         // reaches (committed: heads lie outside free interiors), are readable; the walk
         // stops at the end fence.
@@ -1354,7 +1352,7 @@ impl Core {
                 let step = raw::size(head);
                 if step < MIN_CHUNK || c.addr().get() + step > fence {
                     // A broken tag: not this pointer's fault, but not a block either.
-                    return Err(Misuse::NotABlock { ptr });
+                    return Err(Misuse::Interior { ptr, block: None });
                 }
                 passed_free = head & IN_USE == 0;
                 c = c.add(step);
@@ -1365,7 +1363,7 @@ impl Core {
                 return Err(if passed_free {
                     Misuse::DoubleFree { ptr }
                 } else {
-                    Misuse::NotABlock { ptr }
+                    Misuse::Interior { ptr, block: None }
                 });
             }
             if raw::head(c) & IN_USE == 0 || cache.holds(c) {
@@ -1377,7 +1375,7 @@ impl Core {
 
     /// Reports `misuse` through the hook.
     #[cold]
-    pub(crate) fn report(&self, misuse: &Misuse) {
+    pub(crate) fn report(&self, misuse: &Misuse<'_>) {
         (self.hook)(misuse);
     }
 

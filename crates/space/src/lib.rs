@@ -4,7 +4,6 @@
 #[cfg(test)]
 extern crate std;
 
-mod alloc_api;
 mod cache;
 mod chunk;
 mod config;
@@ -14,11 +13,10 @@ mod locked;
 mod space;
 mod walk;
 
-use core::fmt;
-
 use bento_pages::{CacheStats, PageStats};
 
-pub use crate::alloc_api::AllocError;
+pub use bento_pages::{AllocError, Misuse, MisuseHook, panic_on_misuse};
+
 pub use crate::config::{SpaceConfig, SpaceError};
 pub use crate::locked::{LockedSpace, SpaceGuard, SpinSpace};
 pub use crate::space::MemorySpace;
@@ -85,86 +83,4 @@ pub struct SpaceStats {
     /// The commit cache's figures: pages it served without calling the source, and
     /// what it parks now (committed in the source, not counted in `committed`).
     pub cache: CacheStats,
-}
-
-/// A misuse the debug checks of [`MemorySpace::free`] (and `realloc`,
-/// `realloc_in_place`, `usable_size`) found, given to the [`MisuseHook`].
-///
-/// ```
-/// use bento_space::Misuse;
-///
-/// let m = Misuse::DoubleFree { ptr: core::ptr::null_mut() };
-/// assert!(m.to_string().contains("already free"));
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Misuse {
-    /// The pointer lies in no segment of this space: another allocator's, or a block
-    /// whose segment was released when it was freed (a double free).
-    NotInSpace {
-        /// The pointer given.
-        ptr: *mut u8,
-    },
-    /// The pointer's block is already free.
-    DoubleFree {
-        /// The pointer given.
-        ptr: *mut u8,
-    },
-    /// The pointer lies in a segment but is not the start of a block (an interior
-    /// pointer, or a corrupted tag).
-    NotABlock {
-        /// The pointer given.
-        ptr: *mut u8,
-    },
-    /// A block freed with a layout it cannot have: more bytes than it holds, or an
-    /// alignment its address does not meet.
-    WrongLayout {
-        /// The pointer given.
-        ptr: *mut u8,
-        /// The layout's size.
-        size: usize,
-        /// The layout's alignment.
-        align: usize,
-        /// What the block holds.
-        usable: usize,
-    },
-}
-
-impl fmt::Display for Misuse {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match *self {
-            Self::NotInSpace { ptr } => write!(
-                f,
-                "{ptr:p} is not a block of this memory space (another allocator's, or freed with its segment already)"
-            ),
-            Self::DoubleFree { ptr } => write!(f, "{ptr:p} is already free (double free)"),
-            Self::NotABlock { ptr } => {
-                write!(
-                    f,
-                    "{ptr:p} points into this memory space but not at the start of a live block"
-                )
-            }
-            Self::WrongLayout {
-                ptr,
-                size,
-                align,
-                usable,
-            } => write!(
-                f,
-                "{ptr:p} freed with a layout of {size} bytes aligned to {align}, which a block of {usable} usable bytes at that address cannot have"
-            ),
-        }
-    }
-}
-
-/// What is told about a [`Misuse`]: panics, logs, or records it for a test. A hook
-/// that returns makes the call that misused the space do nothing.
-pub type MisuseHook = fn(&Misuse);
-
-/// The default [`MisuseHook`]: panics with the misuse described.
-///
-/// ```should_panic
-/// bento_space::panic_on_misuse(&bento_space::Misuse::NotABlock { ptr: core::ptr::null_mut() });
-/// ```
-pub fn panic_on_misuse(misuse: &Misuse) {
-    panic!("MemorySpace misuse: {misuse}");
 }

@@ -4,8 +4,8 @@ use core::alloc::Layout;
 use core::fmt;
 use core::ptr::NonNull;
 
-use bento_pages::PageSource;
 use bento_pages::lock::RawSpinLock;
+use bento_pages::{PageSource, RawAlloc};
 use lock_api::{Mutex, MutexGuard, RawMutex};
 
 use crate::{AllocError, Allocations, FreeBlocks, MemorySpace, MisuseHook};
@@ -158,23 +158,33 @@ impl<P: PageSource, R: RawMutex> fmt::Debug for LockedSpace<P, R> {
 }
 
 // SAFETY: each method takes the lock around one call of the space's own method,
-// which keeps `RawSpace`'s promises.
-unsafe impl<P: PageSource, R: RawMutex> crate::alloc_api::RawSpace for LockedSpace<P, R> {
+// which keeps `RawAlloc`'s promises.
+unsafe impl<P: PageSource, R: RawMutex> RawAlloc for LockedSpace<P, R> {
     #[inline]
-    fn raw_alloc(&self, layout: Layout) -> Result<NonNull<u8>, AllocError> {
+    fn alloc_raw(&self, layout: Layout) -> Result<NonNull<u8>, AllocError> {
         self.space.lock().alloc(layout)
     }
 
     #[inline]
-    unsafe fn raw_free(&self, ptr: NonNull<u8>, layout: Layout) {
+    unsafe fn dealloc_raw(&self, ptr: NonNull<u8>, layout: Layout) {
         // SAFETY: the caller's contract.
         unsafe { self.space.lock().dealloc(ptr, layout) }
     }
 
-    unsafe fn raw_resize(&self, ptr: NonNull<u8>, new_size: usize) -> bool {
+    unsafe fn resize_in_place(&self, ptr: NonNull<u8>, _old: Layout, new_size: usize) -> bool {
         // SAFETY: the caller's contract.
         unsafe { self.space.lock().realloc_in_place(ptr, new_size) }
     }
+
+    unsafe fn resize_raw(
+        &self,
+        ptr: NonNull<u8>,
+        old: Layout,
+        new: Layout,
+    ) -> Result<NonNull<u8>, AllocError> {
+        // SAFETY: the caller's contract.
+        unsafe { crate::space::move_unless_resized(self, ptr, old, new) }
+    }
 }
 
-crate::alloc_api::impl_allocator!(impl['a, P: PageSource, R: RawMutex] for &'a LockedSpace<P, R>);
+bento_pages::impl_allocator!(impl['a, P: PageSource, R: RawMutex] for &'a LockedSpace<P, R>);

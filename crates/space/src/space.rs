@@ -6,7 +6,7 @@ use core::fmt;
 use core::ptr::NonNull;
 
 use bento_align::Alignment;
-use bento_pages::{CommitCache, Metered, PageError, PageSource};
+use bento_pages::{CommitCache, Metered, PageError, PageSource, RawAlloc};
 
 use crate::cache::Cache;
 use crate::chunk::{
@@ -318,7 +318,7 @@ impl<P: PageSource> MemorySpace<P> {
     #[inline]
     pub fn alloc(&self, layout: Layout) -> Result<NonNull<u8>, AllocError> {
         if layout.size() == 0 {
-            return Ok(dangling(layout.align()));
+            return Ok(bento_pages::dangling(layout));
         }
         self.enter().alloc(layout.size(), layout.align(), 0)
     }
@@ -437,10 +437,10 @@ impl<P: PageSource> MemorySpace<P> {
                 let usable = unsafe { Core::usable(raw::chunk_of(ptr)) };
                 if layout.size() > usable || !ptr.addr().get().is_multiple_of(layout.align()) {
                     Err(Misuse::WrongLayout {
-                        ptr: ptr.as_ptr(),
-                        size: layout.size(),
-                        align: layout.align(),
-                        usable,
+                        ptr,
+                        layout,
+                        block_size: usable,
+                        block_align: 1 << ptr.addr().get().trailing_zeros(),
                     })
                 } else {
                     Ok(())
@@ -1131,31 +1131,57 @@ impl<P: PageSource + fmt::Debug> fmt::Debug for MemorySpace<P> {
     }
 }
 
-/// The dangling, aligned pointer a zero-size request gets.
-#[inline]
-pub(crate) fn dangling(align: usize) -> NonNull<u8> {
-    NonNull::without_provenance(
-        core::num::NonZeroUsize::new(align).expect("alignments are non-zero"),
-    )
-}
-
-// SAFETY: the methods are `MemorySpace`'s own, which keep `RawSpace`'s promises.
-unsafe impl<P: PageSource> crate::alloc_api::RawSpace for MemorySpace<P> {
+// SAFETY: the methods are `MemorySpace`'s own, which keep `RawAlloc`'s promises.
+unsafe impl<P: PageSource> RawAlloc for MemorySpace<P> {
     #[inline]
-    fn raw_alloc(&self, layout: Layout) -> Result<NonNull<u8>, AllocError> {
+    fn alloc_raw(&self, layout: Layout) -> Result<NonNull<u8>, AllocError> {
         self.alloc(layout)
     }
 
     #[inline]
-    unsafe fn raw_free(&self, ptr: NonNull<u8>, layout: Layout) {
+    unsafe fn dealloc_raw(&self, ptr: NonNull<u8>, layout: Layout) {
         // SAFETY: the caller's contract.
         unsafe { self.dealloc(ptr, layout) }
     }
 
-    unsafe fn raw_resize(&self, ptr: NonNull<u8>, new_size: usize) -> bool {
+    unsafe fn resize_in_place(&self, ptr: NonNull<u8>, _old: Layout, new_size: usize) -> bool {
         // SAFETY: the caller's contract.
         unsafe { self.realloc_in_place(ptr, new_size) }
     }
+
+    unsafe fn resize_raw(
+        &self,
+        ptr: NonNull<u8>,
+        old: Layout,
+        new: Layout,
+    ) -> Result<NonNull<u8>, AllocError> {
+        // SAFETY: the caller's contract.
+        unsafe { move_unless_resized(self, ptr, old, new) }
+    }
 }
 
-crate::alloc_api::impl_allocator!(impl['a, P: PageSource] for &'a MemorySpace<P>);
+/// `RawAlloc::resize_raw` for a space: in place when the block meets `new`'s
+/// alignment and can be resized there, else moved — a shrink too, since moving a
+/// block out of a dedicated segment gives the segment back.
+///
+/// # Safety
+///
+/// `ptr` is a live block of `space` allocated (or last resized) with `old`; both
+/// sizes are non-zero.
+#[inline]
+pub(crate) unsafe fn move_unless_resized<A: RawAlloc + ?Sized>(
+    space: &A,
+    ptr: NonNull<u8>,
+    old: Layout,
+    new: Layout,
+) -> Result<NonNull<u8>, AllocError> {
+    let aligned = ptr.addr().get() & (new.align() - 1) == 0;
+    // SAFETY: the caller's contract.
+    if aligned && unsafe { space.resize_in_place(ptr, old, new.size()) } {
+        return Ok(ptr);
+    }
+    // SAFETY: the caller's contract.
+    unsafe { space.relocate(ptr, old, new) }
+}
+
+bento_pages::impl_allocator!(impl['a, P: PageSource] for &'a MemorySpace<P>);

@@ -14,7 +14,7 @@ use allocator_api2::vec::Vec as ApiVec;
 use bento_align::Alignment;
 use bento_pages::{FaultyPages, HeapPages, Metered, PageSource};
 use bento_primitives::{
-    GROWING_POOL_COMMIT_STEP, GrowingPool, Pool, PoolBox, PoolMisuse, PoolReport,
+    GROWING_POOL_COMMIT_STEP, GrowingPool, Misuse, Pool, PoolBox, PoolReport,
     SHARED_POOL_CACHE_BATCH, SharedPool, SharedPoolCache, TypedPool,
 };
 use bento_testkit::{Api02, Caps, End, Figures, Ops, SizeGen, Target, cases, run, seeded};
@@ -38,7 +38,7 @@ fn figures(report: PoolReport) -> Figures {
 }
 
 /// A misuse hook that records instead of panicking.
-fn record(misuse: &PoolMisuse<'_>) {
+fn record(misuse: &Misuse<'_>) {
     SEEN.with(|s| s.borrow_mut().push(misuse.to_string()));
 }
 
@@ -217,10 +217,10 @@ fn pool_debug_checks_report_each_misuse_and_change_nothing() {
     // SAFETY: the misuse under test (this free and the ones below); the debug checks refuse it
     // before anything is written.
     unsafe { pool.free(NonNull::from(&outside).cast()) };
-    assert_seen("is not a chunk of this pool");
+    assert_seen("is not in this allocator's memory");
     // SAFETY: as above; the debug checks refuse this misuse before any write.
     unsafe { pool.free(a.add(8)) };
-    assert_seen("points inside the chunk");
+    assert_seen("points inside the block");
     // SAFETY: as above; the debug checks refuse this misuse before any write.
     unsafe { pool.free(a.add(5 * 32)) };
     assert_seen("never handed out");
@@ -263,7 +263,7 @@ fn pool_debug_checks_report_each_misuse_and_change_nothing() {
     let d = (&pool).allocate(Layout::new::<u64>()).unwrap().cast::<u8>();
     // SAFETY: the misuse under test: a layout larger than any chunk.
     unsafe { (&pool).deallocate(d, Layout::new::<[u8; 64]>()) };
-    assert_seen("which a chunk of 32 bytes");
+    assert_seen("which a block of 32 bytes");
     // SAFETY: `d` is live, with its real layout.
     unsafe { (&pool).deallocate(d, Layout::new::<u64>()) };
     assert!(seen().is_empty());
@@ -720,7 +720,7 @@ fn shared_pool_debug_checks() {
     let outside = 0u64;
     // SAFETY: the misuse under test (this free and the ones below), refused before any write.
     unsafe { pool.free(NonNull::from(&outside).cast()) };
-    assert_seen("is not a chunk of this pool");
+    assert_seen("is not in this allocator's memory");
     // SAFETY: as above; the debug checks refuse this misuse before any write.
     unsafe { pool.free(a.add(1)) };
     assert_seen("points inside");
@@ -1033,7 +1033,7 @@ fn shared_pool_cache_debug_checks() {
         let outside = 0u64;
         // SAFETY: the misuse under test, refused before any write.
         unsafe { cache.free(NonNull::from(&outside).cast()) };
-        assert_seen("is not a chunk of this pool");
+        assert_seen("is not in this allocator's memory");
         // SAFETY: `a` is live; the second free is the misuse.
         unsafe {
             cache.free(a);

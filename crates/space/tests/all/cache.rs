@@ -176,12 +176,15 @@ mod misuse {
     use super::*;
 
     std::thread_local! {
-        static SEEN: core::cell::RefCell<Vec<bento_space::Misuse>> =
+        static SEEN: core::cell::RefCell<Vec<bento_space::Misuse<'static>>> =
             const { core::cell::RefCell::new(Vec::new()) };
     }
 
     fn record(m: &bento_space::Misuse) {
-        SEEN.with(|s| s.borrow_mut().push(*m));
+        SEEN.with(|s| {
+            s.borrow_mut()
+                .push(m.detach().expect("a space reports no leaks"))
+        });
     }
 
     #[test]

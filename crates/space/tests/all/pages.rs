@@ -226,12 +226,15 @@ mod linux {
     }
 
     std::thread_local! {
-        static SEEN: core::cell::RefCell<Vec<bento_space::Misuse>> =
+        static SEEN: core::cell::RefCell<Vec<bento_space::Misuse<'static>>> =
             const { core::cell::RefCell::new(Vec::new()) };
     }
 
     fn record(m: &bento_space::Misuse) {
-        SEEN.with(|s| s.borrow_mut().push(*m));
+        SEEN.with(|s| {
+            s.borrow_mut()
+                .push(m.detach().expect("a space reports no leaks"))
+        });
     }
 
     /// The process's kernel mappings, from `/proc/self/maps`.

@@ -8,8 +8,11 @@ use core::mem::{ManuallyDrop, MaybeUninit};
 use core::ops::{Deref, DerefMut};
 use core::ptr::NonNull;
 
-use crate::chunks::{LeakList, MisuseHook, PoolError};
-use crate::pool::{Pool, PoolCorruption, PoolReport};
+use bento_pages::MisuseHook;
+
+use crate::pool::fixed_pool::{Pool, PoolCorruption, PoolReport};
+use crate::pool::geometry::PoolError;
+use crate::pool::leaks::LeakList;
 
 /// A pool of chunks that each hold one `T`: [`alloc`](Self::alloc) moves a value in and
 /// returns a [`PoolBox`], which drops the value and gives the chunk back when it is
@@ -160,10 +163,10 @@ impl<'buf, T> TypedPool<'buf, T> {
     /// Sets what the debug checks call on misuse (see [`Pool::set_misuse_hook`]).
     ///
     /// ```
-    /// use bento_primitives::{PoolMisuse, TypedPool};
+    /// use bento_primitives::{Misuse, TypedPool};
     /// use core::mem::MaybeUninit;
     ///
-    /// fn quiet(_: &PoolMisuse<'_>) {}
+    /// fn quiet(_: &Misuse<'_>) {}
     /// let mut buf = [MaybeUninit::uninit(); 64];
     /// let mut pool = TypedPool::<u64>::new(&mut buf).unwrap();
     /// pool.set_misuse_hook(quiet);

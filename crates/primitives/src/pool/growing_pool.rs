@@ -11,9 +11,12 @@ use bento_pages::PageSource;
 #[cfg(any(unix, windows))]
 use bento_pages::SystemPages;
 
-use crate::alloc_api::{AllocError, RawAlloc, impl_allocator};
-use crate::chunks::{Geometry, LeakList, MisuseHook, PoolError};
-use crate::pool::{FreeList, PoolCorruption, PoolReport};
+use bento_pages::MisuseHook;
+use bento_pages::{AllocError, RawAlloc, impl_allocator};
+
+use crate::pool::fixed_pool::{FreeList, PoolCorruption, PoolReport};
+use crate::pool::geometry::{Geometry, PoolError};
+use crate::pool::leaks::LeakList;
 
 /// The least a [`GrowingPool`] commits at a time (or the rest of its reservation).
 pub const GROWING_POOL_COMMIT_STEP: usize = 64 << 10;
@@ -389,10 +392,10 @@ impl<P: PageSource> GrowingPool<P> {
     ///
     /// ```
     /// use bento_pages::HeapPages;
-    /// use bento_primitives::{GrowingPool, PoolMisuse};
+    /// use bento_primitives::{GrowingPool, Misuse};
     /// use core::alloc::Layout;
     ///
-    /// fn quiet(_: &PoolMisuse<'_>) {}
+    /// fn quiet(_: &Misuse<'_>) {}
     /// let mut pool = GrowingPool::with_source(HeapPages::new(), Layout::new::<u64>(), 10)
     ///     .unwrap();
     /// pool.set_misuse_hook(quiet);

@@ -13,8 +13,8 @@ use bento_align::{Alignment, align_up};
 use bento_pages::SystemPages;
 use bento_pages::{PageError, PageSource};
 
-use crate::alloc_api::{AllocError, RawAlloc, dangling, impl_allocator};
-use crate::bump::{AllocFailed, FAST_MAX, GRAIN, fast_top, grain_up, slow_top};
+use crate::linear::bump::{AllocFailed, FAST_MAX, GRAIN, fast_top, grain_up, slow_top};
+use bento_pages::{AllocError, RawAlloc, dangling, impl_allocator};
 
 /// The least alignment and size granule of an arena's reservation, whatever the page
 /// size: block ends are 8-aligned and headers 8 bytes wide.
@@ -799,18 +799,18 @@ macro_rules! arena_handle {
         // handle, and the arena is neither reset nor rolled back below the handle's
         // blocks while the handle lives (the scope rolls back only when dropped;
         // `FrameArena::next_frame` refuses a frame whose handle lives).
-        unsafe impl<P: bento_pages::PageSource> $crate::alloc_api::RawAlloc for $handle<'_, P> {
+        unsafe impl<P: bento_pages::PageSource> bento_pages::RawAlloc for $handle<'_, P> {
             #[inline]
             fn alloc_raw(
                 &self,
                 layout: core::alloc::Layout,
-            ) -> Result<core::ptr::NonNull<u8>, $crate::AllocError> {
+            ) -> Result<core::ptr::NonNull<u8>, bento_pages::AllocError> {
                 self.arena.alloc_layout(layout)
             }
 
             unsafe fn dealloc_raw(&self, ptr: core::ptr::NonNull<u8>, layout: core::alloc::Layout) {
                 // SAFETY: the caller's contract; the handle's blocks are the arena's.
-                unsafe { $crate::alloc_api::RawAlloc::dealloc_raw(self.arena, ptr, layout) }
+                unsafe { bento_pages::RawAlloc::dealloc_raw(self.arena, ptr, layout) }
             }
 
             unsafe fn resize_in_place(
@@ -821,12 +821,12 @@ macro_rules! arena_handle {
             ) -> bool {
                 // SAFETY: the caller's contract; the handle's blocks are the arena's.
                 unsafe {
-                    $crate::alloc_api::RawAlloc::resize_in_place(self.arena, ptr, old, new_size)
+                    bento_pages::RawAlloc::resize_in_place(self.arena, ptr, old, new_size)
                 }
             }
         }
 
-        $crate::alloc_api::impl_allocator!(
+        bento_pages::impl_allocator!(
             impl['a, 'h, P: bento_pages::PageSource] for &'h $handle<'a, P>
         );
     };

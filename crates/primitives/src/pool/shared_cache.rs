@@ -7,10 +7,10 @@ use core::fmt;
 use core::num::NonZeroU32;
 use core::ptr::NonNull;
 
-use crate::alloc_api::{AllocError, RawAlloc, impl_allocator};
-use crate::chunks::{alloc_chunk, dealloc_frees_chunk};
-use crate::shared_pool::{Chain, SharedPool};
+use crate::pool::geometry::{alloc_chunk, dealloc_frees_chunk};
+use crate::pool::shared_pool::{Chain, SharedPool};
 use crate::sync::Ordering;
+use bento_pages::{AllocError, RawAlloc, impl_allocator};
 
 /// The batch [`SharedPool::cache`] uses: chunks moved per swap with the shared list.
 pub const SHARED_POOL_CACHE_BATCH: u32 = 64;

@@ -7,12 +7,14 @@ use core::marker::PhantomData;
 use core::mem::MaybeUninit;
 use core::ptr::NonNull;
 
-use crate::alloc_api::{AllocError, RawAlloc, impl_allocator};
-use crate::chunks::{
-    Geometry, LeakList, Links, MisuseHook, PoolError, PoolMisuse, alloc_chunk, dealloc_frees_chunk,
-    panic_on_misuse, panicking, report, sort_list,
+use bento_pages::{AllocError, RawAlloc, impl_allocator};
+use bento_pages::{Misuse, MisuseHook, panic_on_misuse};
+
+use crate::pool::fixed_pool::{PoolCorruption, PoolReport};
+use crate::pool::geometry::{
+    Geometry, PoolError, alloc_chunk, dealloc_frees_chunk, panicking, report,
 };
-use crate::pool::{PoolCorruption, PoolReport};
+use crate::pool::leaks::{LeakList, Links, sort_list};
 use crate::sync::{AtomicU32, AtomicU64, Ordering};
 
 /// The end of the free list.
@@ -312,10 +314,7 @@ impl<'buf> SharedPool<'buf> {
             // SAFETY: `index` was popped, so it is below `fresh` and now ours alone.
             unsafe { self.link(index) }.store(LIVE, Ordering::Release);
             if let Some(offset) = self.poison_broken(chunk) {
-                report(
-                    self.hook,
-                    &PoolMisuse::WriteAfterFree { ptr: chunk, offset },
-                );
+                report(self.hook, &Misuse::WriteAfterFree { ptr: chunk, offset });
             }
             self.fill(chunk, HANDED);
         }
@@ -591,7 +590,7 @@ impl<'buf> SharedPool<'buf> {
             .compare_exchange(LIVE, NIL, Ordering::Release, Ordering::Relaxed)
             .is_err()
         {
-            report(self.hook, &PoolMisuse::DoubleFree { ptr: chunk });
+            report(self.hook, &Misuse::DoubleFree { ptr: chunk });
             return None;
         }
         self.fill(chunk, FREED);
@@ -684,11 +683,11 @@ impl<'buf> SharedPool<'buf> {
     /// [`Pool::set_misuse_hook`](crate::Pool::set_misuse_hook)).
     ///
     /// ```
-    /// use bento_primitives::{PoolMisuse, SharedPool};
+    /// use bento_primitives::{Misuse, SharedPool};
     /// use core::alloc::Layout;
     /// use core::mem::MaybeUninit;
     ///
-    /// fn quiet(_: &PoolMisuse<'_>) {}
+    /// fn quiet(_: &Misuse<'_>) {}
     /// let mut buf = [MaybeUninit::uninit(); 256];
     /// let mut pool = SharedPool::new(&mut buf, Layout::new::<u64>()).unwrap();
     /// pool.set_misuse_hook(quiet);
@@ -854,7 +853,7 @@ impl Drop for SharedPool<'_> {
             let hook = self.hook;
             let leaks = self.live_chunks();
             if !leaks.is_empty() {
-                report(hook, &PoolMisuse::Leaked(leaks));
+                report(hook, &Misuse::Leaked(&leaks));
             }
         }
     }

@@ -6,7 +6,7 @@ use core::ops::Deref;
 
 use bento_pages::{PageError, PageSource};
 
-use crate::arena::{Arena, ArenaConfig};
+use crate::linear::arena::{Arena, ArenaConfig};
 
 /// [`FrameArena::next_frame`] refused: the handle of the frame it would recycle (the
 /// oldest) is still alive, so its memory may still be in use.
@@ -293,4 +293,4 @@ impl<P: PageSource> fmt::Debug for Frame<'_, P> {
     }
 }
 
-crate::arena::arena_handle!(Frame);
+crate::linear::arena::arena_handle!(Frame);

@@ -8,11 +8,13 @@ use core::marker::PhantomData;
 use core::mem::MaybeUninit;
 use core::ptr::NonNull;
 
-use crate::alloc_api::{AllocError, RawAlloc, impl_allocator};
-use crate::chunks::{
-    Geometry, LeakList, Links, MisuseHook, PoolError, PoolMisuse, alloc_chunk, dealloc_frees_chunk,
-    panic_on_misuse, panicking, report, sort_list,
+use bento_pages::{AllocError, RawAlloc, impl_allocator};
+use bento_pages::{Misuse, MisuseHook, panic_on_misuse};
+
+use crate::pool::geometry::{
+    Geometry, PoolError, alloc_chunk, dealloc_frees_chunk, panicking, report,
 };
+use crate::pool::leaks::{LeakList, Links, sort_list};
 
 /// A free chunk's first word: the next free chunk.
 type Link = Option<NonNull<u8>>;
@@ -418,7 +420,7 @@ impl FreeList {
             && !panicking()
             && self.validate().is_ok()
         {
-            report(self.hook, &PoolMisuse::Leaked(self.live_chunks()));
+            report(self.hook, &Misuse::Leaked(&self.live_chunks()));
         }
     }
 
@@ -457,15 +459,12 @@ impl FreeList {
                 )
                 .is_err()
         {
-            report(self.hook, &PoolMisuse::BrokenLink { ptr: chunk });
+            report(self.hook, &Misuse::BrokenLink { ptr: chunk });
             self.head.set(None);
             return false;
         }
         if let Some(offset) = self.poison_broken(chunk) {
-            report(
-                self.hook,
-                &PoolMisuse::WriteAfterFree { ptr: chunk, offset },
-            );
+            report(self.hook, &Misuse::WriteAfterFree { ptr: chunk, offset });
         }
         true
     }
@@ -484,7 +483,7 @@ impl FreeList {
             return false;
         }
         if self.is_listed(chunk) {
-            report(self.hook, &PoolMisuse::DoubleFree { ptr: chunk });
+            report(self.hook, &Misuse::DoubleFree { ptr: chunk });
             return false;
         }
         true
@@ -783,11 +782,11 @@ impl<'buf> Pool<'buf> {
     /// Sets what the debug checks call on misuse (the default panics).
     ///
     /// ```
-    /// use bento_primitives::{Pool, PoolMisuse};
+    /// use bento_primitives::{Pool, Misuse};
     /// use core::alloc::Layout;
     /// use core::mem::MaybeUninit;
     ///
-    /// fn ignore(_: &PoolMisuse<'_>) {}
+    /// fn ignore(_: &Misuse<'_>) {}
     /// let mut buf = [MaybeUninit::uninit(); 256];
     /// let mut pool = Pool::new(&mut buf, Layout::new::<u64>()).unwrap();
     /// pool.set_misuse_hook(ignore);

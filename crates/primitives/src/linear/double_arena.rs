@@ -6,9 +6,9 @@ use core::fmt;
 use bento_align::{align_down, align_up};
 use bento_pages::{PageError, PageSource};
 
-use crate::arena::{ArenaConfig, MIN_GRANULE};
-use crate::double::{Backing, EndMut, Ends, StackEnd, split};
-use crate::lifo::{ADDR_CEILING, Dir, MAX_SPAN, Marker, MarkerError, StackReport};
+use crate::linear::arena::{ArenaConfig, MIN_GRANULE};
+use crate::linear::double::{Backing, EndMut, Ends, StackEnd, split};
+use crate::linear::lifo::{ADDR_CEILING, Dir, MAX_SPAN, Marker, MarkerError, StackReport};
 
 /// A [`DoubleStack`](crate::DoubleStack) over a reservation of address space: the
 /// lower end commits pages upwards from the start, the upper end downwards from the

@@ -24,8 +24,8 @@ use core::fmt;
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicU32, Ordering};
 
-use crate::alloc_api::AllocError;
-use crate::bump::{FAST_MAX, grain_up};
+use crate::linear::bump::{FAST_MAX, grain_up};
+use bento_pages::AllocError;
 
 /// The header in front of every block.
 #[repr(C)]

@@ -6,10 +6,10 @@ use core::marker::PhantomData;
 use core::mem::MaybeUninit;
 use core::ptr::NonNull;
 
-use crate::alloc_api::{AllocError, RawAlloc, dangling, impl_allocator};
-use crate::lifo::{
+use crate::linear::lifo::{
     ADDR_CEILING, Dir, GRAIN, HEADER, Lifo, LifoCheck, MAX_SPAN, Marker, MarkerError, StackReport,
 };
+use bento_pages::{AllocError, RawAlloc, dangling, impl_allocator};
 
 /// A stack allocator over a caller's buffer: blocks are freed in LIFO order, each
 /// with a 16-byte header in front of it holding where the stack stood before it (the

@@ -59,7 +59,7 @@ fn lowering_keeps_the_mark_when_the_top_chunk_is_live() {
 
 #[test]
 fn validate_finds_a_cycle_and_a_foreign_link() {
-    fn ignore(_: &PoolMisuse<'_>) {}
+    fn ignore(_: &Misuse<'_>) {}
     let mut b = buf();
     let mut pool = Pool::new(&mut b.0, Layout::new::<[u8; 32]>()).unwrap();
     pool.set_misuse_hook(ignore);
@@ -96,7 +96,7 @@ fn validate_finds_a_cycle_and_a_foreign_link() {
 
 #[test]
 fn without_a_count_the_walk_gives_the_figures_and_finds_the_cycle() {
-    fn ignore(_: &PoolMisuse<'_>) {}
+    fn ignore(_: &Misuse<'_>) {}
     let mut b = buf();
     let mut pool = Pool::new(&mut b.0, Layout::new::<[u8; 32]>()).unwrap();
     pool.set_misuse_hook(ignore);

@@ -10,9 +10,11 @@ use core::marker::PhantomData;
 use core::mem::MaybeUninit;
 use core::ptr::NonNull;
 
-use crate::alloc_api::{AllocError, RawAlloc, dangling, impl_allocator};
-use crate::lifo::{ADDR_CEILING, Dir, HEADER, Lifo, LifoCheck, Marker, MarkerError, StackReport};
-use crate::stack::grained;
+use crate::linear::lifo::{
+    ADDR_CEILING, Dir, HEADER, Lifo, LifoCheck, Marker, MarkerError, StackReport,
+};
+use crate::linear::stack::grained;
+use bento_pages::{AllocError, RawAlloc, dangling, impl_allocator};
 
 /// What lies behind the two ends: how far each side's memory is usable, and how to
 /// make more of it usable.

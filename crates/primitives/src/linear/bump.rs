@@ -8,7 +8,7 @@ use core::mem::MaybeUninit;
 use core::num::NonZeroUsize;
 use core::ptr::{self, NonNull};
 
-use crate::alloc_api::{AllocError, RawAlloc, dangling, impl_allocator};
+use bento_pages::{AllocError, RawAlloc, dangling, impl_allocator};
 
 /// A value the allocator had no room for, handed back to the caller.
 ///
