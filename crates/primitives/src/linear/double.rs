@@ -56,10 +56,15 @@ impl Ends {
     /// An `eager` lower end keeps a waiting header at its origin too, so its fast path
     /// works there (the first 16 bytes must be usable, and stay so).
     ///
-    /// The caller must ensure that `base + cap <= ADDR_CEILING`, or `cap == 0` (the
-    /// fast paths add to the tops without checking; with no memory, both ends are bare
-    /// and never take them).
-    pub(crate) fn new(
+    /// # Safety
+    ///
+    /// `base` is 8-aligned, `cap` a multiple of 8 of at most `MAX_SPAN`, and `base`'s
+    /// provenance covers `[base, base + cap)`, memory only the ends use for as long as
+    /// they are; the part below `lo_ready` and above `hi_ready` (kept so by
+    /// `set_ready`) is usable. `base + cap <= ADDR_CEILING`, or `cap == 0` (the fast
+    /// paths add to the tops without checking; with no memory, both ends are bare and
+    /// never take them).
+    pub(crate) unsafe fn new(
         base: NonNull<u8>,
         cap: u32,
         lo_ready: u32,
@@ -71,8 +76,11 @@ impl Ends {
         Self {
             base,
             cap,
-            lower: Lifo::new(base, Dir::Up, 0, LifoCheck::Deferred, eager),
-            upper: Lifo::new(base, Dir::Down, cap, LifoCheck::Deferred, false),
+            // SAFETY: the caller's contract: the memory is the ends', and an eager lower
+            // end's first 16 bytes are ready (asserted above).
+            lower: unsafe { Lifo::new(base, Dir::Up, 0, LifoCheck::Deferred, eager) },
+            // SAFETY: as above; the upper end's origin is the end of the memory.
+            upper: unsafe { Lifo::new(base, Dir::Down, cap, LifoCheck::Deferred, false) },
             lo_ready: Cell::new(base.addr().get() + lo_ready as usize),
             hi_ready: Cell::new(base.addr().get() + hi_ready as usize),
         }
@@ -157,7 +165,9 @@ impl Ends {
                 // at least 16 above it: no wrap, and the limit is at most
                 // `base + cap - 16`, within what `push_up_fast` allows (`new`).
                 let room = self.upper.top_addr().min(self.lo_ready.get());
-                self.lower.push_up_fast(layout, room - HEADER)
+                // SAFETY: the limit is 16 bytes below the upper end's top and the end
+                // of the ready part, at most `ADDR_CEILING - 16` (`new`).
+                unsafe { self.lower.push_up_fast(layout, room - HEADER) }
             }
             Dir::Down => {
                 if self.upper.is_bare() {
@@ -167,7 +177,9 @@ impl Ends {
                 // below. Counting the waiting header where a bare lower end keeps none
                 // only sends that case to the slow path.
                 let floor = (self.lower.top_addr() + HEADER).max(self.hi_ready.get());
-                self.upper.push_down_fast(layout, floor)
+                // SAFETY: the limit is at or above the lower end's top and waiting
+                // header and the start of the ready part, at most `ADDR_CEILING`.
+                unsafe { self.upper.push_down_fast(layout, floor) }
             }
         }
     }
@@ -202,14 +214,17 @@ impl Ends {
         if !self.reach(backing, dir, placed.new_top) {
             return Err(AllocError);
         }
-        Ok(end.push(placed))
+        // SAFETY: placed just now under the other end's top, and made ready by `reach`.
+        Ok(unsafe { end.push(placed) })
     }
 
     fn resize(&self, backing: &dyn Backing, dir: Dir, ptr: NonNull<u8>, new_size: usize) -> bool {
         let end = self.end(dir);
         match end.resized_top(ptr, new_size, self.limit(dir)) {
             Some(top) if self.reach(backing, dir, top) => {
-                end.set_top(top);
+                // SAFETY: computed just now under the other end's top, and made ready
+                // by `reach`.
+                unsafe { end.set_top(top) };
                 true
             }
             _ => false,
@@ -601,7 +616,9 @@ impl<'buf> DoubleStack<'buf> {
     pub fn new(buf: &'buf mut [MaybeUninit<u8>]) -> Self {
         let (base, cap) = grained(buf);
         Self {
-            ends: Ends::new(base, cap, cap, 0, cap as usize >= HEADER),
+            // SAFETY: `grained` gives an 8-aligned part of the borrowed buffer, at most
+            // `MAX_SPAN` long and ending below `ADDR_CEILING`; all of it is ready.
+            ends: unsafe { Ends::new(base, cap, cap, 0, cap as usize >= HEADER) },
             _buf: PhantomData,
         }
     }

@@ -82,7 +82,10 @@ impl<P: PageSource> DoubleArena<P> {
         let cap = reserved.min(align_down(room, grain)) as u32;
         // Not eager: nothing is committed yet, so the lower end keeps no waiting header
         // at its origin (its first block takes the slow path, which commits).
-        let ends = Ends::new(base, cap, 0, cap, false);
+        // SAFETY: the reservation is the arena's own for as long as the ends live,
+        // aligned to at least 16; `cap` is a multiple of the grain, at most `MAX_SPAN`,
+        // and ends below `ADDR_CEILING` (clamped above); nothing is ready yet.
+        let ends = unsafe { Ends::new(base, cap, 0, cap, false) };
         Ok(Self {
             ends,
             lo_commit: Cell::new(0),

@@ -351,10 +351,13 @@ impl Lifo {
     /// An empty end over the memory at `base`, growing `dir` from `origin`; an `eager`
     /// end (up only) writes its waiting header at the origin now.
     ///
-    /// The caller must ensure that `base` is 8-aligned and its provenance covers every
-    /// offset the end will be given (its limits), at most `MAX_SPAN`, and for an eager
-    /// end the 16 bytes at the origin; the end's unsafe blocks rely on it.
-    pub(crate) fn new(
+    /// # Safety
+    ///
+    /// `base` is 8-aligned and its provenance covers, for as long as the end is used,
+    /// every offset the end will be given (its origin and limits, at most `MAX_SPAN`),
+    /// and for an eager end the 16 bytes at the origin: memory that only this end (and
+    /// the blocks it hands out) uses.
+    pub(crate) unsafe fn new(
         base: NonNull<u8>,
         dir: Dir,
         origin: u32,
@@ -385,10 +388,14 @@ impl Lifo {
             dir,
             check,
         };
-        end.set_pos(Pos {
-            top: origin,
-            gap: NONE,
-        });
+        // SAFETY: the origin; an eager end's 16 bytes there are its (the caller's
+        // contract).
+        unsafe {
+            end.set_pos(Pos {
+                top: origin,
+                gap: NONE,
+            });
+        }
         end
     }
 
@@ -419,7 +426,8 @@ impl Lifo {
         let top = self.top();
         let gap = match self.dir {
             _ if top == self.origin => NONE,
-            Dir::Up => self.header(top).gap(),
+            // SAFETY: an up end above its origin keeps its waiting header at the top.
+            Dir::Up => unsafe { self.header(top) }.gap(),
             Dir::Down => 0,
         };
         // A block written past its end overwrites the waiting header first.
@@ -455,21 +463,33 @@ impl Lifo {
         }
     }
 
-    /// Moves the end to `pos` (a position its blocks allow: `gap` is `NONE` exactly at
-    /// the origin, and 0 down), writing the waiting header there.
+    /// Moves the end to `pos`, writing the waiting header there.
+    ///
+    /// # Safety
+    ///
+    /// `pos` is a position the end's blocks allow (`gap` is `NONE` exactly at the
+    /// origin, and 0 down): the origin, the position below a block of the chain
+    /// ([`step_down`](Self::step_down), [`reclaim`](Self::reclaim), a marker's that
+    /// `rollback` accepted), or the new top [`place`](Self::place) or
+    /// [`resized_top`](Self::resized_top) computed under a limit inside the end's
+    /// memory. Each keeps room for the waiting header below the limit.
     #[inline]
-    fn set_pos(&self, pos: Pos) {
+    unsafe fn set_pos(&self, pos: Pos) {
         debug_assert_eq!(pos.gap == NONE, pos.top == self.origin);
         debug_assert!(self.dir == Dir::Up || pos.gap == 0 || pos.gap == NONE);
         self.top.set(Self::ptr_at(self.base, pos.top));
         if self.waits_at(pos.top) {
-            self.set_header(
-                pos.top,
-                Header {
-                    below: Header::below(pos.gap, 0),
-                    mark: 0,
-                },
-            );
+            // SAFETY: the top of a position the end's blocks allow (the caller's
+            // contract), where it keeps a waiting header.
+            unsafe {
+                self.set_header(
+                    pos.top,
+                    Header {
+                        below: Header::below(pos.gap, 0),
+                        mark: 0,
+                    },
+                );
+            }
         }
     }
 
@@ -553,7 +573,8 @@ impl Lifo {
         let mut live = 0;
         let mut at = self.last();
         while at != NONE {
-            let h = self.header(at);
+            // SAFETY: the newest block's header, then each one `step_down` returned.
+            let h = unsafe { self.header(at) };
             live += usize::from(h.mark & FREED == 0);
             match self.step_down(at, h) {
                 Some(pos) => at = self.last_at(pos),
@@ -570,19 +591,33 @@ impl Lifo {
         unsafe { base.add(offset as usize) }
     }
 
+    /// The header at offset `at`.
+    ///
+    /// # Safety
+    ///
+    /// `at` is the offset of a header of this end: the newest block's (from the
+    /// position), one a [`step_down`](Self::step_down) returned, one `validate` has
+    /// checked lies in the part in use, or the waiting header at the top of an up end
+    /// that keeps one there ([`waits_at`](Self::waits_at)). Such an offset is 8-aligned
+    /// with its 16 bytes inside the end's memory, written by the end.
     #[inline]
-    fn header(&self, at: u32) -> Header {
-        // SAFETY: `at` is the offset of a block's header (from the position or a
-        // header's record) or of the waiting header at the top: 8-aligned, inside the
-        // usable memory (the top's invariant keeps the waiting header below the limit),
-        // written by `push`, `push_up_fast` or `set_pos`.
+    unsafe fn header(&self, at: u32) -> Header {
+        // SAFETY: the caller's contract: 16 readable, 8-aligned bytes the end wrote.
         unsafe { Self::ptr_at(self.base, at).cast::<Header>().read() }
     }
 
+    /// Writes the header at offset `at`.
+    ///
+    /// # Safety
+    ///
+    /// As for [`header`](Self::header), or `at` is the top of a position the end's
+    /// blocks allow, which keeps room below the limit for the waiting header (`place`,
+    /// `resized_top` and the pops leave it). Headers lie in front of the blocks the end
+    /// hands out and at the top, which no block reaches.
     #[inline]
-    fn set_header(&self, at: u32, h: Header) {
-        // SAFETY: as in `header`; headers are only written by the end, in front of the
-        // blocks it hands out and at the top, which no block reaches.
+    unsafe fn set_header(&self, at: u32, h: Header) {
+        // SAFETY: the caller's contract: 16 writable, 8-aligned bytes of the end's
+        // memory that no block holds.
         unsafe { Self::ptr_at(self.base, at).cast::<Header>().write(h) }
     }
 
@@ -593,14 +628,17 @@ impl Lifo {
     /// waiting header goes at the new top. `None` when the layout is not such or does
     /// not fit.
     ///
-    /// `limit` is the address the new top may not pass. The caller keeps it at most
-    /// `usize::MAX - HEADER - FAST_MAX`, so the sum below cannot overflow, and 16 bytes
-    /// (the next waiting header) below everything the end may not reach: the end of
-    /// its memory (`Stack`), the other end's top and the ready part (`Ends`). Below the
-    /// top when the end keeps no waiting header there (a `Stack` too small to be eager
-    /// has its limit at the origin).
+    /// `limit` is the address the new top may not pass.
+    ///
+    /// # Safety
+    ///
+    /// `limit` is at most `usize::MAX - HEADER - FAST_MAX`, so the sum below cannot
+    /// overflow, and 16 bytes (the next waiting header) below everything the end may
+    /// not reach: the end of its memory (`Stack`), the other end's top and the ready
+    /// part (`Ends`); below the top when the end keeps no waiting header there (a
+    /// `Stack` too small to be eager has its limit at the origin).
     #[inline(always)]
-    pub(crate) fn push_up_fast(&self, layout: Layout, limit: usize) -> Option<NonNull<u8>> {
+    pub(crate) unsafe fn push_up_fast(&self, layout: Layout, limit: usize) -> Option<NonNull<u8>> {
         debug_assert!(limit <= usize::MAX - HEADER - FAST_MAX);
         let size = layout.size();
         if size == 0 || layout.align() > GRAIN || size > FAST_MAX {
@@ -616,7 +654,7 @@ impl Lifo {
         // call this for a bare end.
         debug_assert!(self.waits_at(self.top()));
         // SAFETY: `top + step <= limit`, 16 bytes below what the end may not reach (the
-        // caller's contract): the payload and the next waiting header (8-aligned, as
+        // caller's contract), so the payload and the next waiting header (8-aligned, as
         // the top is) lie in usable memory above the block's header, where nothing is
         // live, clear of the other end's blocks.
         unsafe {
@@ -640,12 +678,19 @@ impl Lifo {
     /// it and becomes the new top, recording a gap of 0 (the newest header was the
     /// top) and the block's length. `None` when the layout is not such or does not fit.
     ///
-    /// `limit` is the address the new top may not pass. The caller keeps it at most
-    /// `ADDR_CEILING + HEADER`, so the sum below cannot overflow, and at or above
-    /// everything the end may not reach: the start of the memory, the other end's top
-    /// and waiting header, the ready part (`Ends`).
+    /// `limit` is the address the new top may not pass.
+    ///
+    /// # Safety
+    ///
+    /// `limit` is at most `ADDR_CEILING + HEADER`, so the sum below cannot overflow,
+    /// and at or above everything the end may not reach: the start of the memory, the
+    /// other end's top and waiting header, the ready part (`Ends`).
     #[inline(always)]
-    pub(crate) fn push_down_fast(&self, layout: Layout, limit: usize) -> Option<NonNull<u8>> {
+    pub(crate) unsafe fn push_down_fast(
+        &self,
+        layout: Layout,
+        limit: usize,
+    ) -> Option<NonNull<u8>> {
         debug_assert!(self.dir == Dir::Down && !self.is_bare());
         let size = layout.size();
         if size == 0 || layout.align() > GRAIN || size > FAST_MAX {
@@ -718,22 +763,35 @@ impl Lifo {
 
     /// Writes the header of the block `placed` and makes it the newest (up, writing the
     /// waiting header at the new top).
+    ///
+    /// # Safety
+    ///
+    /// `placed` is what [`place`](Self::place) returned for this end, given a limit
+    /// inside the end's memory (and clear of what else uses it), and the end has not
+    /// changed since.
     #[inline(always)]
-    pub(crate) fn push(&self, placed: Placed) -> NonNull<u8> {
+    pub(crate) unsafe fn push(&self, placed: Placed) -> NonNull<u8> {
         let at = placed.payload - HEADER as u32;
         let pos = self.pos();
-        self.set_header(
-            at,
-            Header {
-                below: Header::below(pos.gap, at.abs_diff(pos.top)),
-                mark: 0,
-            },
-        );
+        // SAFETY: `place` put the header 16 bytes below the payload, 8-aligned, in
+        // free memory between the top and the limit (the caller's contract).
+        unsafe {
+            self.set_header(
+                at,
+                Header {
+                    below: Header::below(pos.gap, at.abs_diff(pos.top)),
+                    mark: 0,
+                },
+            );
+        }
         // Up, the new top is the block's rounded end; down, it is the header.
-        self.set_pos(Pos {
-            top: placed.new_top,
-            gap: placed.new_top.abs_diff(at),
-        });
+        // SAFETY: the new top `place` computed (the caller's contract).
+        unsafe {
+            self.set_pos(Pos {
+                top: placed.new_top,
+                gap: placed.new_top.abs_diff(at),
+            });
+        }
         Self::ptr_at(self.base, placed.payload)
     }
 
@@ -759,7 +817,8 @@ impl Lifo {
     fn chain_holds(&self, at: u32) -> bool {
         let mut cur = self.last();
         while self.above(cur, at) && cur != at {
-            match self.step_down(cur, self.header(cur)) {
+            // SAFETY: the newest block's header, then each one `step_down` returned.
+            match self.step_down(cur, unsafe { self.header(cur) }) {
                 Some(pos) => cur = self.last_at(pos),
                 None => return false,
             }
@@ -775,7 +834,9 @@ impl Lifo {
             if last == NONE {
                 return pos;
             }
-            let below = self.header(last);
+            // SAFETY: the newest header at a position of the chain (the end's, a
+            // marker's checked by `rollback`, or one `step_down` returned).
+            let below = unsafe { self.header(last) };
             if below.mark & FREED == 0 {
                 return pos;
             }
@@ -796,7 +857,8 @@ impl Lifo {
             if cur == at {
                 below_it = depth;
             }
-            match self.step_down(cur, self.header(cur)) {
+            // SAFETY: the newest block's header, then each one `step_down` returned.
+            match self.step_down(cur, unsafe { self.header(cur) }) {
                 Some(pos) => cur = self.last_at(pos),
                 None => break,
             }
@@ -814,6 +876,9 @@ impl Lifo {
     /// In every build, when `ptr` is not a live block of this end (outside the part
     /// in use, inside a block, or freed before), naming it; under
     /// [`LifoCheck::Strict`] when the block is not the newest.
+    ///
+    /// Safe for any pointer: `ptr` is only compared with header offsets found on the
+    /// chain, never read through, so a wrong one panics before anything is touched.
     pub(crate) fn free(&self, ptr: NonNull<u8>) {
         let at = self.header_of(ptr);
         let last = self.last();
@@ -824,7 +889,8 @@ impl Lifo {
                 self.id
             );
         }
-        let h = self.header(at);
+        // SAFETY: `at` is the newest block's header, or found on the chain above.
+        let h = unsafe { self.header(at) };
         if h.mark & FREED != 0 {
             panic!(
                 "Stack: double free of block #{} at {ptr:p}",
@@ -835,10 +901,20 @@ impl Lifo {
             // A header overwritten by the block beneath gives no position to pop to:
             // the block is then only marked, as a free out of order, and the top stays.
             if let Some(pos) = self.step_down(at, h) {
-                self.set_pos(self.reclaim(pos));
+                // SAFETY: the position below a block of the chain, reclaimed further.
+                unsafe { self.set_pos(self.reclaim(pos)) };
                 self.next_epoch();
                 return;
             }
+        } else if self.check == LifoCheck::Strict {
+            panic!(
+                "Stack (LifoCheck::Strict): block #{} at {ptr:p} freed while block #{} is on top",
+                self.number(at),
+                self.number(last)
+            );
+        }
+        // SAFETY: `at` is a header of the chain (above).
+        unsafe {
             self.set_header(
                 at,
                 Header {
@@ -846,21 +922,6 @@ impl Lifo {
                     ..h
                 },
             );
-            return;
-        }
-        match self.check {
-            LifoCheck::Deferred => self.set_header(
-                at,
-                Header {
-                    mark: h.mark | FREED,
-                    ..h
-                },
-            ),
-            LifoCheck::Strict => panic!(
-                "Stack (LifoCheck::Strict): block #{} at {ptr:p} freed while block #{} is on top",
-                self.number(at),
-                self.number(last)
-            ),
         }
     }
 
@@ -879,7 +940,8 @@ impl Lifo {
             Dir::Up => (new_size <= (limit as usize).saturating_sub(payload + HEADER))
                 .then(|| (payload + new_size).next_multiple_of(GRAIN) as u32),
             Dir::Down => {
-                let room = self.below(at, self.header(at)).top as usize - payload;
+                // SAFETY: `at` is the newest block's header.
+                let room = self.below(at, unsafe { self.header(at) }).top as usize - payload;
                 (new_size <= room).then_some(self.top())
             }
         }
@@ -888,13 +950,22 @@ impl Lifo {
     /// Sets the top after [`resized_top`](Self::resized_top) (the newest block stays
     /// the newest): a new epoch, since a marker taken above the newest block no longer
     /// lies at its end.
-    pub(crate) fn set_top(&self, top: u32) {
+    ///
+    /// # Safety
+    ///
+    /// `top` is what `resized_top` returned for this end, given a limit inside the
+    /// end's memory (and clear of what else uses it), and the end has not changed
+    /// since.
+    pub(crate) unsafe fn set_top(&self, top: u32) {
         let last = self.last();
         debug_assert_ne!(last, NONE, "set_top resizes the newest block");
-        self.set_pos(Pos {
-            top,
-            gap: top.abs_diff(last),
-        });
+        // SAFETY: the new top `resized_top` computed (the caller's contract).
+        unsafe {
+            self.set_pos(Pos {
+                top,
+                gap: top.abs_diff(last),
+            });
+        }
         self.next_epoch();
     }
 
@@ -906,17 +977,21 @@ impl Lifo {
         let mark = if last == NONE {
             0
         } else {
-            let h = self.header(last);
+            // SAFETY: the newest block's header.
+            let h = unsafe { self.header(last) };
             if h.mark & MARK_ID == 0 {
                 let id = self.next_mark.get();
                 self.next_mark.set(id + 1);
-                self.set_header(
-                    last,
-                    Header {
-                        mark: h.mark | id,
-                        ..h
-                    },
-                );
+                // SAFETY: as above.
+                unsafe {
+                    self.set_header(
+                        last,
+                        Header {
+                            mark: h.mark | id,
+                            ..h
+                        },
+                    );
+                }
                 id
             } else {
                 h.mark & MARK_ID
@@ -964,31 +1039,40 @@ impl Lifo {
             let mut pos = self.pos();
             while self.above(self.last_at(pos), marker.pos.top) {
                 let last = self.last_at(pos);
-                match self.step_down(last, self.header(last)) {
+                // SAFETY: the newest block's header, then each one `step_down` returned.
+                match self.step_down(last, unsafe { self.header(last) }) {
                     Some(next) => pos = next,
                     None => return Err(MarkerError::Stale),
                 }
             }
             let last = self.last_at(pos);
-            if pos != marker.pos
-                || (last != NONE && self.header(last).mark & MARK_ID != marker.mark)
-            {
+            let marked = last == NONE || {
+                // SAFETY: `last` is the newest header at a position the walk reached.
+                let h = unsafe { self.header(last) };
+                h.mark & MARK_ID == marker.mark
+            };
+            if pos != marker.pos || !marked {
                 return Err(MarkerError::Stale);
             }
         }
         // Blocks beneath the marker freed out of order go too: nothing above them is
         // left.
-        self.set_pos(self.reclaim(marker.pos));
+        // SAFETY: the marker's position is one of the chain: checked by the walk
+        // above, or of the current epoch, in which the end has only placed blocks.
+        unsafe { self.set_pos(self.reclaim(marker.pos)) };
         self.next_epoch();
         Ok(())
     }
 
     /// Frees everything and invalidates every marker.
     pub(crate) fn reset(&self) {
-        self.set_pos(Pos {
-            top: self.origin,
-            gap: NONE,
-        });
+        // SAFETY: the origin.
+        unsafe {
+            self.set_pos(Pos {
+                top: self.origin,
+                gap: NONE,
+            });
+        }
         self.next_epoch();
         self.floor.set(self.epoch.get());
     }
@@ -1005,7 +1089,9 @@ impl Lifo {
             return Err("top not 8-aligned");
         }
         if self.waits_at(boundary) {
-            let waiting = self.header(boundary);
+            // SAFETY: the top, 8-aligned (checked), where the end keeps its waiting
+            // header.
+            let waiting = unsafe { self.header(boundary) };
             let gap_ok = match boundary == self.origin {
                 true => waiting.gap() == NONE,
                 false => self.gap_fits(boundary, waiting.gap()),
@@ -1035,7 +1121,8 @@ impl Lifo {
             if !inside {
                 return Err("a header lies outside the part its block was placed in");
             }
-            let h = self.header(at);
+            // SAFETY: `at` is 8-aligned with its 16 bytes in the part in use (checked).
+            let h = unsafe { self.header(at) };
             let below = self.below(at, h);
             let prev_top = below.top;
             // The block's room: from its payload to the boundary above it (up), or to

@@ -105,7 +105,9 @@ impl<'buf> Stack<'buf> {
         Self {
             cap,
             fast_limit: base.addr().get() + (cap as usize).saturating_sub(HEADER),
-            lifo: Lifo::new(base, Dir::Up, 0, check, cap as usize >= HEADER),
+            // SAFETY: `grained` gives an 8-aligned part of the borrowed buffer, at most
+            // `MAX_SPAN` long; an eager end has its first 16 bytes.
+            lifo: unsafe { Lifo::new(base, Dir::Up, 0, check, cap as usize >= HEADER) },
             _buf: PhantomData,
         }
     }
@@ -130,7 +132,10 @@ impl<'buf> Stack<'buf> {
     /// ```
     #[inline]
     pub fn alloc_layout(&self, layout: Layout) -> Result<NonNull<u8>, AllocError> {
-        if let Some(p) = self.lifo.push_up_fast(layout, self.fast_limit) {
+        // SAFETY: `fast_limit` is 16 bytes below the end of the memory, which ends
+        // below `ADDR_CEILING` (`grained`); at the origin of an end too small to be
+        // eager.
+        if let Some(p) = unsafe { self.lifo.push_up_fast(layout, self.fast_limit) } {
             return Ok(p);
         }
         self.alloc_slow(layout)
@@ -144,7 +149,8 @@ impl<'buf> Stack<'buf> {
             return Ok(dangling(layout));
         }
         let placed = self.lifo.place(layout, self.cap)?;
-        Ok(self.lifo.push(placed))
+        // SAFETY: placed just now, under the end of the memory.
+        Ok(unsafe { self.lifo.push(placed) })
     }
 
     /// A marker at the current top.
@@ -328,7 +334,8 @@ unsafe impl RawAlloc for Stack<'_> {
         // Only the top block changes size; any other keeps its place in the stack.
         match self.lifo.resized_top(ptr, new_size, self.cap) {
             Some(top) => {
-                self.lifo.set_top(top);
+                // SAFETY: computed just now, under the end of the memory.
+                unsafe { self.lifo.set_top(top) };
                 true
             }
             None => false,
