@@ -28,7 +28,7 @@ commands:
   miri     the Miri crates under cargo +nightly miri test
   loom     the loom crates' models under --cfg bento_loom
   nostd    cargo check of the no_std crates for thumbv7em-none-eabihf
-  windows  cargo check of the crates with Windows code for x86_64-pc-windows-gnu
+  windows  the tests of the crates with Windows code, for x86_64-pc-windows-gnu under Wine
   fuzz-build  cargo check of the fuzz crate (its own workspace)
   bench    the criterion benchmarks (not part of ci)";
 

@@ -86,7 +86,7 @@ fn fixed_pages() {
     });
 }
 
-#[cfg(all(unix, not(miri)))]
+#[cfg(all(any(unix, windows), not(miri)))]
 #[test]
 fn system_pages() {
     let pages = bento_pages::SystemPages::new();

@@ -9,5 +9,5 @@ mod fixed;
 mod heap;
 mod lock;
 mod metered;
-#[cfg(all(unix, not(miri)))]
+#[cfg(all(any(unix, windows), not(miri)))]
 mod system;

@@ -1,5 +1,6 @@
-//! `SystemPages` on Unix: the OS really takes the memory back, decommitting keeps the
-//! mapping whole, and with traps a stray access really faults.
+//! `SystemPages`: reservations round-trip at any alignment; on Unix the OS really
+//! takes the memory back, decommitting keeps the mapping whole, and with traps a stray
+//! access really faults.
 
 use core::ptr::NonNull;
 
@@ -28,6 +29,7 @@ fn large_alignments() {
     }
 }
 
+#[cfg(unix)]
 /// How many pages of `[ptr, ptr + len)` are resident, from `mincore`.
 fn resident_pages(ptr: NonNull<u8>, len: usize) -> usize {
     let page = SystemPages::new().page_size();
@@ -38,6 +40,7 @@ fn resident_pages(ptr: NonNull<u8>, len: usize) -> usize {
     vec.iter().filter(|&&b| b & 1 != 0).count()
 }
 
+#[cfg(unix)]
 #[test]
 fn decommitted_pages_are_not_resident_and_read_zero() {
     for pages in [SystemPages::new(), SystemPages::with_traps()] {
@@ -45,6 +48,7 @@ fn decommitted_pages_are_not_resident_and_read_zero() {
     }
 }
 
+#[cfg(unix)]
 fn decommitted_pages_leave(pages: SystemPages) {
     let page = pages.page_size();
     let n = 64;
@@ -81,6 +85,7 @@ fn decommitted_pages_leave(pages: SystemPages) {
     }
 }
 
+#[cfg(unix)]
 /// In a child process (re-running this test binary), write to a decommitted page:
 /// the child must die of SIGSEGV.
 #[test]
