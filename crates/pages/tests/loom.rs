@@ -7,6 +7,7 @@
 use bento_align::Alignment;
 use bento_pages::lock::RawSpinLock;
 use bento_pages::{HeapPages, Metered, PageSource};
+use bento_testkit::loom::in_threads;
 use loom::cell::UnsafeCell;
 use loom::sync::Arc;
 use loom::thread;
@@ -17,21 +18,14 @@ use loom::thread;
 fn lock_excludes() {
     loom::model(|| {
         let shared = Arc::new((RawSpinLock::new(), UnsafeCell::new(0u32)));
-        let handles: Vec<_> = (0..2)
-            .map(|_| {
-                let shared = Arc::clone(&shared);
-                thread::spawn(move || {
-                    shared.0.lock();
-                    // SAFETY: the lock is held.
-                    shared.1.with_mut(|v| unsafe { *v += 1 });
-                    // SAFETY: this thread holds the lock.
-                    unsafe { shared.0.unlock() };
-                })
-            })
-            .collect();
-        for h in handles {
-            h.join().unwrap();
-        }
+        let each = Arc::clone(&shared);
+        in_threads(2, move |_| {
+            each.0.lock();
+            // SAFETY: the lock is held.
+            each.1.with_mut(|v| unsafe { *v += 1 });
+            // SAFETY: this thread holds the lock.
+            unsafe { each.0.unlock() };
+        });
         shared.0.lock();
         // SAFETY: the lock is held and the other threads are done.
         assert_eq!(shared.1.with(|v| unsafe { *v }), 2);
@@ -77,26 +71,18 @@ fn metered_figures() {
     loom::model(|| {
         let pages = Arc::new(Metered::new(HeapPages::new()));
         let base = pages.reserve(2 * 4096, Alignment::MIN).unwrap();
-        let handles: Vec<_> = (0..2usize)
-            .map(|i| {
-                let pages = Arc::clone(&pages);
-                let page = SendPtr(base.map_addr(|a| a.saturating_add(i * 4096)));
-                thread::spawn(move || {
-                    let page = page.0;
-                    // SAFETY: each thread commits and decommits its own page of the
-                    // live reservation.
-                    unsafe {
-                        pages.commit(page, 4096).unwrap();
-                        let seen = pages.stats();
-                        assert!(seen.max_committed >= 4096);
-                        pages.decommit(page, 4096);
-                    }
-                })
-            })
-            .collect();
-        for h in handles {
-            h.join().unwrap();
-        }
+        let each = Arc::clone(&pages);
+        in_threads(2, move |i| {
+            let page = base.map_addr(|a| a.saturating_add((i - 1) * 4096));
+            // SAFETY: thread `i` commits and decommits page `i - 1` of the live
+            // reservation, its own.
+            unsafe {
+                each.commit(page, 4096).unwrap();
+                let seen = each.stats();
+                assert!(seen.max_committed >= 4096);
+                each.decommit(page, 4096);
+            }
+        });
         let s = pages.stats();
         assert_eq!((s.committed, s.commits, s.decommits), (0, 2, 2));
         assert!(s.max_committed == 4096 || s.max_committed == 8192);
@@ -104,10 +90,3 @@ fn metered_figures() {
         unsafe { pages.release(base, 2 * 4096) };
     });
 }
-
-/// A pointer handed to another thread.
-struct SendPtr(core::ptr::NonNull<u8>);
-
-// SAFETY: it points into a `HeapPages` reservation that outlives the threads, and each
-// thread uses a different page of it.
-unsafe impl Send for SendPtr {}

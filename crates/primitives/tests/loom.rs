@@ -12,6 +12,7 @@ use core::num::NonZeroU32;
 use core::ptr::NonNull;
 
 use bento_primitives::SharedPool;
+use bento_testkit::loom::in_threads;
 use loom::cell::UnsafeCell;
 use loom::sync::Arc;
 use loom::thread;
@@ -98,26 +99,18 @@ fn two_threads_pop_two_and_push_them_back() {
     loom::model(|| {
         let (pool, chunks) = pool_with_list(4, &[3, 2, 1, 0]);
         let payloads = Payloads::new(&chunks);
-        let handles: Vec<_> = (1..=2)
-            .map(|owner| {
-                let payloads = Arc::clone(&payloads);
-                thread::spawn(move || {
-                    let a = pool.alloc().expect("at most four chunks are out");
-                    let b = pool.alloc().expect("at most four chunks are out");
-                    assert_ne!(a, b);
-                    payloads.own(a, owner);
-                    payloads.own(b, owner);
-                    // SAFETY: chunks this thread took, freed once.
-                    unsafe {
-                        pool.free(b);
-                        pool.free(a);
-                    }
-                })
-            })
-            .collect();
-        for h in handles {
-            h.join().unwrap();
-        }
+        in_threads(2, move |owner| {
+            let a = pool.alloc().expect("at most four chunks are out");
+            let b = pool.alloc().expect("at most four chunks are out");
+            assert_ne!(a, b);
+            payloads.own(a, owner);
+            payloads.own(b, owner);
+            // SAFETY: chunks this thread took, freed once.
+            unsafe {
+                pool.free(b);
+                pool.free(a);
+            }
+        });
         drain_exactly(pool, chunks);
     });
 }
@@ -212,27 +205,19 @@ fn two_caches_take_batches_and_give_them_back() {
     loom::model(|| {
         let (pool, chunks) = pool_with_list(4, &[3, 2, 1, 0]);
         let payloads = Payloads::new(&chunks);
-        let handles: Vec<_> = (1..=2)
-            .map(|owner| {
-                let payloads = Arc::clone(&payloads);
-                thread::spawn(move || {
-                    let cache = pool.cache_with_batch(batch(2));
-                    let a = cache.alloc().expect("two chunks each, four in all");
-                    let b = cache.alloc().expect("two chunks each, four in all");
-                    assert_ne!(a, b);
-                    payloads.own(a, owner);
-                    payloads.own(b, owner);
-                    // SAFETY: chunks this thread took, freed once.
-                    unsafe {
-                        cache.free(b);
-                        cache.free(a);
-                    }
-                })
-            })
-            .collect();
-        for h in handles {
-            h.join().unwrap();
-        }
+        in_threads(2, move |owner| {
+            let cache = pool.cache_with_batch(batch(2));
+            let a = cache.alloc().expect("two chunks each, four in all");
+            let b = cache.alloc().expect("two chunks each, four in all");
+            assert_ne!(a, b);
+            payloads.own(a, owner);
+            payloads.own(b, owner);
+            // SAFETY: chunks this thread took, freed once.
+            unsafe {
+                cache.free(b);
+                cache.free(a);
+            }
+        });
         drain_exactly(pool, chunks);
     });
 }

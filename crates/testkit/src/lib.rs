@@ -3,6 +3,8 @@
 extern crate alloc;
 
 mod generate;
+#[cfg(bento_loom)]
+pub mod loom;
 mod op;
 mod oracle;
 mod seed;

@@ -254,3 +254,84 @@ api_adaptor!(
     Api04,
     allocator_api2_04
 );
+
+/// Writes, inside an `impl Target for …` block, the four plain operations
+/// (`allocate`, `deallocate`, `grow`, `shrink`) as calls through the allocator-api2
+/// **0.2** `Allocator` that `$api` gives, an expression of `self` and the end:
+/// `forward_to_api02!(|self, end| &*self.stack)` for a target holding `&mut Stack`,
+/// `forward_to_api02!(|self, end| self.double.end(end))` for one handle per end. The
+/// rest of the block adds what the allocator has beyond the trait (reset, markers,
+/// validate).
+///
+/// ```
+/// use allocator_api2::alloc::Global;
+/// use bento_testkit::{Caps, Figures, Target, Unstructured, forward_to_api02, run};
+///
+/// /// The global allocator, with a validate that finds nothing to check.
+/// struct Checked(Global);
+///
+/// impl Target for Checked {
+///     forward_to_api02!(|self, end| self.0);
+///
+///     fn validate(&mut self) -> Result<Figures, String> {
+///         Ok(Figures::default())
+///     }
+/// }
+///
+/// let report = run(&mut Checked(Global), &Caps::default(), &mut Unstructured::new(&[3; 256]))
+///     .expect("Global passes");
+/// assert!(report.steps > 0);
+/// ```
+#[macro_export]
+macro_rules! forward_to_api02 {
+    (|$self:ident, $end:ident| $api:expr) => {
+        fn allocate(
+            &mut $self,
+            $end: $crate::End,
+            layout: ::core::alloc::Layout,
+            zeroed: bool,
+        ) -> Option<::core::ptr::NonNull<[u8]>> {
+            $crate::Target::allocate(&mut $crate::Api02::new(&$api), $end, layout, zeroed)
+        }
+
+        unsafe fn deallocate(
+            &mut $self,
+            $end: $crate::End,
+            ptr: ::core::ptr::NonNull<u8>,
+            layout: ::core::alloc::Layout,
+        ) {
+            // SAFETY: the caller upholds `Target::deallocate`'s contract, for the
+            // allocator the block came from.
+            unsafe {
+                $crate::Target::deallocate(&mut $crate::Api02::new(&$api), $end, ptr, layout)
+            }
+        }
+
+        unsafe fn grow(
+            &mut $self,
+            $end: $crate::End,
+            ptr: ::core::ptr::NonNull<u8>,
+            old: ::core::alloc::Layout,
+            new: ::core::alloc::Layout,
+            zeroed: bool,
+        ) -> Option<::core::ptr::NonNull<[u8]>> {
+            // SAFETY: the caller upholds `Target::grow`'s contract, for the allocator
+            // the block came from.
+            unsafe {
+                $crate::Target::grow(&mut $crate::Api02::new(&$api), $end, ptr, old, new, zeroed)
+            }
+        }
+
+        unsafe fn shrink(
+            &mut $self,
+            $end: $crate::End,
+            ptr: ::core::ptr::NonNull<u8>,
+            old: ::core::alloc::Layout,
+            new: ::core::alloc::Layout,
+        ) -> Option<::core::ptr::NonNull<[u8]>> {
+            // SAFETY: the caller upholds `Target::shrink`'s contract, for the allocator
+            // the block came from.
+            unsafe { $crate::Target::shrink(&mut $crate::Api02::new(&$api), $end, ptr, old, new) }
+        }
+    };
+}

@@ -21,7 +21,8 @@ use bento_pages::{AllocError, RawAlloc, dangling, impl_allocator};
 /// let err = bump.alloc([1u8; 8]).unwrap_err();
 /// assert_eq!(err.into_inner(), [1u8; 8]);
 /// ```
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("no room for the value in the bump allocator")]
 pub struct AllocFailed<T>(pub T);
 
 impl<T> AllocFailed<T> {
@@ -36,14 +37,6 @@ impl<T> fmt::Debug for AllocFailed<T> {
         f.write_str("AllocFailed(..)")
     }
 }
-
-impl<T> fmt::Display for AllocFailed<T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("no room for the value in the bump allocator")
-    }
-}
-
-impl<T> core::error::Error for AllocFailed<T> {}
 
 /// Every block's end is rounded up to this, so the top stays aligned to it and requests
 /// aligned to at most this need no padding arithmetic.

@@ -19,23 +19,12 @@ use crate::linear::arena::{Arena, ArenaConfig};
 ///     "frame 3 is still in use: drop its handle before its arena comes round again"
 /// );
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("frame {frame} is still in use: drop its handle before its arena comes round again")]
 pub struct FrameBusy {
     /// The number of the frame whose handle is alive.
     pub frame: u64,
 }
-
-impl fmt::Display for FrameBusy {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "frame {} is still in use: drop its handle before its arena comes round again",
-            self.frame
-        )
-    }
-}
-
-impl core::error::Error for FrameBusy {}
 
 /// `N` [`Arena`]s in rotation for memory that lives a few frames (the GPU reading what
 /// the CPU wrote, results read back one frame later): [`next_frame`](Self::next_frame)

@@ -173,30 +173,21 @@ impl Marker {
 /// assert_eq!(one.rollback(two.marker()), Err(MarkerError::Foreign));
 /// assert_eq!(MarkerError::Foreign.to_string(), "the marker belongs to another stack");
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum MarkerError {
     /// The marker was taken on another stack (or the other end of a double stack).
+    #[error("the marker belongs to another stack")]
     Foreign,
     /// The marker lies above the current top (what was below it has been freed).
+    #[error("the marker lies above the current top")]
     AboveTop,
     /// A rollback to an earlier marker, a reset, or a change to the block below the
     /// marker has invalidated it. Also what a release build says when the check walks
     /// into a block header that a block written past its end overwrote (debug builds
     /// panic naming it).
+    #[error("the marker was invalidated by an earlier rollback or reset")]
     Stale,
 }
-
-impl fmt::Display for MarkerError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Self::Foreign => "the marker belongs to another stack",
-            Self::AboveTop => "the marker lies above the current top",
-            Self::Stale => "the marker was invalidated by an earlier rollback or reset",
-        })
-    }
-}
-
-impl core::error::Error for MarkerError {}
 
 /// What `validate()` counted by walking the blocks of a stack (or of both ends of a
 /// double stack).

@@ -5,7 +5,7 @@ use allocator_api2::alloc::Allocator;
 use bento_align::Alignment;
 use bento_pages::{FaultyPages, HeapPages, Metered, PageSource};
 use bento_primitives::{AllocError, Arena, ArenaConfig, FrameArena, FrameBusy};
-use bento_testkit::{Api02, Caps, End, Figures, Ops, SizeGen, Target, cases, run, seeded};
+use bento_testkit::{Caps, Figures, Ops, SizeGen, Target, cases, forward_to_api02, run, seeded};
 
 type Faulty = FaultyPages<HeapPages>;
 
@@ -24,37 +24,7 @@ struct ArenaTarget<'a> {
 }
 
 impl Target for ArenaTarget<'_> {
-    fn allocate(&mut self, end: End, layout: Layout, zeroed: bool) -> Option<NonNull<[u8]>> {
-        Api02::new(&&*self.arena).allocate(end, layout, zeroed)
-    }
-
-    unsafe fn deallocate(&mut self, end: End, ptr: NonNull<u8>, layout: Layout) {
-        // SAFETY: the interpreter upholds `Target::deallocate`'s contract.
-        unsafe { Api02::new(&&*self.arena).deallocate(end, ptr, layout) }
-    }
-
-    unsafe fn grow(
-        &mut self,
-        end: End,
-        ptr: NonNull<u8>,
-        old: Layout,
-        new: Layout,
-        zeroed: bool,
-    ) -> Option<NonNull<[u8]>> {
-        // SAFETY: the interpreter upholds `Target::grow`'s contract.
-        unsafe { Api02::new(&&*self.arena).grow(end, ptr, old, new, zeroed) }
-    }
-
-    unsafe fn shrink(
-        &mut self,
-        end: End,
-        ptr: NonNull<u8>,
-        old: Layout,
-        new: Layout,
-    ) -> Option<NonNull<[u8]>> {
-        // SAFETY: the interpreter upholds `Target::shrink`'s contract.
-        unsafe { Api02::new(&&*self.arena).shrink(end, ptr, old, new) }
-    }
+    forward_to_api02!(|self, end| &*self.arena);
 
     fn reset(&mut self) {
         self.resets += 1;

@@ -1,5 +1,4 @@
 use core::alloc::Layout;
-use core::ptr::NonNull;
 
 use allocator_api2::alloc::Allocator;
 use bento_align::Alignment;
@@ -7,7 +6,9 @@ use bento_pages::{FaultyPages, HeapPages};
 use bento_primitives::{
     AllocError, ArenaConfig, DoubleArena, DoubleStack, Marker, MarkerError, StackEnd, StackReport,
 };
-use bento_testkit::{Api02, Caps, End, Figures, Ops, SizeGen, Target, cases, run, seeded};
+use bento_testkit::{
+    Caps, End, Figures, Ops, SizeGen, Target, cases, forward_to_api02, run, seeded,
+};
 
 use crate::Buffer;
 
@@ -78,38 +79,7 @@ pub(crate) struct DoubleTarget<'a, D> {
 }
 
 impl<D: Double> Target for DoubleTarget<'_, D> {
-    fn allocate(&mut self, end: End, layout: Layout, zeroed: bool) -> Option<NonNull<[u8]>> {
-        Api02::new(&self.double.end(end)).allocate(end, layout, zeroed)
-    }
-
-    unsafe fn deallocate(&mut self, end: End, ptr: NonNull<u8>, layout: Layout) {
-        // SAFETY: the interpreter upholds `Target::deallocate`'s contract; `end` is the
-        // end the block came from.
-        unsafe { Api02::new(&self.double.end(end)).deallocate(end, ptr, layout) }
-    }
-
-    unsafe fn grow(
-        &mut self,
-        end: End,
-        ptr: NonNull<u8>,
-        old: Layout,
-        new: Layout,
-        zeroed: bool,
-    ) -> Option<NonNull<[u8]>> {
-        // SAFETY: as in `deallocate`.
-        unsafe { Api02::new(&self.double.end(end)).grow(end, ptr, old, new, zeroed) }
-    }
-
-    unsafe fn shrink(
-        &mut self,
-        end: End,
-        ptr: NonNull<u8>,
-        old: Layout,
-        new: Layout,
-    ) -> Option<NonNull<[u8]>> {
-        // SAFETY: as in `deallocate`.
-        unsafe { Api02::new(&self.double.end(end)).shrink(end, ptr, old, new) }
-    }
+    forward_to_api02!(|self, end| self.double.end(end));
 
     fn reset(&mut self) {
         self.double.reset();

@@ -17,7 +17,9 @@ use bento_primitives::{
     GROWING_POOL_COMMIT_STEP, GrowingPool, Misuse, Pool, PoolBox, PoolReport,
     SHARED_POOL_CACHE_BATCH, SharedPool, SharedPoolCache, TypedPool,
 };
-use bento_testkit::{Api02, Caps, End, Figures, Ops, SizeGen, Target, cases, run, seeded};
+use bento_testkit::{
+    Api02, Caps, End, Figures, Ops, SizeGen, Target, cases, forward_to_api02, run, seeded,
+};
 
 use crate::Buffer;
 
@@ -452,37 +454,7 @@ type Faulty = FaultyPages<HeapPages>;
 struct GrowingTarget<'a>(&'a GrowingPool<Faulty>);
 
 impl Target for GrowingTarget<'_> {
-    fn allocate(&mut self, end: End, layout: Layout, zeroed: bool) -> Option<NonNull<[u8]>> {
-        Api02::new(&self.0).allocate(end, layout, zeroed)
-    }
-
-    unsafe fn deallocate(&mut self, end: End, ptr: NonNull<u8>, layout: Layout) {
-        // SAFETY: the interpreter upholds `Target::deallocate`'s contract.
-        unsafe { Api02::new(&self.0).deallocate(end, ptr, layout) }
-    }
-
-    unsafe fn grow(
-        &mut self,
-        end: End,
-        ptr: NonNull<u8>,
-        old: Layout,
-        new: Layout,
-        zeroed: bool,
-    ) -> Option<NonNull<[u8]>> {
-        // SAFETY: the interpreter upholds `Target::grow`'s contract.
-        unsafe { Api02::new(&self.0).grow(end, ptr, old, new, zeroed) }
-    }
-
-    unsafe fn shrink(
-        &mut self,
-        end: End,
-        ptr: NonNull<u8>,
-        old: Layout,
-        new: Layout,
-    ) -> Option<NonNull<[u8]>> {
-        // SAFETY: the interpreter upholds `Target::shrink`'s contract.
-        unsafe { Api02::new(&self.0).shrink(end, ptr, old, new) }
-    }
+    forward_to_api02!(|self, end| self.0);
 
     fn trim(&mut self) {
         let before = self.0.committed();

@@ -1,10 +1,11 @@
 use core::alloc::Layout;
-use core::ptr::NonNull;
 
 use allocator_api2::alloc::Allocator;
 use bento_align::Alignment;
 use bento_primitives::{LifoCheck, Marker, MarkerError, Stack};
-use bento_testkit::{Api02, Caps, End, Figures, Ops, SizeGen, Target, cases, run, seeded};
+use bento_testkit::{
+    Caps, End, Figures, Ops, SizeGen, Target, cases, forward_to_api02, run, seeded,
+};
 
 use crate::Buffer;
 
@@ -15,38 +16,7 @@ struct StackTarget<'a, 'buf> {
 }
 
 impl Target for StackTarget<'_, '_> {
-    // The plain operations go through the testkit's allocator-api2 0.2 adaptor.
-    fn allocate(&mut self, end: End, layout: Layout, zeroed: bool) -> Option<NonNull<[u8]>> {
-        Api02::new(&&*self.stack).allocate(end, layout, zeroed)
-    }
-
-    unsafe fn deallocate(&mut self, end: End, ptr: NonNull<u8>, layout: Layout) {
-        // SAFETY: the interpreter upholds `Target::deallocate`'s contract.
-        unsafe { Api02::new(&&*self.stack).deallocate(end, ptr, layout) }
-    }
-
-    unsafe fn grow(
-        &mut self,
-        end: End,
-        ptr: NonNull<u8>,
-        old: Layout,
-        new: Layout,
-        zeroed: bool,
-    ) -> Option<NonNull<[u8]>> {
-        // SAFETY: the interpreter upholds `Target::grow`'s contract.
-        unsafe { Api02::new(&&*self.stack).grow(end, ptr, old, new, zeroed) }
-    }
-
-    unsafe fn shrink(
-        &mut self,
-        end: End,
-        ptr: NonNull<u8>,
-        old: Layout,
-        new: Layout,
-    ) -> Option<NonNull<[u8]>> {
-        // SAFETY: the interpreter upholds `Target::shrink`'s contract.
-        unsafe { Api02::new(&&*self.stack).shrink(end, ptr, old, new) }
-    }
+    forward_to_api02!(|self, end| &*self.stack);
 
     fn reset(&mut self) {
         self.stack.reset();

@@ -2,28 +2,16 @@
 //! caught by the debug checks and by `validate()`.
 
 use core::alloc::Layout;
-use core::cell::RefCell;
 
 use bento_pages::{FaultyPages, HeapPages, Metered};
-use bento_space::{MemorySpace, Misuse, Rule, SpaceStats};
+#[cfg(debug_assertions)]
+use bento_space::Misuse;
+use bento_space::{MemorySpace, Rule, SpaceStats};
 use bento_testkit::cases;
 
 use crate::SMALL;
-
-thread_local! {
-    static SEEN: RefCell<Vec<Misuse<'static>>> = const { RefCell::new(Vec::new()) };
-}
-
-fn record(m: &Misuse) {
-    SEEN.with(|s| {
-        s.borrow_mut()
-            .push(m.detach().expect("a space reports no leaks"))
-    });
-}
-
-fn seen() -> Vec<Misuse<'static>> {
-    SEEN.with(|s| core::mem::take(&mut *s.borrow_mut()))
-}
+#[cfg(debug_assertions)]
+use crate::{record, seen};
 
 #[test]
 fn zero_size_huge_and_overflowing_requests() {

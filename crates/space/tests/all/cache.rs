@@ -175,22 +175,10 @@ fn validate_names_a_broken_cache_entry() {
 mod misuse {
     use super::*;
 
-    std::thread_local! {
-        static SEEN: core::cell::RefCell<Vec<bento_space::Misuse<'static>>> =
-            const { core::cell::RefCell::new(Vec::new()) };
-    }
-
-    fn record(m: &bento_space::Misuse) {
-        SEEN.with(|s| {
-            s.borrow_mut()
-                .push(m.detach().expect("a space reports no leaks"))
-        });
-    }
-
     #[test]
     fn a_double_free_of_a_cached_block_is_reported() {
         let mut space = MemorySpace::new(HeapPages::new(), SMALL).unwrap();
-        space.set_misuse_hook(record);
+        space.set_misuse_hook(crate::record);
         let a = space.alloc(layout(100)).unwrap();
         let b = space.alloc(layout(100)).unwrap();
         // SAFETY: `a` is live the first time; the second free and the `dealloc`
@@ -200,19 +188,17 @@ mod misuse {
             space.free(a);
             space.dealloc(a, layout(100));
         }
-        SEEN.with(|s| {
-            assert!(
-                matches!(
-                    s.borrow().as_slice(),
-                    [
-                        bento_space::Misuse::DoubleFree { .. },
-                        bento_space::Misuse::DoubleFree { .. }
-                    ]
-                ),
-                "{:?}",
-                s.borrow()
-            );
-        });
+        let seen = crate::seen();
+        assert!(
+            matches!(
+                seen.as_slice(),
+                [
+                    bento_space::Misuse::DoubleFree { .. },
+                    bento_space::Misuse::DoubleFree { .. }
+                ]
+            ),
+            "{seen:?}"
+        );
         assert_eq!(space.stats().cached_blocks, 1);
         space.validate().unwrap();
         // SAFETY: live.

@@ -9,9 +9,35 @@ mod resized;
 mod segments;
 mod session;
 
+#[cfg(debug_assertions)]
+use std::cell::RefCell;
+
 use bento_pages::PageSource;
+#[cfg(debug_assertions)]
+use bento_space::Misuse;
 use bento_space::{MemorySpace, SpaceConfig};
 use bento_testkit::Figures;
+
+#[cfg(debug_assertions)]
+std::thread_local! {
+    /// The misuse reported to [`record`] on this thread.
+    static SEEN: RefCell<Vec<Misuse<'static>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A misuse hook that records each report, for [`seen`].
+#[cfg(debug_assertions)]
+pub(crate) fn record(m: &Misuse<'_>) {
+    SEEN.with(|s| {
+        s.borrow_mut()
+            .push(m.detach().expect("a space reports no leaks"))
+    });
+}
+
+/// The misuse [`record`] saw on this thread since the last call.
+#[cfg(debug_assertions)]
+pub(crate) fn seen() -> Vec<Misuse<'static>> {
+    SEEN.with(RefCell::take)
+}
 
 /// Small segments, so that programs cross segment and threshold boundaries and Miri
 /// stays quick: 4 KiB pages, 64 KiB segments, dedicated from 16 KiB, and no commit

@@ -225,18 +225,6 @@ mod linux {
         vec.iter().filter(|&&b| b & 1 != 0).count()
     }
 
-    std::thread_local! {
-        static SEEN: core::cell::RefCell<Vec<bento_space::Misuse<'static>>> =
-            const { core::cell::RefCell::new(Vec::new()) };
-    }
-
-    fn record(m: &bento_space::Misuse) {
-        SEEN.with(|s| {
-            s.borrow_mut()
-                .push(m.detach().expect("a space reports no leaks"))
-        });
-    }
-
     /// The process's kernel mappings, from `/proc/self/maps`.
     fn mappings() -> usize {
         std::fs::read_to_string("/proc/self/maps")
@@ -297,7 +285,7 @@ mod linux {
         // No block cache: `a` and `b` must merge at once.
         let config = crate::SMALL.with_block_cache(0);
         let mut space = MemorySpace::new(SystemPages::new(), config).unwrap();
-        space.set_misuse_hook(record);
+        space.set_misuse_hook(crate::record);
         let a = space.alloc(layout(8000)).unwrap();
         let b = space.alloc(layout(8000)).unwrap();
         let g = space.alloc(layout(100)).unwrap();
@@ -309,19 +297,17 @@ mod linux {
             let inside = b.add(5000); // a stale pointer into the middle of free space
             space.free(inside);
         }
-        SEEN.with(|s| {
-            assert!(
-                matches!(
-                    s.borrow().as_slice(),
-                    [
-                        bento_space::Misuse::DoubleFree { .. },
-                        bento_space::Misuse::DoubleFree { .. }
-                    ]
-                ),
-                "{:?}",
-                s.borrow()
-            )
-        });
+        let seen = crate::seen();
+        assert!(
+            matches!(
+                seen.as_slice(),
+                [
+                    bento_space::Misuse::DoubleFree { .. },
+                    bento_space::Misuse::DoubleFree { .. }
+                ]
+            ),
+            "{seen:?}"
+        );
         space.validate().unwrap();
         free_all(&space, &[g]);
     }
