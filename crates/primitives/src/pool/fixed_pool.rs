@@ -115,9 +115,10 @@ pub enum PoolCorruption {
 /// `counters` feature; elsewhere a zero-size placeholder, and the figure comes from a
 /// walk of the free list instead (see [`FreeList::in_use`]).
 ///
-/// The count is one read-modify-write per operation, and measured it is what keeps
-/// `Pool` from the speed of a bare free list: on `pool/random_10k_live` it made a pair
-/// 1.34x the bare list's time instead of about 1.0x (docs/benchmarks.md).
+/// The count is one read-modify-write per operation, and it is what keeps `Pool` from
+/// the speed of a bare free list: on `pool/random_10k_live` it makes a pair up to 1.34×
+/// the bare list's time instead of about 1.0× (`cargo bench -p bento-benches --bench
+/// pool`, with and without `--features bento-primitives/counters`).
 #[derive(Default)]
 struct Count {
     #[cfg(any(debug_assertions, feature = "counters"))]

@@ -1,4 +1,4 @@
-//! What bad input gets (../shared/TESTING.md): errors with nothing changed, and misuse
+//! What bad input gets: errors with nothing changed, and misuse
 //! caught by the debug checks and by `validate()`.
 
 use core::alloc::Layout;
