@@ -195,6 +195,17 @@ unsafe impl<T: RawAlloc + ?Sized> RawAlloc for &T {
         // SAFETY: the caller's contract, for the same allocator.
         unsafe { (**self).resize_raw(ptr, old, new) }
     }
+
+    #[inline]
+    unsafe fn relocate(
+        &self,
+        ptr: NonNull<u8>,
+        old: Layout,
+        new: Layout,
+    ) -> Result<NonNull<u8>, AllocError> {
+        // SAFETY: the caller's contract, for the same allocator.
+        unsafe { (**self).relocate(ptr, old, new) }
+    }
 }
 
 /// Writes `unsafe impl Allocator for $ty`, for allocator-api2 0.2 and 0.4, from

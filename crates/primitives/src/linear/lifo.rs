@@ -346,8 +346,9 @@ impl Lifo {
     ///
     /// `base` is 8-aligned and its provenance covers, for as long as the end is used,
     /// every offset the end will be given (its origin and limits, at most `MAX_SPAN`),
-    /// and for an eager end the 16 bytes at the origin: memory that only this end (and
-    /// the blocks it hands out) uses.
+    /// and for an eager end the 16 bytes at the origin. Nothing but this end, its
+    /// blocks and what its limits keep it clear of (the other end of a double stack)
+    /// uses that memory.
     pub(crate) unsafe fn new(
         base: NonNull<u8>,
         dir: Dir,
@@ -601,10 +602,11 @@ impl Lifo {
     ///
     /// # Safety
     ///
-    /// As for [`header`](Self::header), or `at` is the top of a position the end's
+    /// As for [`header`](Self::header); or `at` is the top of a position the end's
     /// blocks allow, which keeps room below the limit for the waiting header (`place`,
-    /// `resized_top` and the pops leave it). Headers lie in front of the blocks the end
-    /// hands out and at the top, which no block reaches.
+    /// `resized_top` and the pops leave it); or `at` is the header slot `place`
+    /// computed for a new block, between the top and the limit. Headers lie in front of
+    /// the blocks the end hands out and at the top, which no block reaches.
     #[inline]
     unsafe fn set_header(&self, at: u32, h: Header) {
         // SAFETY: the caller's contract: 16 writable, 8-aligned bytes of the end's
@@ -759,7 +761,8 @@ impl Lifo {
     ///
     /// `placed` is what [`place`](Self::place) returned for this end, given a limit
     /// inside the end's memory (and clear of what else uses it), and the end has not
-    /// changed since.
+    /// changed since; the memory up to the new top (and, up, its waiting header) is
+    /// usable: committed where the memory is a reservation (`Ends::reach`).
     #[inline(always)]
     pub(crate) unsafe fn push(&self, placed: Placed) -> NonNull<u8> {
         let at = placed.payload - HEADER as u32;
@@ -946,7 +949,8 @@ impl Lifo {
     ///
     /// `top` is what `resized_top` returned for this end, given a limit inside the
     /// end's memory (and clear of what else uses it), and the end has not changed
-    /// since.
+    /// since; the memory up to the new top (and, up, its waiting header) is usable:
+    /// committed where the memory is a reservation (`Ends::reach`).
     pub(crate) unsafe fn set_top(&self, top: u32) {
         let last = self.last();
         debug_assert_ne!(last, NONE, "set_top resizes the newest block");
