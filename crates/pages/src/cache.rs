@@ -243,6 +243,40 @@ impl<P: PageSource> CommitCache<P> {
         &self.inner
     }
 
+    /// The source behind the cache, given back after what [`Drop`] does: every
+    /// parked page decommitted, the spares and the slot table released.
+    ///
+    /// ```
+    /// use bento_pages::{CommitCache, HeapPages, Metered};
+    ///
+    /// let cache = CommitCache::with_capacity(Metered::new(HeapPages::new()), 16 * 4096).unwrap();
+    /// let metered = cache.into_inner();
+    /// assert_eq!(metered.stats().reserved, 0); // the slot table went back
+    /// ```
+    pub fn into_inner(self) -> P {
+        let mut this = core::mem::ManuallyDrop::new(self);
+        this.release_all();
+        // SAFETY: `this` is never used or dropped again, so `inner` is moved out once;
+        // the other fields own nothing (the table went back in `release_all`, and the
+        // state holds plain values).
+        unsafe { core::ptr::read(&raw const this.inner) }
+    }
+
+    /// Decommits every parked page and releases the spares and the slot table.
+    fn release_all(&mut self) {
+        self.trim();
+        if self.table_bytes > 0 {
+            let base = self.table.cast::<u8>();
+            // SAFETY: the table's own reservation, committed in `with_capacity`, no
+            // longer used.
+            unsafe {
+                self.inner.decommit(base, self.table_bytes);
+                self.inner.release(base, self.table_bytes);
+            }
+            self.table_bytes = 0;
+        }
+    }
+
     /// The cache's figures now.
     pub fn stats(&self) -> CacheStats {
         self.state.with(|s| s.stats)
@@ -466,17 +500,7 @@ impl<P: PageSource> CommitCache<P> {
 
 impl<P: PageSource> Drop for CommitCache<P> {
     fn drop(&mut self) {
-        // Decommits every parked page and releases the spares.
-        self.trim();
-        if self.table_bytes > 0 {
-            let base = self.table.cast::<u8>();
-            // SAFETY: the table's own reservation, committed in `with_capacity`, no
-            // longer used.
-            unsafe {
-                self.inner.decommit(base, self.table_bytes);
-                self.inner.release(base, self.table_bytes);
-            }
-        }
+        self.release_all();
     }
 }
 

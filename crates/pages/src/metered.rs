@@ -145,6 +145,18 @@ impl<P: PageSource> Metered<P> {
     pub fn inner(&self) -> &P {
         &self.inner
     }
+
+    /// The wrapped source, given back; the figures are dropped.
+    ///
+    /// ```
+    /// use bento_pages::{HeapPages, Metered, PageSource};
+    ///
+    /// let metered = Metered::new(HeapPages::new());
+    /// assert_eq!(metered.into_inner().page_size(), 4096);
+    /// ```
+    pub fn into_inner(self) -> P {
+        self.inner
+    }
 }
 
 // SAFETY: every method forwards to `P` unchanged; the counters only observe.

@@ -1,0 +1,968 @@
+//! [`CommonAllocator`]: the lazy start, routing, and the entry points.
+
+use core::alloc::{GlobalAlloc, Layout};
+use core::cell::UnsafeCell;
+use core::fmt;
+use core::mem::MaybeUninit;
+use core::ptr::NonNull;
+
+use bento_align::Alignment;
+use bento_pages::{CommitCache, Metered, PageSource, RawAlloc};
+use bento_space::MemorySpace;
+
+use crate::config::{CommonConfig, CommonError, Routing, SMALL_ALIGN, SizeClasses};
+use crate::layer::{Layer, RegionPages};
+use crate::map::NOBODY;
+use crate::region::Region;
+use crate::sync::{AtomicPtr, AtomicU8, AtomicUsize, Ordering, spin_loop};
+use crate::{AllocError, Misuse, MisuseHook};
+
+/// The most regions an allocator has: 32 small classes and the large region.
+pub(crate) const MAX_REGIONS: usize = crate::config::MAX_CLASSES + 1;
+
+/// The start states.
+const UNINIT: u8 = 0;
+const STARTING: u8 = 1;
+const READY: u8 = 2;
+const FAILED: u8 = 3;
+
+macro_rules! define_common {
+    ($($default:tt)*) => {
+        /// The common allocator: a region (a memory space behind its own lock) for each
+        /// small size class and one for everything larger, for all the memory that
+        /// does not want an allocator of its own.
+        ///
+        /// It starts on first use, without allocating: its tables and regions live in
+        /// one block from its page source. `&CommonAllocator` is an allocator-api2
+        /// `Allocator`, and a `static` one is a `#[global_allocator]`:
+        ///
+        /// ```
+        /// use bento_common::CommonAllocator;
+        ///
+        /// #[global_allocator]
+        /// static GLOBAL: CommonAllocator = CommonAllocator::new();
+        ///
+        /// let v: Vec<u32> = (0..1000).collect();
+        /// assert_eq!(v.iter().sum::<u32>(), 499_500);
+        /// assert!(GLOBAL.stats().live_blocks >= 1);
+        /// ```
+        ///
+        /// Requests of up to 256 bytes aligned to at most 16 go to the region of their
+        /// class, which keeps freed blocks on a free list within a shared budget;
+        /// the rest go to the large region (see [`Routing`]). Any pointer's region is
+        /// found in O(1) through the region map, so [`free`](Self::free) needs no size.
+        pub struct CommonAllocator<P: PageSource $($default)*> {
+            // Invariant: null until `state` is `READY`; then the allocator's block,
+            // built by `start`, until drop.
+            inner: AtomicPtr<Inner<P>>,
+            state: AtomicU8,
+            // Invariant: initialised while `state` is `UNINIT`; the thread that moves
+            // `state` to `STARTING` takes it (the page source moves into the block).
+            config: UnsafeCell<MaybeUninit<CommonConfig<P>>>,
+            // Invariant: written by the starting thread before it stores `FAILED`, read
+            // only after `FAILED` is seen.
+            error: UnsafeCell<Option<CommonError>>,
+        }
+    };
+}
+
+#[cfg(any(unix, windows))]
+define_common!(= bento_pages::SystemPages);
+#[cfg(not(any(unix, windows)))]
+define_common!();
+
+// SAFETY: the block is shared between threads by design: each region's state is
+// reached under its lock, the layer's under its own, and the rest of the block is
+// read-only after the start; the config moves to the one starting thread.
+unsafe impl<P: PageSource + Send + Sync> Sync for CommonAllocator<P> {}
+// SAFETY: as above; moving the allocator moves the block's ownership with it.
+unsafe impl<P: PageSource + Send + Sync> Send for CommonAllocator<P> {}
+
+/// The allocator's block: what exists once it has started.
+pub(crate) struct Inner<P: PageSource> {
+    pub(crate) layer: Layer<P>,
+    /// Bytes of the block budget no region holds.
+    pub(crate) budget: AtomicUsize,
+    classes: SizeClasses,
+    routing: Routing,
+    pub(crate) misuse: MisuseHook,
+    /// The large region's index (BySize), or the region count (Contention).
+    large: usize,
+    /// Requests of at least this size get a dedicated segment in a general region.
+    dedicated: usize,
+    /// The block's own size.
+    block_bytes: usize,
+    // Invariant: `regions[..count]` are initialised, region `i` with id `i + 1`.
+    pub(crate) count: usize,
+    regions: [MaybeUninit<Region<P>>; MAX_REGIONS],
+}
+
+#[cfg(not(bento_loom))]
+macro_rules! constructor {
+    ($(#[$meta:meta])* $vis:vis fn $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty $body:block) => {
+        $(#[$meta])* $vis const fn $name($($arg: $ty),*) -> $ret $body
+    };
+}
+
+#[cfg(bento_loom)]
+macro_rules! constructor {
+    ($(#[$meta:meta])* $vis:vis fn $name:ident($($arg:ident: $ty:ty),*) -> $ret:ty $body:block) => {
+        $(#[$meta])* $vis fn $name($($arg: $ty),*) -> $ret $body
+    };
+}
+
+#[cfg(any(unix, windows))]
+impl CommonAllocator {
+    constructor! {
+        /// An allocator of [`CommonConfig::DEFAULT`] shape over the OS's pages. It
+        /// reserves nothing until the first allocation (`const`, so that it can be a
+        /// `static`; not `const` under loom).
+        ///
+        /// ```
+        /// use bento_common::CommonAllocator;
+        ///
+        /// static COMMON: CommonAllocator = CommonAllocator::new();
+        /// let b = allocator_api2::boxed::Box::new_in(7u64, &COMMON);
+        /// assert_eq!(*b, 7);
+        /// ```
+        #[must_use]
+        pub fn new() -> Self {
+            Self::with_config(CommonConfig::DEFAULT)
+        }
+    }
+}
+
+#[cfg(any(unix, windows))]
+impl Default for CommonAllocator {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<P: PageSource> CommonAllocator<P> {
+    constructor! {
+        /// An allocator of `config`'s shape; nothing is checked or reserved until the
+        /// first allocation (or [`init`](Self::init)).
+        ///
+        /// ```
+        /// use bento_common::{CommonAllocator, CommonConfig, Routing};
+        ///
+        /// static COMMON: CommonAllocator =
+        ///     CommonAllocator::with_config(CommonConfig::DEFAULT.with_routing(Routing::Contention { regions: 4 }));
+        /// let v = allocator_api2::vec![in &COMMON; 1u8; 100];
+        /// assert_eq!(v.len(), 100);
+        /// ```
+        #[must_use]
+        pub fn with_config(config: CommonConfig<P>) -> Self {
+            Self {
+                inner: AtomicPtr::new(core::ptr::null_mut()),
+                state: AtomicU8::new(UNINIT),
+                config: UnsafeCell::new(MaybeUninit::new(config)),
+                error: UnsafeCell::new(None),
+            }
+        }
+    }
+
+    /// Starts the allocator now if it has not started: checks the configuration,
+    /// reserves its block and makes its regions. Allocations do this on first use;
+    /// calling it first reports a bad configuration or a refusing source, after
+    /// which every allocation fails.
+    ///
+    /// # Errors
+    ///
+    /// [`CommonError`] for a bad configuration or a page source that refuses the
+    /// allocator's block.
+    ///
+    /// ```
+    /// use bento_common::CommonAllocator;
+    ///
+    /// let common = CommonAllocator::new();
+    /// assert_eq!(common.init(), Ok(()));
+    /// assert_eq!(common.stats().regions().len(), 21);
+    /// ```
+    pub fn init(&self) -> Result<(), CommonError> {
+        self.start().map(|_| ())
+    }
+
+    /// The block, starting the allocator first if need be.
+    #[inline]
+    fn inner(&self) -> Result<&Inner<P>, AllocError> {
+        match NonNull::new(self.inner.load(Ordering::Acquire)) {
+            // SAFETY: a non-null `inner` is the live block (the field's invariant),
+            // shared until `&mut self` drops it.
+            Some(inner) => Ok(unsafe { inner.as_ref() }),
+            None => self.start().map_err(|_| AllocError),
+        }
+    }
+
+    /// The block if the allocator has started (figures of an unstarted one are zero).
+    fn started(&self) -> Option<&Inner<P>> {
+        // SAFETY: as in `inner`.
+        NonNull::new(self.inner.load(Ordering::Acquire)).map(|p| unsafe { p.as_ref() })
+    }
+
+    /// The atomic start: exactly one thread builds the block; the others wait for it.
+    #[cold]
+    fn start(&self) -> Result<&Inner<P>, CommonError> {
+        loop {
+            match self
+                .state
+                .compare_exchange(UNINIT, STARTING, Ordering::Acquire, Ordering::Acquire)
+            {
+                Ok(_) => {
+                    // SAFETY: moving `state` to `STARTING` gives this thread the config
+                    // (the field's invariant); it is taken once and never read again.
+                    let config = unsafe { (*self.config.get()).assume_init_read() };
+                    return match build(config) {
+                        Ok(inner) => {
+                            self.inner.store(inner.as_ptr(), Ordering::Release);
+                            self.state.store(READY, Ordering::Release);
+                            // SAFETY: just built, live until drop.
+                            Ok(unsafe { inner.as_ref() })
+                        }
+                        Err(e) => {
+                            // SAFETY: only the starting thread writes it, before `FAILED`.
+                            unsafe { *self.error.get() = Some(e) };
+                            self.state.store(FAILED, Ordering::Release);
+                            Err(e)
+                        }
+                    };
+                }
+                Err(READY) => {
+                    let inner = self.inner.load(Ordering::Acquire);
+                    // SAFETY: `READY` is stored after `inner` (Release/Acquire).
+                    return Ok(unsafe { &*inner });
+                }
+                Err(FAILED) => {
+                    // SAFETY: written before `FAILED` was stored; never written again.
+                    return Err(unsafe { *self.error.get() }.expect("set before FAILED"));
+                }
+                Err(_) => spin_loop(),
+            }
+        }
+    }
+
+    /// Allocates a block for `layout` (a zero size gets a dangling pointer).
+    ///
+    /// # Errors
+    ///
+    /// [`AllocError`] when the page source has no more memory, or the allocator
+    /// could not start.
+    ///
+    /// ```
+    /// use core::alloc::Layout;
+    /// use bento_common::CommonAllocator;
+    ///
+    /// let common = CommonAllocator::new();
+    /// let p = common.alloc(Layout::new::<[u8; 24]>()).unwrap();
+    /// // SAFETY: live, allocated with this layout.
+    /// unsafe { common.dealloc(p, Layout::new::<[u8; 24]>()) };
+    /// ```
+    #[inline]
+    pub fn alloc(&self, layout: Layout) -> Result<NonNull<u8>, AllocError> {
+        if layout.size() == 0 {
+            return Ok(bento_pages::dangling(layout));
+        }
+        self.inner()?.alloc(layout)
+    }
+
+    /// Allocates a zeroed block; the memset is skipped for a dedicated segment fresh
+    /// from a source whose new pages read as zero.
+    ///
+    /// # Errors
+    ///
+    /// As for [`alloc`](Self::alloc).
+    ///
+    /// ```
+    /// use core::alloc::Layout;
+    /// use bento_common::CommonAllocator;
+    ///
+    /// let common = CommonAllocator::new();
+    /// let layout = Layout::new::<[u64; 64]>();
+    /// let p = common.alloc_zeroed(layout).unwrap();
+    /// // SAFETY: 512 zeroed bytes, then freed with their layout.
+    /// unsafe {
+    ///     assert!(core::slice::from_raw_parts(p.as_ptr(), 512).iter().all(|&b| b == 0));
+    ///     common.dealloc(p, layout);
+    /// }
+    /// ```
+    pub fn alloc_zeroed(&self, layout: Layout) -> Result<NonNull<u8>, AllocError> {
+        if layout.size() == 0 {
+            return Ok(bento_pages::dangling(layout));
+        }
+        let (p, zero) = self.inner()?.alloc_zeroed(layout)?;
+        if !zero {
+            // SAFETY: a fresh block of `layout.size()` bytes.
+            unsafe { p.write_bytes(0, layout.size()) };
+        }
+        Ok(p)
+    }
+
+    /// Frees a block given its layout: the size says its region.
+    ///
+    /// In debug builds a pointer the region map does not give to that region is
+    /// reported to the misuse hook (abort by default), and nothing is freed.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` is a live block of this allocator, allocated (or last resized) with
+    /// `layout`, not used afterwards.
+    #[inline]
+    pub unsafe fn dealloc(&self, ptr: NonNull<u8>, layout: Layout) {
+        if layout.size() == 0 {
+            return;
+        }
+        // A live block exists only once the allocator has started.
+        if let Some(inner) = self.started() {
+            // SAFETY: the caller's contract.
+            unsafe { inner.dealloc(ptr, layout) }
+        } else {
+            report_foreign(crate::abort_on_misuse, ptr);
+        }
+    }
+
+    /// Frees a block without its size: the region map says its region (the C
+    /// `free`). A pointer no region owns is reported to the misuse hook.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` is a live block of this allocator, not used afterwards.
+    ///
+    /// ```
+    /// use core::alloc::Layout;
+    /// use bento_common::CommonAllocator;
+    ///
+    /// let common = CommonAllocator::new();
+    /// let p = common.alloc(Layout::new::<[u8; 3000]>()).unwrap();
+    /// // SAFETY: live.
+    /// unsafe { common.free(p) };
+    /// assert_eq!(common.stats().live_blocks, 0);
+    /// ```
+    pub unsafe fn free(&self, ptr: NonNull<u8>) {
+        match self.started() {
+            // SAFETY: the caller's contract.
+            Some(inner) => unsafe { inner.free(ptr) },
+            None => report_foreign(crate::abort_on_misuse, ptr),
+        }
+    }
+
+    /// Whether `ptr` lies in memory one of the regions holds (the region map).
+    ///
+    /// ```
+    /// use core::alloc::Layout;
+    /// use bento_common::CommonAllocator;
+    ///
+    /// let common = CommonAllocator::new();
+    /// let p = common.alloc(Layout::new::<u32>()).unwrap();
+    /// assert!(common.owns(p));
+    /// let x = 5;
+    /// assert!(!common.owns(core::ptr::NonNull::from(&x).cast()));
+    /// // SAFETY: live.
+    /// unsafe { common.free(p) };
+    /// ```
+    pub fn owns(&self, ptr: NonNull<u8>) -> bool {
+        self.started()
+            .is_some_and(|inner| inner.layer.map.owner(ptr.addr().get()) != NOBODY)
+    }
+
+    /// The bytes a live block can hold: its class's size in a small region, its
+    /// usable size in a general one.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` is a live block of this allocator.
+    ///
+    /// ```
+    /// use core::alloc::Layout;
+    /// use bento_common::CommonAllocator;
+    ///
+    /// let common = CommonAllocator::new();
+    /// let p = common.alloc(Layout::new::<[u8; 70]>()).unwrap();
+    /// // SAFETY: live.
+    /// unsafe {
+    ///     assert_eq!(common.usable_size(p), 80);
+    ///     common.free(p);
+    /// }
+    /// ```
+    pub unsafe fn usable_size(&self, ptr: NonNull<u8>) -> usize {
+        let Some(inner) = self.started() else {
+            return 0;
+        };
+        let Some(region) = inner.owner(ptr) else {
+            report_foreign(inner.misuse, ptr);
+            return 0;
+        };
+        if region.block != 0 {
+            return region.block;
+        }
+        // SAFETY: the caller's contract; the region owns `ptr`.
+        unsafe { region.lock().space.usable_size(ptr) }
+    }
+
+    /// Resizes a block to `new` (size and alignment): where it is when it stays in
+    /// its region and the space can (the same small class, or a general region's
+    /// in-place resize), else by moving it. On `Err` the block is unchanged.
+    ///
+    /// # Errors
+    ///
+    /// [`AllocError`] when the block must move and no memory is to be had.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` is a live block of this allocator allocated (or last resized) with
+    /// `old`; both sizes are non-zero. The old pointer is not used after `Ok`.
+    ///
+    /// ```
+    /// use core::alloc::Layout;
+    /// use bento_common::CommonAllocator;
+    ///
+    /// let common = CommonAllocator::new();
+    /// let old = Layout::new::<[u8; 20]>();
+    /// let p = common.alloc(old).unwrap();
+    /// let new = Layout::new::<[u8; 24]>();
+    /// // SAFETY: live with `old`; replaced by the result.
+    /// let q = unsafe { common.resize(p, old, new) }.unwrap();
+    /// assert_eq!(p, q); // the same 24-byte class
+    /// // SAFETY: live with `new`.
+    /// unsafe { common.dealloc(q, new) };
+    /// ```
+    pub unsafe fn resize(
+        &self,
+        ptr: NonNull<u8>,
+        old: Layout,
+        new: Layout,
+    ) -> Result<NonNull<u8>, AllocError> {
+        let inner = self.inner()?;
+        // SAFETY: the caller's contract.
+        unsafe { inner.resize(ptr, old, new) }
+    }
+
+    /// Gives back what the allocator keeps for reuse: every small region's free
+    /// list, every space's cached blocks and the commit cache's parked pages and
+    /// spare segments. Returns the bytes of blocks and pages given back.
+    ///
+    /// ```
+    /// use core::alloc::Layout;
+    /// use bento_common::CommonAllocator;
+    ///
+    /// let common = CommonAllocator::new();
+    /// let layout = Layout::new::<[u8; 32]>();
+    /// let p = common.alloc(layout).unwrap();
+    /// // SAFETY: live.
+    /// unsafe { common.dealloc(p, layout) };
+    /// common.trim();
+    /// assert_eq!(common.stats().reserved, 0);
+    /// ```
+    pub fn trim(&self) -> usize {
+        self.started().map_or(0, Inner::trim)
+    }
+
+    /// The allocator's figures, per region and in total (all zero before it starts).
+    pub fn stats(&self) -> crate::CommonStats {
+        self.started().map_or_else(crate::CommonStats::default, Inner::stats)
+    }
+
+    /// The figures as a table, one row per region: what a program prints on a debug
+    /// key or at exit.
+    ///
+    /// ```
+    /// use core::alloc::Layout;
+    /// use bento_common::CommonAllocator;
+    ///
+    /// let common = CommonAllocator::new();
+    /// let p = common.alloc(Layout::new::<[u8; 100]>()).unwrap();
+    /// let table = common.report().to_string();
+    /// assert!(table.contains("112"));
+    /// // SAFETY: live.
+    /// unsafe { common.free(p) };
+    /// ```
+    pub fn report(&self) -> crate::Report {
+        crate::Report(self.stats())
+    }
+
+    /// The live blocks per region, when any is left: the leak report of a test or
+    /// a tool at exit.
+    ///
+    /// ```
+    /// use core::alloc::Layout;
+    /// use bento_common::CommonAllocator;
+    ///
+    /// let common = CommonAllocator::new();
+    /// let p = common.alloc(Layout::new::<[u8; 8]>()).unwrap();
+    /// assert!(common.leaks().unwrap().to_string().contains("1 live block"));
+    /// // SAFETY: live.
+    /// unsafe { common.free(p) };
+    /// assert!(common.leaks().is_none());
+    /// ```
+    pub fn leaks(&self) -> Option<crate::Leaks> {
+        let stats = self.stats();
+        (stats.live_blocks > 0).then_some(crate::Leaks(stats))
+    }
+
+    /// Checks every region: its space's structures (see
+    /// [`MemorySpace::validate`]), its free list, and that the region map gives
+    /// each live block to it; returns the figures recomputed by the walk.
+    ///
+    /// # Errors
+    ///
+    /// [`Corruption`](crate::Corruption) naming the region and what is wrong.
+    ///
+    /// ```
+    /// use core::alloc::Layout;
+    /// use bento_common::CommonAllocator;
+    ///
+    /// let common = CommonAllocator::new();
+    /// let p = common.alloc(Layout::new::<[u8; 40]>()).unwrap();
+    /// assert_eq!(common.validate().unwrap().live_blocks, 1);
+    /// // SAFETY: live.
+    /// unsafe { common.free(p) };
+    /// ```
+    pub fn validate(&self) -> Result<crate::CommonStats, crate::Corruption> {
+        match self.started() {
+            Some(inner) => inner.validate(),
+            None => Ok(crate::CommonStats::default()),
+        }
+    }
+}
+
+impl<P: PageSource> Drop for CommonAllocator<P> {
+    fn drop(&mut self) {
+        match *self.state.get_mut() {
+            UNINIT => {
+                // SAFETY: untaken while `UNINIT` (the field's invariant).
+                unsafe { self.config.get_mut().assume_init_drop() };
+            }
+            READY => {
+                let inner = NonNull::new(*self.inner.get_mut()).expect("READY has a block");
+                // SAFETY: the block is ours alone (`&mut self`), and nothing uses it
+                // again.
+                unsafe { tear_down(inner) };
+            }
+            _ => {}
+        }
+    }
+}
+
+impl<P: PageSource> fmt::Debug for CommonAllocator<P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = match self.state.load(Ordering::Acquire) {
+            UNINIT => "not started",
+            READY => "ready",
+            FAILED => "failed",
+            _ => "starting",
+        };
+        f.debug_struct("CommonAllocator")
+            .field("state", &state)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Reports `ptr` as owned by no region.
+#[cold]
+fn report_foreign(hook: MisuseHook, ptr: NonNull<u8>) {
+    hook(&Misuse::Foreign { ptr });
+}
+
+/// Builds the block for `config`.
+fn build<P: PageSource>(config: CommonConfig<P>) -> Result<NonNull<Inner<P>>, CommonError> {
+    config.check_shape()?;
+    let small = config.small_space();
+    let large = config.large_space();
+    let count = config.regions();
+    let (small_segment, block_cache) = (config.small_segment, config.block_cache);
+    let CommonConfig {
+        pages,
+        classes,
+        routing,
+        commit_cache,
+        misuse,
+        ..
+    } = config;
+    let cache = CommitCache::with_capacity(Metered::new(pages), commit_cache)?;
+    let source = cache.inner();
+    let bytes = size_of::<Inner<P>>().next_multiple_of(source.page_size());
+    let block = source.reserve(bytes, Alignment::of::<Inner<P>>())?;
+    // SAFETY: the whole of a fresh reservation.
+    if let Err(e) = unsafe { source.commit(block, bytes) } {
+        // SAFETY: nothing of it is committed.
+        unsafe { source.release(block, bytes) };
+        return Err(e.into());
+    }
+    if !source.decommitted_reads_zero() {
+        // SAFETY: committed above, ours alone.
+        unsafe { block.write_bytes(0, bytes) };
+    }
+    let this = block.cast::<Inner<P>>().as_ptr();
+    // SAFETY: `this` is aligned and valid for writes of an `Inner` (the block is at
+    // least that large), and zeroed, so the map reads as empty. Each field is written
+    // once before the block is read.
+    unsafe {
+        Layer::init(&raw mut (*this).layer, cache, 4 * small_segment);
+        (&raw mut (*this).budget).write(AtomicUsize::new(block_cache));
+        (&raw mut (*this).classes).write(classes);
+        (&raw mut (*this).routing).write(routing);
+        (&raw mut (*this).misuse).write(misuse);
+        (&raw mut (*this).large).write(match routing {
+            Routing::BySize => classes.len(),
+            Routing::Contention { regions } => regions,
+        });
+        (&raw mut (*this).dedicated).write(large.segment_threshold);
+        (&raw mut (*this).block_bytes).write(bytes);
+        (&raw mut (*this).count).write(0);
+    }
+    // SAFETY: the layer is initialised and lives as long as the block.
+    let layer = unsafe { NonNull::new_unchecked(&raw mut (*this).layer) };
+    for i in 0..count {
+        let is_small = routing == Routing::BySize && i < classes.len();
+        let id = u8::try_from(i + 1).expect("at most 33 regions");
+        // SAFETY: the layer outlives the region (torn down after it).
+        let pages = unsafe { RegionPages::new(layer, id) };
+        let made = MemorySpace::new(pages, if is_small { small } else { large });
+        let mut space = match made {
+            Ok(space) => space,
+            Err(e) => {
+                // SAFETY: the block is whole, with `count` regions made.
+                unsafe { tear_down(NonNull::new_unchecked(this)) };
+                return Err(e.into());
+            }
+        };
+        space.set_misuse_hook(misuse);
+        let block = if is_small { classes.size(i) } else { 0 };
+        // SAFETY: region `i` is not made yet; `count` follows it.
+        unsafe {
+            (&raw mut (*this).regions)
+                .cast::<Region<P>>()
+                .add(i)
+                .write(Region::new(space, block, id));
+            (*this).count = i + 1;
+        }
+    }
+    // SAFETY: `this` is the block, non-null.
+    Ok(unsafe { NonNull::new_unchecked(this) })
+}
+
+/// Drops the regions, gives the map's leaves and the block back, and drops the page
+/// layer (which gives its parked pages and spares back, then the source goes).
+///
+/// # Safety
+///
+/// `inner` is a block `build` made (whole or with `count` regions), used by nothing
+/// else from now on.
+unsafe fn tear_down<P: PageSource>(inner: NonNull<Inner<P>>) {
+    let this = inner.as_ptr();
+    // SAFETY: the caller's contract: the block and its first `count` regions are
+    // live and ours alone. The regions go first (their spaces release their segments
+    // through the layer), then the map, then the layer is moved out of the block
+    // before the block goes back.
+    unsafe {
+        let regions = (&raw mut (*this).regions).cast::<Region<P>>();
+        for i in 0..(*this).count {
+            regions.add(i).drop_in_place();
+        }
+        let layer = &raw mut (*this).layer;
+        (*layer).map.tear_down((*layer).source());
+        let bytes = (*this).block_bytes;
+        let cache = (&raw const (*layer).cache).read();
+        cache.inner().decommit(inner.cast(), bytes);
+        cache.inner().release(inner.cast(), bytes);
+        drop(cache);
+    }
+}
+
+impl<P: PageSource> Inner<P> {
+    /// Region `i`.
+    #[inline]
+    pub(crate) fn region(&self, i: usize) -> &Region<P> {
+        debug_assert!(i < self.count);
+        // SAFETY: `regions[..count]` are initialised (the field's invariant), and
+        // every index the routing produces is below `count`.
+        unsafe { self.regions.get_unchecked(i).assume_init_ref() }
+    }
+
+    /// The regions.
+    pub(crate) fn regions(&self) -> impl Iterator<Item = &Region<P>> {
+        (0..self.count).map(|i| self.region(i))
+    }
+
+    /// The region the region map gives `ptr` to.
+    #[inline]
+    pub(crate) fn owner(&self, ptr: NonNull<u8>) -> Option<&Region<P>> {
+        let id = self.layer.map.owner(ptr.addr().get()) as usize;
+        (id != NOBODY as usize && id <= self.count).then(|| self.region(id - 1))
+    }
+
+    /// The region `layout` goes to under `BySize`.
+    #[inline]
+    fn route(&self, layout: Layout) -> usize {
+        if layout.align() <= SMALL_ALIGN
+            && let Some(class) = self.classes.class_of(layout.size())
+        {
+            class
+        } else {
+            self.large
+        }
+    }
+
+    #[inline]
+    fn alloc(&self, layout: Layout) -> Result<NonNull<u8>, AllocError> {
+        match self.routing {
+            Routing::BySize => {
+                let region = self.region(self.route(layout));
+                if region.block != 0 {
+                    region.alloc_small(&self.budget)
+                } else {
+                    region.lock().space.alloc(layout)
+                }
+            }
+            Routing::Contention { .. } => self.alloc_contended(layout, false).map(|(p, _)| p),
+        }
+    }
+
+    /// Tries each region in turn from one picked by the thread's stack, and waits
+    /// only after a full cycle of failed tries.
+    fn alloc_contended(&self, layout: Layout, zeroed: bool) -> Result<(NonNull<u8>, bool), AllocError> {
+        let n = self.count;
+        let first = thread_hint() % n;
+        for k in 0..n {
+            if let Some(held) = self.region((first + k) % n).try_lock() {
+                return alloc_in(&held.space, layout, zeroed, self.dedicated);
+            }
+        }
+        alloc_in(&self.region(first).lock().space, layout, zeroed, self.dedicated)
+    }
+
+    fn alloc_zeroed(&self, layout: Layout) -> Result<(NonNull<u8>, bool), AllocError> {
+        match self.routing {
+            Routing::BySize => {
+                let region = self.region(self.route(layout));
+                if region.block != 0 {
+                    return region.alloc_small(&self.budget).map(|p| (p, false));
+                }
+                alloc_in(&region.lock().space, layout, true, self.dedicated)
+            }
+            Routing::Contention { .. } => self.alloc_contended(layout, true),
+        }
+    }
+
+    /// # Safety
+    ///
+    /// As for [`CommonAllocator::dealloc`], with a non-zero size.
+    #[inline]
+    unsafe fn dealloc(&self, ptr: NonNull<u8>, layout: Layout) {
+        let i = match self.routing {
+            Routing::BySize => self.route(layout),
+            Routing::Contention { .. } => match self.owner(ptr) {
+                Some(region) => usize::from(region.id) - 1,
+                None => return report_foreign(self.misuse, ptr),
+            },
+        };
+        let region = self.region(i);
+        if cfg!(debug_assertions) && !self.check_owner(ptr, layout, region) {
+            return;
+        }
+        if region.block != 0 {
+            // SAFETY: the caller's contract; the size routes it here.
+            unsafe { region.free_small(ptr, &self.budget, self.misuse) }
+        } else {
+            // SAFETY: the caller's contract.
+            unsafe { region.lock().space.dealloc(ptr, layout) }
+        }
+    }
+
+    /// Whether the region map gives `ptr` to `region` (debug builds); reports the
+    /// misuse otherwise.
+    #[cold]
+    fn check_owner(&self, ptr: NonNull<u8>, layout: Layout, region: &Region<P>) -> bool {
+        match self.owner(ptr) {
+            Some(owner) if core::ptr::eq(owner, region) => true,
+            Some(owner) => {
+                (self.misuse)(&Misuse::WrongLayout {
+                    ptr,
+                    layout,
+                    block_size: owner.block,
+                    block_align: SMALL_ALIGN,
+                });
+                false
+            }
+            None => {
+                report_foreign(self.misuse, ptr);
+                false
+            }
+        }
+    }
+
+    /// # Safety
+    ///
+    /// As for [`CommonAllocator::free`].
+    unsafe fn free(&self, ptr: NonNull<u8>) {
+        let Some(region) = self.owner(ptr) else {
+            return report_foreign(self.misuse, ptr);
+        };
+        if region.block != 0 {
+            // SAFETY: the caller's contract; the map gives the block to `region`.
+            unsafe { region.free_small(ptr, &self.budget, self.misuse) }
+        } else {
+            // SAFETY: as above.
+            unsafe { region.lock().space.free(ptr) }
+        }
+    }
+
+    /// # Safety
+    ///
+    /// As for [`CommonAllocator::resize`].
+    unsafe fn resize(
+        &self,
+        ptr: NonNull<u8>,
+        old: Layout,
+        new: Layout,
+    ) -> Result<NonNull<u8>, AllocError> {
+        // SAFETY: the caller's contract.
+        if unsafe { self.resize_in_place(ptr, old, new) } {
+            return Ok(ptr);
+        }
+        let fresh = self.alloc(new)?;
+        // SAFETY: `ptr` holds `old.size()` bytes and `fresh` `new.size()`; a fresh
+        // block overlaps no live one. Then the old block goes (the caller's contract).
+        unsafe {
+            core::ptr::copy_nonoverlapping(ptr.as_ptr(), fresh.as_ptr(), old.size().min(new.size()));
+            self.dealloc(ptr, old);
+        }
+        Ok(fresh)
+    }
+
+    /// Resizes where the block is, when it stays in its region: the same small
+    /// class, or a general region's in-place resize. False changes nothing.
+    ///
+    /// # Safety
+    ///
+    /// As for [`CommonAllocator::resize`].
+    unsafe fn resize_in_place(&self, ptr: NonNull<u8>, old: Layout, new: Layout) -> bool {
+        let region = match self.routing {
+            Routing::BySize => {
+                let i = self.route(old);
+                if i != self.route(new) {
+                    return false;
+                }
+                self.region(i)
+            }
+            Routing::Contention { .. } => match self.owner(ptr) {
+                Some(region) => region,
+                None => return false,
+            },
+        };
+        if region.block != 0 {
+            // The same class: the block already holds `new`, aligned to 16.
+            return true;
+        }
+        ptr.addr().get().is_multiple_of(new.align())
+            // SAFETY: the caller's contract: live in this region.
+            && unsafe { region.lock().space.realloc_in_place(ptr, new.size()) }
+    }
+
+    fn trim(&self) -> usize {
+        let mut freed = 0;
+        for region in self.regions() {
+            let mut held = region.lock();
+            freed += held.flush(region.block, &self.budget);
+            freed += held.space.trim();
+        }
+        freed + self.layer.cache.trim()
+    }
+}
+
+/// Allocates `layout` in a general region's space; with `zeroed`, says whether the
+/// block is known to read as zero (a dedicated segment fresh from a source whose
+/// new pages are zero).
+fn alloc_in<P: PageSource>(
+    space: &MemorySpace<RegionPages<P>>,
+    layout: Layout,
+    zeroed: bool,
+    dedicated: usize,
+) -> Result<(NonNull<u8>, bool), AllocError> {
+    if !zeroed || layout.size() < dedicated {
+        return space.alloc(layout).map(|p| (p, false));
+    }
+    let pages = space.pages().expect("a region's space has a source");
+    pages.take_fresh();
+    let p = space.alloc(layout)?;
+    Ok((p, pages.take_fresh()))
+}
+
+/// A number that differs between threads without asking the OS: the address of the
+/// caller's stack frame, hashed (thread stacks lie megabytes apart).
+#[inline]
+fn thread_hint() -> usize {
+    let probe = 0u8;
+    let addr = core::hint::black_box(&raw const probe).addr();
+    ((addr >> 16).wrapping_mul(0x9e37_79b9)) >> 8
+}
+
+// SAFETY: every method keeps `Allocator`'s promises through the allocator's own:
+// `alloc` returns a fresh block of the layout's size and alignment; `resize_in_place`
+// says true only when the block stays in its region and holds `new_size` where it is.
+unsafe impl<P: PageSource> RawAlloc for CommonAllocator<P> {
+    #[inline]
+    fn alloc_raw(&self, layout: Layout) -> Result<NonNull<u8>, AllocError> {
+        self.alloc(layout)
+    }
+
+    #[inline]
+    unsafe fn dealloc_raw(&self, ptr: NonNull<u8>, layout: Layout) {
+        // SAFETY: the caller's contract.
+        unsafe { self.dealloc(ptr, layout) }
+    }
+
+    unsafe fn resize_in_place(&self, ptr: NonNull<u8>, old: Layout, new_size: usize) -> bool {
+        let (Ok(inner), Ok(new)) = (self.inner(), Layout::from_size_align(new_size, old.align()))
+        else {
+            return false;
+        };
+        // SAFETY: the caller's contract.
+        unsafe { inner.resize_in_place(ptr, old, new) }
+    }
+
+    unsafe fn resize_raw(
+        &self,
+        ptr: NonNull<u8>,
+        old: Layout,
+        new: Layout,
+    ) -> Result<NonNull<u8>, AllocError> {
+        // SAFETY: the caller's contract.
+        unsafe { self.resize(ptr, old, new) }
+    }
+}
+
+bento_pages::impl_allocator!(impl['a, P: PageSource] for &'a CommonAllocator<P>);
+
+// SAFETY: `alloc` returns a fresh block of the layout (never unwinding: misuse goes to
+// the hook, which aborts by default), `dealloc` frees one given its layout, and
+// `realloc` keeps the first `min(old, new)` bytes; a zero size never reaches a region.
+unsafe impl<P: PageSource + Send + Sync> GlobalAlloc for CommonAllocator<P> {
+    #[inline]
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        CommonAllocator::alloc(self, layout).map_or(core::ptr::null_mut(), NonNull::as_ptr)
+    }
+
+    #[inline]
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        if let Some(ptr) = NonNull::new(ptr) {
+            // SAFETY: `GlobalAlloc::dealloc`'s contract is ours.
+            unsafe { CommonAllocator::dealloc(self, ptr, layout) }
+        }
+    }
+
+    #[inline]
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        CommonAllocator::alloc_zeroed(self, layout).map_or(core::ptr::null_mut(), NonNull::as_ptr)
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        let (Some(ptr), Ok(new)) = (NonNull::new(ptr), Layout::from_size_align(new_size, layout.align()))
+        else {
+            return core::ptr::null_mut();
+        };
+        // SAFETY: `GlobalAlloc::realloc`'s contract: live with `layout`, sizes
+        // non-zero.
+        unsafe { self.resize(ptr, layout, new) }.map_or(core::ptr::null_mut(), NonNull::as_ptr)
+    }
+}

@@ -1,0 +1,402 @@
+//! How a common allocator is shaped: [`CommonConfig`], its [`SizeClasses`] and
+//! [`Routing`], and what is wrong with a bad one.
+
+use bento_pages::{MisuseHook, PageError};
+#[cfg(any(unix, windows))]
+use bento_pages::SystemPages;
+use bento_space::{SpaceConfig, SpaceError};
+
+/// The most small size classes a table holds.
+pub const MAX_CLASSES: usize = 32;
+
+/// The largest size a small class may serve.
+pub const MAX_SMALL: usize = 1024;
+
+/// The most regions a [`Routing::Contention`] allocator spreads over.
+pub const MAX_CONTENTION_REGIONS: usize = 32;
+
+/// The alignment every block of a small region has: the memory space's chunk
+/// alignment. A request aligned beyond it goes to the large region.
+pub const SMALL_ALIGN: usize = 16;
+
+/// The size of the granule the region map records an owner for: every segment of
+/// every region covers whole granules.
+pub(crate) const GRANULE: usize = 64 << 10;
+
+/// The small size classes: ascending multiples of 8, each served by a region of its
+/// own, with an O(1) table from a request's size to its class.
+///
+/// ```
+/// use bento_common::SizeClasses;
+///
+/// let classes = SizeClasses::DEFAULT;
+/// assert_eq!(classes.len(), 20);
+/// assert_eq!(classes.class_of(1), Some(0));
+/// assert_eq!(classes.size(classes.class_of(65).unwrap()), 80);
+/// assert_eq!(classes.class_of(257), None);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SizeClasses {
+    sizes: [u16; MAX_CLASSES],
+    len: u8,
+    // `lookup[(size + 7) / 8]` is the class of `size`, for sizes up to the largest.
+    lookup: [u8; MAX_SMALL / 8 + 1],
+}
+
+impl SizeClasses {
+    /// Every 8 bytes up to 64, and every 16 bytes from 64 to 256: 20 classes.
+    pub const DEFAULT: Self = Self::new(&[
+        8, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128, 144, 160, 176, 192, 208, 224, 240, 256,
+    ]);
+
+    /// A table of the given sizes.
+    ///
+    /// # Panics
+    ///
+    /// When `sizes` is empty, longer than [`MAX_CLASSES`], not strictly ascending, or
+    /// holds a size that is not a multiple of 8 or beyond [`MAX_SMALL`]; in a `const`
+    /// context that is a compile-time error.
+    ///
+    /// ```
+    /// use bento_common::SizeClasses;
+    ///
+    /// let classes = SizeClasses::new(&[16, 32, 64, 128]);
+    /// assert_eq!(classes.class_of(33), Some(2));
+    /// assert_eq!(classes.largest(), 128);
+    /// ```
+    #[must_use]
+    pub const fn new(sizes: &[u16]) -> Self {
+        assert!(
+            !sizes.is_empty() && sizes.len() <= MAX_CLASSES,
+            "SizeClasses: between 1 and 32 sizes"
+        );
+        let mut table = [0u16; MAX_CLASSES];
+        let mut lookup = [u8::MAX; MAX_SMALL / 8 + 1];
+        let mut i = 0;
+        let mut slot = 0;
+        while i < sizes.len() {
+            let size = sizes[i] as usize;
+            assert!(
+                size > 0 && size.is_multiple_of(8) && size <= MAX_SMALL,
+                "SizeClasses: each size a multiple of 8 between 8 and 1024"
+            );
+            assert!(
+                i == 0 || sizes[i - 1] < sizes[i],
+                "SizeClasses: sizes strictly ascending"
+            );
+            table[i] = sizes[i];
+            while slot <= size / 8 {
+                lookup[slot] = i as u8;
+                slot += 1;
+            }
+            i += 1;
+        }
+        Self {
+            sizes: table,
+            len: sizes.len() as u8,
+            lookup,
+        }
+    }
+
+    /// How many classes there are.
+    #[must_use]
+    pub const fn len(&self) -> usize {
+        self.len as usize
+    }
+
+    /// Whether the table is empty (never: [`new`](Self::new) refuses one).
+    #[must_use]
+    pub const fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The block size of class `class`.
+    ///
+    /// # Panics
+    ///
+    /// When `class >= self.len()`.
+    #[must_use]
+    pub const fn size(&self, class: usize) -> usize {
+        assert!(class < self.len as usize, "SizeClasses::size: no such class");
+        self.sizes[class] as usize
+    }
+
+    /// The largest class's size: requests above it go to the large region.
+    #[must_use]
+    pub const fn largest(&self) -> usize {
+        self.sizes[self.len as usize - 1] as usize
+    }
+
+    /// The class serving `size` bytes (the smallest that holds them), or `None` above
+    /// the largest class.
+    #[inline]
+    #[must_use]
+    pub const fn class_of(&self, size: usize) -> Option<usize> {
+        if size > self.largest() {
+            return None;
+        }
+        Some(self.lookup[size.div_ceil(8)] as usize)
+    }
+}
+
+impl Default for SizeClasses {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
+}
+
+/// How requests find their region.
+///
+/// ```
+/// use bento_common::{CommonConfig, Routing};
+///
+/// let config = CommonConfig::DEFAULT.with_routing(Routing::Contention { regions: 4 });
+/// assert_eq!(config.routing, Routing::Contention { regions: 4 });
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Routing {
+    /// The class from the size: each small class has a region, larger requests (and
+    /// requests aligned beyond [`SMALL_ALIGN`]) go to the large region.
+    #[default]
+    BySize,
+    /// `regions` general regions (1 to [`MAX_CONTENTION_REGIONS`]), each serving any
+    /// request: a thread tries to lock one and, rather than wait while it is in use,
+    /// moves on to the next; it blocks only after a full cycle of failed tries. A free
+    /// finds its region through the region map.
+    Contention {
+        /// How many regions.
+        regions: usize,
+    },
+}
+
+/// The shape of a [`CommonAllocator`](crate::CommonAllocator): its page source, size
+/// classes, region shapes, routing and the bounds of its caches.
+///
+/// ```
+/// use bento_common::{CommonConfig, SizeClasses};
+///
+/// let config = CommonConfig::DEFAULT
+///     .with_classes(SizeClasses::new(&[16, 32, 64]))
+///     .with_small_segment(128 << 10);
+/// assert_eq!(config.small_segment, 128 << 10);
+/// assert_eq!(config.large.segment_granularity, 32 << 20);
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct CommonConfig<P> {
+    /// Where every region's memory comes from.
+    pub pages: P,
+    /// The small classes (under [`Routing::BySize`]).
+    pub classes: SizeClasses,
+    /// The segment size of the small regions: a power of two of at least 64 KiB. At
+    /// 64 KiB a segment is reserved and committed in one piece.
+    pub small_segment: usize,
+    /// The shape of the large region (and of each region under
+    /// [`Routing::Contention`]). Its `commit_cache` and `block_cache` fields are
+    /// ignored: the allocator's own ones below apply.
+    pub large: SpaceConfig,
+    /// How requests find their region.
+    pub routing: Routing,
+    /// Bytes of decommitted pages (and released segments kept whole, up to four) the
+    /// one commit cache of the whole allocator keeps for reuse; it parks at most
+    /// 1/32 of the bytes reserved, with a floor of four small segments.
+    pub commit_cache: usize,
+    /// Bytes of freed blocks kept for reuse across all regions: the small regions'
+    /// free lists share this budget, and the large region's block cache takes up to
+    /// a quarter of it besides.
+    pub block_cache: usize,
+    /// What a misuse found in a debug build (a foreign pointer, a double free, a
+    /// wrong layout) calls: [`abort_on_misuse`](crate::abort_on_misuse) by default,
+    /// which never allocates or unwinds.
+    pub misuse: MisuseHook,
+}
+
+impl CommonConfig<()> {
+    /// The default shape over no page source yet: see [`CommonConfig::DEFAULT`].
+    const SHAPE: Self = Self {
+        pages: (),
+        classes: SizeClasses::DEFAULT,
+        small_segment: 64 << 10,
+        large: SpaceConfig::DEFAULT
+            .with_segment_granularity(32 << 20)
+            .with_segment_threshold(16 << 20)
+            .with_page_size(64 << 10),
+        routing: Routing::BySize,
+        commit_cache: 8 << 20,
+        block_cache: 1 << 20,
+        misuse: crate::abort_on_misuse,
+    };
+}
+
+#[cfg(any(unix, windows))]
+impl CommonConfig<SystemPages> {
+    /// The 20 classes of [`SizeClasses::DEFAULT`] in 64 KiB segments; a large region
+    /// of 32 MiB segments committed in 64 KiB pages, with a segment of its own for
+    /// requests of 16 MiB and more; [`Routing::BySize`]; a commit cache of up to
+    /// 8 MiB and 1 MiB of cached blocks; memory from [`SystemPages`].
+    pub const DEFAULT: Self = CommonConfig::SHAPE.with_pages(SystemPages::new());
+}
+
+impl<P: Copy> CommonConfig<P> {
+    /// This configuration over another page source.
+    ///
+    /// ```
+    /// use bento_common::CommonConfig;
+    /// use bento_pages::HeapPages;
+    ///
+    /// let config = CommonConfig::DEFAULT.with_pages(HeapPages::new());
+    /// assert_eq!(config.small_segment, 64 << 10);
+    /// ```
+    #[must_use]
+    pub const fn with_pages<Q>(self, pages: Q) -> CommonConfig<Q> {
+        let Self {
+            pages: _,
+            classes,
+            small_segment,
+            large,
+            routing,
+            commit_cache,
+            block_cache,
+            misuse,
+        } = self;
+        CommonConfig {
+            pages,
+            classes,
+            small_segment,
+            large,
+            routing,
+            commit_cache,
+            block_cache,
+            misuse,
+        }
+    }
+
+}
+
+impl<P> CommonConfig<P> {
+    /// This configuration with other size classes.
+    #[must_use]
+    pub const fn with_classes(mut self, classes: SizeClasses) -> Self {
+        self.classes = classes;
+        self
+    }
+
+    /// This configuration with small segments of `bytes`.
+    #[must_use]
+    pub const fn with_small_segment(mut self, bytes: usize) -> Self {
+        self.small_segment = bytes;
+        self
+    }
+
+    /// This configuration with another large-region shape.
+    #[must_use]
+    pub const fn with_large(mut self, large: SpaceConfig) -> Self {
+        self.large = large;
+        self
+    }
+
+    /// This configuration with another routing.
+    #[must_use]
+    pub const fn with_routing(mut self, routing: Routing) -> Self {
+        self.routing = routing;
+        self
+    }
+
+    /// This configuration with another misuse hook.
+    #[must_use]
+    pub const fn with_misuse_hook(mut self, hook: MisuseHook) -> Self {
+        self.misuse = hook;
+        self
+    }
+
+    /// This configuration with a commit cache of `bytes` (0: none).
+    #[must_use]
+    pub const fn with_commit_cache(mut self, bytes: usize) -> Self {
+        self.commit_cache = bytes;
+        self
+    }
+
+    /// This configuration with a block budget of `bytes` (0: every free goes back to
+    /// its space at once).
+    #[must_use]
+    pub const fn with_block_cache(mut self, bytes: usize) -> Self {
+        self.block_cache = bytes;
+        self
+    }
+
+    /// How many regions this configuration makes.
+    pub(crate) const fn regions(&self) -> usize {
+        match self.routing {
+            Routing::BySize => self.classes.len() + 1,
+            Routing::Contention { regions } => regions,
+        }
+    }
+
+    /// The space configuration of a small region.
+    pub(crate) const fn small_space(&self) -> SpaceConfig {
+        // The space commits in at least four pages per segment.
+        let page = if self.large.page_size < self.small_segment / 4 {
+            self.large.page_size
+        } else {
+            self.small_segment / 4
+        };
+        SpaceConfig::DEFAULT
+            .with_page_size(page)
+            .with_segment_granularity(self.small_segment)
+            .with_segment_threshold(self.small_segment / 2)
+            .with_commit_cache(0)
+            .with_block_cache(0)
+    }
+
+    /// The space configuration of the large region (and of the contention regions).
+    pub(crate) const fn large_space(&self) -> SpaceConfig {
+        self.large
+            .with_initial_capacity(0)
+            .with_commit_cache(0)
+            .with_block_cache(self.block_cache / 4)
+    }
+
+    /// Checks the parts a page source does not decide.
+    pub(crate) fn check_shape(&self) -> Result<(), CommonError> {
+        let small = self.small_segment;
+        if !small.is_power_of_two() || small < GRANULE {
+            return Err(CommonError::SmallSegment(small));
+        }
+        if let Routing::Contention { regions } = self.routing
+            && !(1..=MAX_CONTENTION_REGIONS).contains(&regions)
+        {
+            return Err(CommonError::Regions(regions));
+        }
+        if self.large.segment_granularity < GRANULE {
+            return Err(CommonError::Space(SpaceError::SegmentGranularity {
+                granularity: self.large.segment_granularity,
+                page: self.large.page_size,
+            }));
+        }
+        Ok(())
+    }
+}
+
+/// Why a common allocator could not start; [`CommonAllocator::init`](crate::CommonAllocator::init)
+/// returns it, and every allocation fails after it.
+///
+/// ```
+/// use bento_common::{CommonAllocator, CommonConfig, CommonError};
+///
+/// let common = CommonAllocator::with_config(CommonConfig::DEFAULT.with_small_segment(1000));
+/// assert_eq!(common.init(), Err(CommonError::SmallSegment(1000)));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CommonError {
+    /// The small segment size is not a power of two of at least 64 KiB.
+    #[error("small segment size {0} is not a power of two of at least 64 KiB")]
+    SmallSegment(usize),
+    /// The contention region count is outside 1 to 32.
+    #[error("{0} contention regions: between 1 and 32")]
+    Regions(usize),
+    /// A region's space configuration is invalid for the page source.
+    #[error("a region's space configuration: {0}")]
+    Space(#[from] SpaceError),
+    /// The page source refused the allocator's own tables.
+    #[error("the page source refused the allocator's tables: {0}")]
+    Pages(#[from] PageError),
+}

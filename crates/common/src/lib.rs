@@ -1,0 +1,24 @@
+#![doc = include_str!("../README.md")]
+#![no_std]
+
+#[cfg(any(test, feature = "std"))]
+extern crate std;
+
+mod abort;
+mod common;
+mod config;
+mod layer;
+mod map;
+mod region;
+mod stats;
+mod sync;
+
+pub use bento_pages::{AllocError, Misuse, MisuseHook, PageSource, panic_on_misuse};
+
+pub use crate::abort::abort_on_misuse;
+pub use crate::common::CommonAllocator;
+pub use crate::config::{
+    CommonConfig, CommonError, MAX_CLASSES, MAX_CONTENTION_REGIONS, MAX_SMALL, Routing,
+    SMALL_ALIGN, SizeClasses,
+};
+pub use crate::stats::{CommonStats, Corruption, Leaks, RegionStats, Report};

@@ -1,0 +1,157 @@
+//! The region map: which region owns a pointer, in O(1), for frees without a size
+//! and for contention routing.
+//!
+//! Every segment of every region covers whole 64 KiB granules (the shared page layer
+//! rounds reservations to them), so one byte per granule names its owner: a two-level
+//! table, a top level of leaf pointers inside the allocator's own block and leaves of
+//! 64 Ki entries (4 GiB of address space each) made from the page source on demand.
+//! Entries are written under the layer's lock when a segment is reserved or released,
+//! and read without a lock: a thread that frees a block got its pointer from the
+//! allocation, which happened after the entry was written.
+
+// The map's atomics are core's even under loom: its protocol is a publication under
+// a lock, and a loom atomic per entry would make a model of 64 Ki entries.
+use core::ptr::NonNull;
+use core::sync::atomic::{AtomicPtr, AtomicU8, Ordering};
+
+use bento_align::Alignment;
+use bento_pages::PageSource;
+
+use crate::config::GRANULE;
+
+/// `log2(GRANULE)`.
+const GRANULE_SHIFT: u32 = GRANULE.trailing_zeros();
+/// Entries per leaf, as a shift.
+const LEAF_SHIFT: u32 = 16;
+/// Bytes of a leaf: one per entry.
+pub(crate) const LEAF_BYTES: usize = 1 << LEAF_SHIFT;
+/// The address bits the map covers: user space of the 64-bit targets bento runs on
+/// (x86-64 and AArch64 with 48-bit virtual addresses), or the whole of a narrower one.
+const ADDR_BITS: u32 = if usize::BITS >= 64 { 48 } else { usize::BITS };
+/// Top-level entries.
+pub(crate) const TOP: usize = 1 << (ADDR_BITS - GRANULE_SHIFT - LEAF_SHIFT);
+
+/// The owner byte of a granule no region holds.
+pub(crate) const NOBODY: u8 = 0;
+
+/// The two-level table. It lives in the allocator's block, which the page source
+/// hands out zeroed or the allocator zeroes: every top entry starts null.
+pub(crate) struct RegionMap {
+    // Invariant: each non-null entry is a leaf of `LEAF_BYTES` bytes, reserved and
+    // committed from the layer's source, readable and writable until the map is torn
+    // down; entries only go from null to a leaf, under the layer's lock.
+    top: [AtomicPtr<u8>; TOP],
+}
+
+impl RegionMap {
+    /// The owner of the granule holding `addr`: a region id, or [`NOBODY`].
+    #[inline]
+    pub(crate) fn owner(&self, addr: usize) -> u8 {
+        let granule = addr >> GRANULE_SHIFT;
+        let Some(slot) = self.top.get(granule >> LEAF_SHIFT) else {
+            return NOBODY;
+        };
+        let leaf = slot.load(Ordering::Acquire);
+        if leaf.is_null() {
+            return NOBODY;
+        }
+        // SAFETY: a non-null entry is a live leaf of `LEAF_BYTES` bytes (the field's
+        // invariant); the index is below `LEAF_BYTES`. A leaf's bytes are only
+        // written through atomic stores (`set`).
+        unsafe { leaf_entry(leaf, granule) }.load(Ordering::Relaxed)
+    }
+
+    /// Records `owner` for every granule of `[base, base + len)` (granule-aligned),
+    /// making leaves from `pages` as needed.
+    ///
+    /// # Safety
+    ///
+    /// The caller holds the layer's lock, and `pages` is the source the map's leaves
+    /// come from (the one [`tear_down`](Self::tear_down) is given).
+    pub(crate) unsafe fn set<P: PageSource>(
+        &self,
+        pages: &P,
+        base: NonNull<u8>,
+        len: usize,
+        owner: u8,
+    ) -> bool {
+        let first = base.addr().get() >> GRANULE_SHIFT;
+        let last = (base.addr().get() + len - 1) >> GRANULE_SHIFT;
+        if last >> LEAF_SHIFT >= TOP {
+            return false;
+        }
+        // Make every leaf first, so that a failure changes no entry.
+        for top in first >> LEAF_SHIFT..=last >> LEAF_SHIFT {
+            let slot = &self.top[top];
+            if slot.load(Ordering::Relaxed).is_null() {
+                let Some(leaf) = new_leaf(pages) else {
+                    return false;
+                };
+                slot.store(leaf.as_ptr(), Ordering::Release);
+            }
+        }
+        for granule in first..=last {
+            let leaf = self.top[granule >> LEAF_SHIFT].load(Ordering::Relaxed);
+            // SAFETY: made above (or before) under the lock the caller holds; the
+            // index is below `LEAF_BYTES`.
+            unsafe { leaf_entry(leaf, granule) }.store(owner, Ordering::Relaxed);
+        }
+        true
+    }
+
+    /// Gives every leaf back to `pages`.
+    ///
+    /// # Safety
+    ///
+    /// `pages` is the source the leaves came from, and nothing reads the map
+    /// afterwards.
+    pub(crate) unsafe fn tear_down<P: PageSource>(&mut self, pages: &P) {
+        let size = leaf_reservation(pages);
+        for slot in &mut self.top {
+            let leaf = core::mem::replace(slot.get_mut(), core::ptr::null_mut());
+            if let Some(leaf) = NonNull::new(leaf) {
+                // SAFETY: a leaf is a whole reservation of `size` bytes from `pages`,
+                // committed in `new_leaf`, no longer read.
+                unsafe {
+                    pages.decommit(leaf, size);
+                    pages.release(leaf, size);
+                }
+            }
+        }
+    }
+}
+
+/// The bytes a leaf takes from `pages`: `LEAF_BYTES` in whole pages.
+pub(crate) fn leaf_reservation<P: PageSource>(pages: &P) -> usize {
+    LEAF_BYTES.next_multiple_of(pages.page_size())
+}
+
+/// A zeroed leaf from `pages`, or `None` when it refuses.
+fn new_leaf<P: PageSource>(pages: &P) -> Option<NonNull<u8>> {
+    let size = leaf_reservation(pages);
+    let leaf = pages.reserve(size, Alignment::MIN).ok()?;
+    // SAFETY: the whole of a fresh reservation.
+    if unsafe { pages.commit(leaf, size) }.is_err() {
+        // SAFETY: nothing of it is committed or used.
+        unsafe { pages.release(leaf, size) };
+        return None;
+    }
+    if !pages.decommitted_reads_zero() {
+        // SAFETY: committed above, `size` bytes, ours alone.
+        unsafe { leaf.write_bytes(0, size) };
+    }
+    Some(leaf)
+}
+
+/// The entry of `granule` in `leaf`.
+///
+/// # Safety
+///
+/// `leaf` is a live leaf (`LEAF_BYTES` readable and writable bytes, only accessed
+/// atomically), and the returned reference is not used after it is torn down.
+#[inline]
+unsafe fn leaf_entry<'a>(leaf: *mut u8, granule: usize) -> &'a AtomicU8 {
+    // SAFETY: the index is below `LEAF_BYTES`, inside the leaf; `AtomicU8` has the
+    // size and alignment of `u8` and the caller ensures every access is atomic.
+    unsafe { AtomicU8::from_ptr(leaf.add(granule & (LEAF_BYTES - 1))) }
+}

@@ -1,0 +1,253 @@
+//! A region: one memory space behind its own lock, and for a small class a free list
+//! of its blocks.
+
+use core::alloc::Layout;
+use core::cell::UnsafeCell;
+use core::ptr::NonNull;
+
+use bento_pages::lock::RawSpinLock;
+use bento_space::{MemorySpace, SpaceStats};
+
+use crate::config::SMALL_ALIGN;
+use crate::layer::RegionPages;
+use crate::sync::{AtomicUsize, Ordering};
+use crate::{AllocError, Misuse, MisuseHook, PageSource};
+
+/// The unit a small region takes from (and gives back to) the shared block budget.
+pub(crate) const QUANTUM: usize = 8 << 10;
+
+/// What a block on a free list holds in its second word in debug builds, so that a
+/// second free of it is caught.
+const FREED: usize = 0x_f7ee_b10c_f7ee_b10c_u64 as usize;
+
+/// One region. Aligned to two cache lines so that threads working in different
+/// regions never share a line.
+#[repr(align(128))]
+pub(crate) struct Region<P: PageSource> {
+    lock: RawSpinLock,
+    /// The block size of a small region; 0 for a general one.
+    pub(crate) block: usize,
+    /// The region's id in the map.
+    pub(crate) id: u8,
+    // Invariant: reached only by the thread holding `lock` (through `Held`).
+    state: UnsafeCell<State<P>>,
+    /// Lock acquisitions that had to wait (written under the lock).
+    contended: AtomicUsize,
+}
+
+/// What the lock guards.
+pub(crate) struct State<P: PageSource> {
+    pub(crate) space: MemorySpace<RegionPages<P>>,
+    // Invariant: a list of `cached` blocks, each a live block of `space` (its
+    // allocation from the region's point of view is freed), linked through its first
+    // word; in debug builds each holds `FREED` in its second word.
+    free: Option<NonNull<u8>>,
+    /// Blocks on `free`.
+    cached: usize,
+    /// Bytes of the shared budget this region holds: at least `cached * block`.
+    quota: usize,
+}
+
+// SAFETY: the state is reached only under the lock, one thread at a time; the space
+// and its source move between threads (`Send`) with the page source's blessing.
+unsafe impl<P: PageSource + Send + Sync> Sync for Region<P> {}
+// SAFETY: as above.
+unsafe impl<P: PageSource + Send + Sync> Send for Region<P> {}
+
+/// The lock held on a region: its state, for one operation.
+pub(crate) struct Held<'a, P: PageSource> {
+    region: &'a Region<P>,
+}
+
+impl<P: PageSource> core::ops::Deref for Held<'_, P> {
+    type Target = State<P>;
+
+    #[inline]
+    fn deref(&self) -> &State<P> {
+        // SAFETY: this thread holds the lock (the state's invariant).
+        unsafe { &*self.region.state.get() }
+    }
+}
+
+impl<P: PageSource> core::ops::DerefMut for Held<'_, P> {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut State<P> {
+        // SAFETY: as for `deref`; `&mut self` makes this the only reference.
+        unsafe { &mut *self.region.state.get() }
+    }
+}
+
+impl<P: PageSource> Drop for Held<'_, P> {
+    #[inline]
+    fn drop(&mut self) {
+        // SAFETY: a `Held` exists only while its thread holds the lock.
+        unsafe { self.region.lock.unlock() }
+    }
+}
+
+impl<P: PageSource> Region<P> {
+    /// A region over `space`, serving blocks of `block` bytes (0: any request).
+    pub(crate) fn new(space: MemorySpace<RegionPages<P>>, block: usize, id: u8) -> Self {
+        Self {
+            lock: RawSpinLock::new(),
+            block,
+            id,
+            state: UnsafeCell::new(State {
+                space,
+                free: None,
+                cached: 0,
+                quota: 0,
+            }),
+            contended: AtomicUsize::new(0),
+        }
+    }
+
+    /// Takes the lock, counting a wait.
+    #[inline]
+    pub(crate) fn lock(&self) -> Held<'_, P> {
+        if !self.lock.try_lock() {
+            self.lock.lock();
+            let n = self.contended.load(Ordering::Relaxed);
+            self.contended.store(n + 1, Ordering::Relaxed);
+        }
+        Held { region: self }
+    }
+
+    /// Takes the lock if it is free.
+    #[inline]
+    pub(crate) fn try_lock(&self) -> Option<Held<'_, P>> {
+        self.lock.try_lock().then_some(Held { region: self })
+    }
+
+    /// Lock acquisitions that had to wait.
+    pub(crate) fn contended(&self) -> usize {
+        self.contended.load(Ordering::Relaxed)
+    }
+
+    /// The layout every block of this small region is allocated from its space with.
+    #[inline]
+    fn block_layout(&self) -> Layout {
+        // SAFETY: a non-zero multiple of 8 (the class table's rule) and a power of two.
+        unsafe { Layout::from_size_align_unchecked(self.block, SMALL_ALIGN) }
+    }
+
+    /// A block of a small region: from the free list, else from the space.
+    #[inline]
+    pub(crate) fn alloc_small(&self, budget: &AtomicUsize) -> Result<NonNull<u8>, AllocError> {
+        let mut held = self.lock();
+        if let Some(block) = held.free {
+            // SAFETY: a block on the list is a live block of the space with its link
+            // in its first word (the list's invariant).
+            held.free = unsafe { block.cast::<Option<NonNull<u8>>>().read() };
+            held.cached -= 1;
+            if cfg!(debug_assertions) {
+                // SAFETY: every block holds at least 24 bytes (the space's smallest).
+                unsafe { block.cast::<usize>().add(1).write(0) };
+            }
+            let spare = held.quota - held.cached * self.block;
+            if spare >= 2 * QUANTUM {
+                held.quota -= QUANTUM;
+                budget.fetch_add(QUANTUM, Ordering::Relaxed);
+            }
+            return Ok(block);
+        }
+        held.space.alloc(self.block_layout())
+    }
+
+    /// Frees a block of a small region: onto the free list while the budget allows,
+    /// else back to the space.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` is a live block of this region, not used afterwards.
+    #[inline]
+    pub(crate) unsafe fn free_small(&self, ptr: NonNull<u8>, budget: &AtomicUsize, hook: MisuseHook) {
+        let mut held = self.lock();
+        if cfg!(debug_assertions) && !held.check_small(ptr, hook) {
+            return;
+        }
+        if (held.cached + 1) * self.block > held.quota {
+            if !take_quantum(budget) {
+                // SAFETY: the caller's contract.
+                unsafe { held.space.dealloc(ptr, self.block_layout()) };
+                return;
+            }
+            held.quota += QUANTUM;
+        }
+        // SAFETY: a live block of at least 24 bytes, given up by the caller: its
+        // first two words are ours.
+        unsafe {
+            ptr.cast::<Option<NonNull<u8>>>().write(held.free);
+            if cfg!(debug_assertions) {
+                ptr.cast::<usize>().add(1).write(FREED);
+            }
+        }
+        held.free = Some(ptr);
+        held.cached += 1;
+    }
+}
+
+/// Takes a quantum from the shared budget, if one is left.
+fn take_quantum(budget: &AtomicUsize) -> bool {
+    budget
+        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |b| b.checked_sub(QUANTUM))
+        .is_ok()
+}
+
+impl<P: PageSource> State<P> {
+    /// Whether `ptr` may be freed in this small region (debug builds): a live block
+    /// of the space, and not on the free list. Reports the misuse otherwise.
+    fn check_small(&self, ptr: NonNull<u8>, hook: MisuseHook) -> bool {
+        // SAFETY: in debug builds the space checks the pointer against its segments
+        // before it reads a tag, and reports (returning 0) what is not a live block.
+        if unsafe { self.space.usable_size(ptr) } == 0 {
+            return false;
+        }
+        // SAFETY: a live block of at least 24 bytes.
+        let marked = unsafe { ptr.cast::<usize>().add(1).read() } == FREED;
+        if marked && self.listed().any(|b| b == ptr) {
+            hook(&Misuse::DoubleFree { ptr });
+            return false;
+        }
+        true
+    }
+
+    /// The blocks on the free list.
+    pub(crate) fn listed(&self) -> impl Iterator<Item = NonNull<u8>> + '_ {
+        let mut next = self.free;
+        (0..self.cached).map_while(move |_| {
+            let block = next?;
+            // SAFETY: a listed block holds its link in its first word.
+            next = unsafe { block.cast::<Option<NonNull<u8>>>().read() };
+            Some(block)
+        })
+    }
+
+    /// Blocks on the free list.
+    pub(crate) fn cached(&self) -> usize {
+        self.cached
+    }
+
+    /// Gives every listed block back to the space and the quota to the budget;
+    /// returns the bytes of blocks given back.
+    pub(crate) fn flush(&mut self, block: usize, budget: &AtomicUsize) -> usize {
+        let layout = Layout::from_size_align(block.max(1), SMALL_ALIGN).expect("a small class");
+        let mut freed = 0;
+        while let Some(b) = self.free {
+            // SAFETY: a listed block: live in the space, its link in its first word.
+            unsafe {
+                self.free = b.cast::<Option<NonNull<u8>>>().read();
+                self.space.dealloc(b, layout);
+            }
+            self.cached -= 1;
+            freed += block;
+        }
+        budget.fetch_add(core::mem::take(&mut self.quota), Ordering::Relaxed);
+        freed
+    }
+
+    /// The space's figures.
+    pub(crate) fn space_stats(&self) -> SpaceStats {
+        self.space.stats()
+    }
+}

@@ -1,0 +1,361 @@
+//! The figures of a common allocator: [`CommonStats`] per region and in total, the
+//! [`Report`] table, the [`Leaks`] list, and [`CommonAllocator::validate`]'s walk.
+//!
+//! [`CommonAllocator::validate`]: crate::CommonAllocator::validate
+
+use core::fmt;
+
+use bento_pages::{CacheStats, PageSource, PageStats};
+use bento_space::Corruption as SpaceCorruption;
+
+use crate::common::{Inner, MAX_REGIONS};
+use crate::region::Region;
+
+/// One region's figures.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RegionStats {
+    /// The block size of a small region; 0 for the large region (or a contention
+    /// region), which serves any size.
+    pub block: usize,
+    /// Live blocks (the free list's are not).
+    pub live_blocks: usize,
+    /// Bytes in live blocks: the class size each in a small region, the usable size
+    /// in a general one.
+    pub live_bytes: usize,
+    /// Freed blocks kept for reuse: a small region's free list, a general region's
+    /// block cache.
+    pub cached_blocks: usize,
+    /// Bytes the region's segments have committed.
+    pub committed: usize,
+    /// The most `committed` has been.
+    pub max_committed: usize,
+    /// Bytes of address space the region's segments hold.
+    pub reserved: usize,
+    /// The most `reserved` has been.
+    pub max_reserved: usize,
+    /// Live segments.
+    pub segments: usize,
+    /// Times a thread found the region's lock taken and waited.
+    pub contended: usize,
+}
+
+/// A common allocator's figures: each region's, and the totals.
+///
+/// ```
+/// use core::alloc::Layout;
+/// use bento_common::CommonAllocator;
+///
+/// let common = CommonAllocator::new();
+/// let p = common.alloc(Layout::new::<[u8; 50]>()).unwrap();
+/// let s = common.stats();
+/// assert_eq!((s.live_blocks, s.live_bytes), (1, 56));
+/// assert_eq!(s.regions()[6].live_blocks, 1); // the 56-byte class
+/// assert!(s.resident >= s.committed);
+/// // SAFETY: live.
+/// unsafe { common.free(p) };
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CommonStats {
+    regions: [RegionStats; MAX_REGIONS],
+    count: usize,
+    /// Live blocks in all regions.
+    pub live_blocks: usize,
+    /// Bytes in live blocks, in all regions.
+    pub live_bytes: usize,
+    /// Freed blocks kept for reuse, in all regions.
+    pub cached_blocks: usize,
+    /// Bytes the regions' segments have committed.
+    pub committed: usize,
+    /// Bytes of address space the regions' segments hold.
+    pub reserved: usize,
+    /// Memory the allocator holds in its page source: the regions' committed bytes,
+    /// the commit cache's parked pages and spare segments, and the allocator's own
+    /// tables (its block, the region map's leaves, the cache's slot table).
+    pub resident: usize,
+    /// The most `resident` has been.
+    pub max_resident: usize,
+    /// Lock waits, in all regions.
+    pub contended: usize,
+    /// What reached the page source: all the allocator's reserves, commits,
+    /// decommits and releases.
+    pub source: PageStats,
+    /// The shared commit cache's figures.
+    pub cache: CacheStats,
+}
+
+impl Default for CommonStats {
+    fn default() -> Self {
+        Self {
+            regions: [RegionStats::default(); MAX_REGIONS],
+            count: 0,
+            live_blocks: 0,
+            live_bytes: 0,
+            cached_blocks: 0,
+            committed: 0,
+            reserved: 0,
+            resident: 0,
+            max_resident: 0,
+            contended: 0,
+            source: PageStats::default(),
+            cache: CacheStats::default(),
+        }
+    }
+}
+
+impl CommonStats {
+    /// Each region's figures: the small classes in order, then the large region
+    /// (under `Routing::BySize`), or the contention regions.
+    #[must_use]
+    pub fn regions(&self) -> &[RegionStats] {
+        &self.regions[..self.count]
+    }
+
+    fn push(&mut self, region: RegionStats) {
+        self.regions[self.count] = region;
+        self.count += 1;
+        self.live_blocks += region.live_blocks;
+        self.live_bytes += region.live_bytes;
+        self.cached_blocks += region.cached_blocks;
+        self.committed += region.committed;
+        self.reserved += region.reserved;
+        self.contended += region.contended;
+    }
+}
+
+/// [`CommonStats`] as a table: one row per region that holds memory, then the
+/// totals. Its `Display` writes with `core::fmt` only.
+#[derive(Clone, Copy, Debug)]
+pub struct Report(pub CommonStats);
+
+/// Bytes as a short figure: B, KiB or MiB.
+struct Bytes(usize);
+
+impl fmt::Display for Bytes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let b = self.0;
+        let text_width = f.width().unwrap_or(0);
+        let mut buf = Small::default();
+        if b < 10 << 10 {
+            fmt::write(&mut buf, format_args!("{b} B"))?;
+        } else if b < 10 << 20 {
+            fmt::write(&mut buf, format_args!("{} KiB", b >> 10))?;
+        } else {
+            fmt::write(&mut buf, format_args!("{} MiB", b >> 20))?;
+        }
+        write!(f, "{:>text_width$}", buf.as_str())
+    }
+}
+
+/// A small text buffer for one figure.
+#[derive(Default)]
+struct Small {
+    bytes: [u8; 32],
+    len: usize,
+}
+
+impl Small {
+    fn as_str(&self) -> &str {
+        core::str::from_utf8(&self.bytes[..self.len]).unwrap_or("?")
+    }
+}
+
+impl fmt::Write for Small {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        let end = self.len + s.len();
+        if end > self.bytes.len() {
+            return Err(fmt::Error);
+        }
+        self.bytes[self.len..end].copy_from_slice(s.as_bytes());
+        self.len = end;
+        Ok(())
+    }
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = &self.0;
+        writeln!(
+            f,
+            "{:>7} {:>9} {:>10} {:>8} {:>10} {:>10} {:>5} {:>7}",
+            "region", "live", "bytes", "cached", "committed", "reserved", "segs", "waits"
+        )?;
+        for r in s.regions().iter().filter(|r| r.reserved > 0 || r.live_blocks > 0) {
+            if r.block == 0 {
+                write!(f, "{:>7} ", "large")?;
+            } else {
+                write!(f, "{:>7} ", r.block)?;
+            }
+            writeln!(
+                f,
+                "{:>9} {:>10} {:>8} {:>10} {:>10} {:>5} {:>7}",
+                r.live_blocks,
+                Bytes(r.live_bytes),
+                r.cached_blocks,
+                Bytes(r.committed),
+                Bytes(r.reserved),
+                r.segments,
+                r.contended
+            )?;
+        }
+        writeln!(
+            f,
+            "{:>7} {:>9} {:>10} {:>8} {:>10} {:>10} {:>5} {:>7}",
+            "total",
+            s.live_blocks,
+            Bytes(s.live_bytes),
+            s.cached_blocks,
+            Bytes(s.committed),
+            Bytes(s.reserved),
+            s.regions().iter().map(|r| r.segments).sum::<usize>(),
+            s.contended
+        )?;
+        write!(
+            f,
+            "resident {} (peak {}), {} parked, {} source calls",
+            Bytes(s.resident),
+            Bytes(s.max_resident),
+            Bytes(s.cache.parked),
+            s.source.reserves + s.source.releases + s.source.commits + s.source.decommits
+        )
+    }
+}
+
+/// The live blocks per region of an allocator that should be empty: its leak
+/// report (see [`CommonAllocator::leaks`](crate::CommonAllocator::leaks)).
+#[derive(Clone, Copy, Debug)]
+pub struct Leaks(pub CommonStats);
+
+impl fmt::Display for Leaks {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = &self.0;
+        let plural = if s.live_blocks == 1 { "" } else { "s" };
+        write!(f, "{} live block{plural} ({} bytes):", s.live_blocks, s.live_bytes)?;
+        for r in s.regions().iter().filter(|r| r.live_blocks > 0) {
+            if r.block == 0 {
+                write!(f, " {} in the large region", r.live_blocks)?;
+            } else {
+                write!(f, " {} of {} B", r.live_blocks, r.block)?;
+            }
+            f.write_str(";")?;
+        }
+        Ok(())
+    }
+}
+
+/// What [`CommonAllocator::validate`](crate::CommonAllocator::validate) found wrong.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Corruption {
+    /// A region's memory space broke one of its rules.
+    #[error("region {region}: {corruption}")]
+    Space {
+        /// The region's index.
+        region: usize,
+        /// What the space's walk found.
+        corruption: SpaceCorruption,
+    },
+    /// A small region's free list is broken: a block not in the region, a cycle,
+    /// or a count that does not match.
+    #[error("region {region}: free list broken at {addr:#x}")]
+    FreeList {
+        /// The region's index.
+        region: usize,
+        /// The block where the list went wrong (0 for a wrong count).
+        addr: usize,
+    },
+    /// The region map does not give a block of the region to it.
+    #[error("region {region}: the region map gives block {addr:#x} to region id {owner}")]
+    Map {
+        /// The region's index.
+        region: usize,
+        /// The block.
+        addr: usize,
+        /// The id the map holds for it (0: nobody).
+        owner: u8,
+    },
+}
+
+impl<P: PageSource> Inner<P> {
+    /// The figures, region by region under each one's lock.
+    pub(crate) fn stats(&self) -> CommonStats {
+        let mut stats = CommonStats::default();
+        for region in self.regions() {
+            let held = region.lock();
+            stats.push(region_stats(region, &held.space_stats(), held.cached()));
+        }
+        self.totals(&mut stats);
+        stats
+    }
+
+    /// Fills in what the page layer knows.
+    fn totals(&self, stats: &mut CommonStats) {
+        stats.source = self.layer.source().stats();
+        stats.cache = self.layer.cache.stats();
+        stats.resident = stats.source.committed;
+        stats.max_resident = stats.source.max_committed;
+    }
+
+    /// Walks every region; see `CommonAllocator::validate`.
+    pub(crate) fn validate(&self) -> Result<CommonStats, Corruption> {
+        let mut stats = CommonStats::default();
+        for (i, region) in self.regions().enumerate() {
+            let mut held = region.lock();
+            let report = held
+                .space
+                .validate()
+                .map_err(|corruption| Corruption::Space { region: i, corruption })?;
+            let cached = held.cached();
+            let mut listed = 0;
+            for block in held.listed() {
+                let owner = self.layer.map.owner(block.addr().get());
+                if owner != region.id {
+                    return Err(Corruption::FreeList { region: i, addr: block.addr().get() });
+                }
+                listed += 1;
+            }
+            if listed != cached || cached > report.live_blocks {
+                return Err(Corruption::FreeList { region: i, addr: 0 });
+            }
+            for block in held.space.allocations() {
+                let owner = self.layer.map.owner(block.ptr.addr().get());
+                if owner != region.id {
+                    return Err(Corruption::Map { region: i, addr: block.ptr.addr().get(), owner });
+                }
+            }
+            let mut figures = region_stats(region, &held.space_stats(), cached);
+            // The walk's own counts, not the counters.
+            figures.live_blocks = report.live_blocks - cached;
+            figures.segments = report.segments;
+            if region.block == 0 {
+                figures.live_bytes = report.live_bytes;
+                figures.cached_blocks = report.cached_blocks;
+            } else {
+                figures.live_bytes = figures.live_blocks * region.block;
+            }
+            stats.push(figures);
+        }
+        self.totals(&mut stats);
+        Ok(stats)
+    }
+}
+
+/// One region's figures from its space's and its free list's.
+fn region_stats<P: PageSource>(region: &Region<P>, space: &bento_space::SpaceStats, cached: usize) -> RegionStats {
+    let live_blocks = space.live_blocks - cached;
+    let (live_bytes, cached_blocks) = if region.block == 0 {
+        (space.live_bytes, space.cached_blocks)
+    } else {
+        (live_blocks * region.block, cached)
+    };
+    RegionStats {
+        block: region.block,
+        live_blocks,
+        live_bytes,
+        cached_blocks,
+        committed: space.committed,
+        max_committed: space.max_committed,
+        reserved: space.reserved,
+        max_reserved: space.max_reserved,
+        segments: space.segments,
+        contended: region.contended(),
+    }
+}
