@@ -346,6 +346,22 @@ impl<P: PageSource> CommonAllocator<P> {
         }
     }
 
+    /// The page source, once the allocator has started (it moves into the
+    /// allocator's block then).
+    ///
+    /// ```
+    /// use bento_common::CommonAllocator;
+    /// use bento_pages::PageSource;
+    ///
+    /// let common = CommonAllocator::new();
+    /// assert!(common.pages().is_none());
+    /// common.init().unwrap();
+    /// assert!(common.pages().unwrap().page_size() >= 4096);
+    /// ```
+    pub fn pages(&self) -> Option<&P> {
+        self.started().map(|inner| inner.layer.source().inner())
+    }
+
     /// Whether `ptr` lies in memory one of the regions holds (the region map).
     ///
     /// ```

@@ -13,7 +13,7 @@ mod region;
 mod stats;
 mod sync;
 
-pub use bento_pages::{AllocError, Misuse, MisuseHook, PageSource, panic_on_misuse};
+pub use bento_pages::{AllocError, Misuse, MisuseHook, PageSource, RawAlloc, panic_on_misuse};
 
 pub use crate::abort::abort_on_misuse;
 pub use crate::common::CommonAllocator;

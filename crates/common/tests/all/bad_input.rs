@@ -1,0 +1,151 @@
+//! Bad input: configurations the allocator refuses, sources that refuse it, and
+//! misuse it catches in debug builds (recorded here; aborting by default).
+
+use core::alloc::Layout;
+use core::ptr::NonNull;
+
+use bento_common::{CommonAllocator, CommonConfig, CommonError, Misuse, Routing};
+use bento_pages::FaultyPages;
+use bento_space::{SpaceConfig, SpaceError};
+
+use crate::{heap, on_heap, seen, shape};
+
+#[test]
+fn bad_configurations_fail_every_allocation() {
+    let cases = [
+        (shape().with_small_segment(1000), CommonError::SmallSegment(1000)),
+        (shape().with_small_segment(32 << 10), CommonError::SmallSegment(32 << 10)),
+        (shape().with_routing(Routing::Contention { regions: 0 }), CommonError::Regions(0)),
+        (shape().with_routing(Routing::Contention { regions: 33 }), CommonError::Regions(33)),
+    ];
+    for (config, want) in cases {
+        let common = CommonAllocator::with_config(config.with_pages(bento_pages::SystemPages::new()));
+        assert_eq!(common.init(), Err(want));
+        // The same error again, and every allocation fails.
+        assert_eq!(common.init(), Err(want));
+        assert!(common.alloc(Layout::new::<u64>()).is_err());
+        assert!(common.stats().regions().is_empty());
+        assert!(!want.to_string().is_empty());
+    }
+    let bad_space = shape().with_large(SpaceConfig::DEFAULT.with_segment_threshold(0));
+    let common = CommonAllocator::with_config(bad_space.with_pages(bento_pages::SystemPages::new()));
+    assert!(matches!(
+        common.init(),
+        Err(CommonError::Space(SpaceError::SegmentThreshold { .. }))
+    ));
+}
+
+#[test]
+fn a_source_that_refuses_the_block_fails_the_start() {
+    let pages = FaultyPages::new(heap());
+    pages.fail_reserve(0);
+    let c = shape();
+    let common = CommonAllocator::with_config(CommonConfig {
+        pages,
+        classes: c.classes,
+        small_segment: c.small_segment,
+        large: c.large,
+        routing: c.routing,
+        commit_cache: c.commit_cache,
+        block_cache: c.block_cache,
+        misuse: c.misuse,
+    });
+    assert!(matches!(common.init(), Err(CommonError::Pages(_))));
+    assert!(common.alloc(Layout::new::<[u8; 100]>()).is_err());
+}
+
+#[test]
+fn huge_and_impossible_requests_fail_cleanly() {
+    let common = on_heap(Routing::BySize);
+    for size in [isize::MAX as usize - 4095, 1 << 46] {
+        let layout = Layout::from_size_align(size, 4096).unwrap();
+        assert!(common.alloc(layout).is_err());
+        assert!(common.alloc_zeroed(layout).is_err());
+    }
+    let small = Layout::new::<[u8; 40]>();
+    let p = common.alloc(small).unwrap();
+    let huge = Layout::from_size_align(1 << 46, 16).unwrap();
+    // SAFETY: live with `small`; an `Err` leaves it unchanged.
+    unsafe {
+        assert!(common.resize(p, small, huge).is_err());
+        common.dealloc(p, small);
+    }
+    common.validate().unwrap();
+}
+
+/// Each misuse the debug build catches is reported, changes nothing, and loses
+/// nothing: the allocator validates and empties afterwards.
+#[test]
+#[cfg(debug_assertions)]
+fn misuse_is_reported_and_changes_nothing() {
+    for routing in [Routing::BySize, Routing::Contention { regions: 2 }] {
+        let common = on_heap(routing);
+        let small = Layout::new::<[u8; 24]>();
+        let large = Layout::new::<[u8; 3000]>();
+        let a = common.alloc(small).unwrap();
+        let b = common.alloc(large).unwrap();
+        let local = 0u64;
+        let foreign = NonNull::from(&local).cast::<u8>();
+        // SAFETY (for each call below): the misuse is the point; the debug build
+        // catches it before any memory is touched.
+        unsafe {
+            common.dealloc(foreign, small);
+            assert!(matches!(seen()[..], [Misuse::Foreign { .. }]), "{routing:?}");
+            common.free(foreign);
+            assert!(matches!(seen()[..], [Misuse::Foreign { .. }]));
+            assert_eq!(common.usable_size(foreign), 0);
+            assert!(matches!(seen()[..], [Misuse::Foreign { .. }]));
+
+            if routing == Routing::BySize {
+                // A small block freed with a large layout: the map says otherwise.
+                common.dealloc(a, large);
+                assert!(matches!(seen()[..], [Misuse::WrongLayout { .. }]));
+                // A small block freed with another class's layout.
+                common.dealloc(a, Layout::new::<[u8; 200]>());
+                assert!(matches!(seen()[..], [Misuse::WrongLayout { .. }]));
+            }
+            // Twice: the second is a double free, from the free list or the space.
+            common.dealloc(a, small);
+            assert!(seen().is_empty());
+            common.dealloc(a, small);
+            assert!(matches!(seen()[..], [Misuse::DoubleFree { .. }]), "{routing:?}");
+            common.free(b);
+            common.free(b);
+            assert_eq!(seen().len(), 1, "a large double free is reported too");
+            // A pointer inside a block.
+            let c = common.alloc(large).unwrap();
+            common.free(c.add(16));
+            assert_eq!(seen().len(), 1, "an interior pointer is reported");
+            common.free(c);
+        }
+        common.validate().unwrap();
+        assert_eq!(common.stats().live_blocks, 0);
+        assert!(seen().is_empty());
+    }
+}
+
+/// The default hook writes one line to stderr and aborts: run in a child process.
+#[test]
+#[cfg(all(debug_assertions, unix, not(miri)))]
+fn the_default_hook_writes_to_stderr_and_aborts() {
+    use std::process::Command;
+    if std::env::var_os("BENTO_COMMON_ABORT_CHILD").is_some() {
+        let common = CommonAllocator::new();
+        common.init().unwrap();
+        let local = 0u64;
+        // SAFETY: the misuse is the point: the debug build catches it and aborts.
+        unsafe { common.free(NonNull::from(&local).cast()) };
+        unreachable!("the hook aborts");
+    }
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "bad_input::the_default_hook_writes_to_stderr_and_aborts", "--nocapture"])
+        .env("BENTO_COMMON_ABORT_CHILD", "1")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(out.status.signal(), Some(libc::SIGABRT), "{stderr}");
+    assert!(stderr.contains("bento-common: "), "{stderr}");
+    assert!(!stderr.contains("unreachable"), "{stderr}");
+}

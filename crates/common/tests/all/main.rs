@@ -1,0 +1,92 @@
+//! bento-common's integration tests: one binary, a module per concern. The
+//! `#[global_allocator]` tests are binaries of their own (`tests/global_*.rs`).
+
+mod bad_input;
+mod figures;
+mod model;
+
+use std::cell::RefCell;
+
+use bento_align::Alignment;
+use bento_common::{CommonAllocator, CommonConfig, Misuse, PageSource, Routing};
+use bento_pages::HeapPages;
+use bento_space::SpaceConfig;
+use bento_testkit::Figures;
+
+std::thread_local! {
+    /// The misuse reported to [`record`] on this thread.
+    static SEEN: RefCell<Vec<Misuse<'static>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A misuse hook that records each report, for [`seen`].
+pub(crate) fn record(m: &Misuse<'_>) {
+    SEEN.with(|s| s.borrow_mut().push(m.detach().expect("no leak reports here")));
+}
+
+/// The misuse [`record`] saw on this thread since the last call.
+pub(crate) fn seen() -> Vec<Misuse<'static>> {
+    SEEN.with(RefCell::take)
+}
+
+/// The shape of the tests: the default classes in 64 KiB segments; a large region of
+/// 256 KiB segments in 4 KiB pages with dedicated segments from 64 KiB, so that
+/// programs cross every kind of boundary; a small commit cache and block budget so
+/// that both fill up; misuse recorded, not fatal.
+pub(crate) fn shape() -> CommonConfig<()> {
+    CommonConfig::DEFAULT
+        .with_pages(())
+        .with_large(
+            SpaceConfig::DEFAULT
+                .with_page_size(4096)
+                .with_segment_granularity(256 << 10)
+                .with_segment_threshold(64 << 10),
+        )
+        .with_commit_cache(256 << 10)
+        .with_block_cache(64 << 10)
+        .with_misuse_hook(record)
+}
+
+/// A heap-backed source with 4 KiB pages.
+pub(crate) fn heap() -> HeapPages {
+    HeapPages::with_page_size(Alignment::new(4096).unwrap())
+}
+
+/// An allocator of [`shape`] over `pages` with `routing`.
+pub(crate) fn common<P: PageSource + Copy>(pages: P, routing: Routing) -> CommonAllocator<P> {
+    CommonAllocator::with_config(shape().with_pages(pages).with_routing(routing))
+}
+
+/// An allocator of [`shape`] over a heap source with `routing`.
+pub(crate) fn on_heap(routing: Routing) -> CommonAllocator<HeapPages> {
+    let c = shape().with_routing(routing);
+    CommonAllocator::with_config(CommonConfig {
+        pages: heap(),
+        classes: c.classes,
+        small_segment: c.small_segment,
+        large: c.large,
+        routing: c.routing,
+        commit_cache: c.commit_cache,
+        block_cache: c.block_cache,
+        misuse: c.misuse,
+    })
+}
+
+/// `validate()` as the testkit's self-check, with the figures the model compares,
+/// and the totals checked against the regions'.
+pub(crate) fn check<P: PageSource>(common: &&CommonAllocator<P>) -> Result<Figures, String> {
+    let walked = common.validate().map_err(|c| c.to_string())?;
+    let counted = common.stats();
+    if (walked.live_blocks, walked.live_bytes) != (counted.live_blocks, counted.live_bytes) {
+        return Err(format!(
+            "the walk finds {} blocks of {} bytes, the counters {} of {}",
+            walked.live_blocks, walked.live_bytes, counted.live_blocks, counted.live_bytes
+        ));
+    }
+    if counted.resident < counted.committed {
+        return Err(format!("resident {} below committed {}", counted.resident, counted.committed));
+    }
+    Ok(Figures {
+        live_blocks: Some(walked.live_blocks),
+        live_bytes: Some(walked.live_bytes),
+    })
+}
