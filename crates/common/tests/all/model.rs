@@ -199,7 +199,7 @@ fn assert_empty<P: PageSource>(common: &CommonAllocator<P>) {
 #[test]
 fn model_by_size() {
     let common = on_heap(Routing::BySize);
-    let r = seeded(cases(120, 1), |u| {
+    let r = seeded(cases(60, 1), |u| {
         let r = run(&mut CommonTarget::new(&common), &caps(Ops::TRIM), u);
         assert_eq!(common.stats().live_blocks, 0, "{}", common.report());
         r
@@ -223,7 +223,7 @@ fn model_by_contention() {
 fn model_through_allocator_api2_04() {
     let common = on_heap(Routing::BySize);
     let caps = caps(Ops::empty()).with_ops(Ops::HUGE);
-    seeded(cases(40, 1), |u| run(&mut Api04::with_validate(&&common, check), &caps, u));
+    seeded(cases(25, 1), |u| run(&mut Api04::with_validate(&&common, check), &caps, u));
     assert_empty(&common);
 }
 
@@ -241,7 +241,7 @@ fn model_with_refused_reserves_and_commits() {
         misuse: c.misuse,
     });
     common.init().unwrap();
-    let r = seeded(cases(100, 1), |u| {
+    let r = seeded(cases(50, 1), |u| {
         common.pages().unwrap().heal();
         let mut target = CommonTarget::new(&common);
         target.fail = Some(|pages: &FaultyPages<HeapPages>, k| {
