@@ -5,7 +5,7 @@
 use crate::step::{Outcome, Step, cargo, root, status};
 
 /// The crates with loom models (`tests/loom.rs` and a `loom` feature).
-const LOOM_CRATES: &[&str] = &["bento-pages", "bento-primitives"];
+const LOOM_CRATES: &[&str] = &["bento-pages", "bento-primitives", "bento-common"];
 
 pub(crate) const STEP: Step = Step { name: "loom", run };
 

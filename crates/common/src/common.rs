@@ -543,13 +543,13 @@ impl<P: PageSource> CommonAllocator<P> {
 
 impl<P: PageSource> Drop for CommonAllocator<P> {
     fn drop(&mut self) {
-        match *self.state.get_mut() {
+        match self.state.load(Ordering::Acquire) {
             UNINIT => {
                 // SAFETY: untaken while `UNINIT` (the field's invariant).
                 unsafe { self.config.get_mut().assume_init_drop() };
             }
             READY => {
-                let inner = NonNull::new(*self.inner.get_mut()).expect("READY has a block");
+                let inner = NonNull::new(self.inner.load(Ordering::Acquire)).expect("READY has a block");
                 // SAFETY: the block is ours alone (`&mut self`), and nothing uses it
                 // again.
                 unsafe { tear_down(inner) };
@@ -906,11 +906,19 @@ fn alloc_in<P: PageSource>(
 
 /// A number that differs between threads without asking the OS: the address of the
 /// caller's stack frame, hashed (thread stacks lie megabytes apart).
+#[cfg(not(bento_loom))]
 #[inline]
 fn thread_hint() -> usize {
     let probe = 0u8;
     let addr = core::hint::black_box(&raw const probe).addr();
     ((addr >> 16).wrapping_mul(0x9e37_79b9)) >> 8
+}
+
+/// Under loom every thread starts at the first region (a model must be
+/// deterministic, and loom's stacks move between runs): the tries then meet.
+#[cfg(bento_loom)]
+fn thread_hint() -> usize {
+    0
 }
 
 // SAFETY: every method keeps `Allocator`'s promises through the allocator's own:

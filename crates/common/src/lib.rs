@@ -22,3 +22,4 @@ pub use crate::config::{
     SMALL_ALIGN, SizeClasses,
 };
 pub use crate::stats::{CommonStats, Corruption, Leaks, RegionStats, Report};
+

@@ -1,0 +1,119 @@
+//! Loom models of the common allocator's atomic protocols: two threads racing the
+//! first allocation (exactly one start, both blocks valid), and contention routing
+//! handing out and freeing blocks from two threads, across threads.
+//!
+//! Run with `cargo xtask loom` (`RUSTFLAGS="--cfg bento_loom"`, feature `loom`).
+#![cfg(bento_loom)]
+
+use core::alloc::Layout;
+use core::ptr::NonNull;
+use std::sync::Arc;
+
+use bento_align::Alignment;
+use bento_common::{CommonAllocator, CommonConfig, Routing, SizeClasses};
+use bento_pages::{HeapPages, Metered};
+use bento_space::SpaceConfig;
+use bento_testkit::loom::in_threads;
+
+type Pages = Arc<Metered<HeapPages>>;
+
+/// An allocator of two small classes and a small large region over `pages`.
+fn common(pages: Pages, routing: Routing) -> &'static CommonAllocator<Pages> {
+    let shape = CommonConfig::DEFAULT
+        .with_classes(SizeClasses::new(&[16, 32]))
+        .with_large(
+            SpaceConfig::DEFAULT
+                .with_page_size(4096)
+                .with_segment_granularity(256 << 10)
+                .with_segment_threshold(64 << 10),
+        )
+        .with_routing(routing)
+        .with_commit_cache(0);
+    let config = CommonConfig {
+        pages,
+        classes: shape.classes,
+        small_segment: shape.small_segment,
+        large: shape.large,
+        routing: shape.routing,
+        commit_cache: shape.commit_cache,
+        block_cache: shape.block_cache,
+        misuse: bento_common::panic_on_misuse,
+    };
+    // Loom threads need `'static`; each model leaks one allocator.
+    Box::leak(Box::new(CommonAllocator::with_config(config)))
+}
+
+/// Drops an allocator `common` made, once every model thread has joined.
+fn destroy(common: &'static CommonAllocator<Pages>) {
+    // SAFETY: leaked by `common`, and no thread uses it any more.
+    drop(unsafe { Box::from_raw(core::ptr::from_ref(common).cast_mut()) });
+}
+
+fn heap() -> Pages {
+    Arc::new(Metered::new(HeapPages::with_page_size(Alignment::new(4096).unwrap())))
+}
+
+/// Writes `byte` over a fresh block of `size` bytes.
+fn fill(p: NonNull<u8>, size: usize, byte: u8) -> NonNull<u8> {
+    // SAFETY: a fresh block of `size` bytes, this thread's.
+    unsafe { p.as_ptr().write_bytes(byte, size) };
+    p
+}
+
+/// Checks that a block still holds `byte` and frees it.
+fn check_and_free(common: &CommonAllocator<Pages>, p: NonNull<u8>, layout: Layout, byte: u8) {
+    // SAFETY: a live block of `layout`, filled with `byte` by its owner, whose
+    // thread has joined (or handed it over through the join).
+    unsafe {
+        assert!(core::slice::from_raw_parts(p.as_ptr(), layout.size()).iter().all(|&b| b == byte));
+        common.dealloc(p, layout);
+    }
+}
+
+#[test]
+fn racing_first_allocations_start_once() {
+    loom::model(|| {
+        let pages = heap();
+        let common = common(Arc::clone(&pages), Routing::BySize);
+        // A small and a large block, each thread's first call.
+        let blocks = in_threads(2, move |i| {
+            let layout = Layout::from_size_align(if i == 1 { 16 } else { 1000 }, 8).unwrap();
+            let p = common.alloc(layout).unwrap();
+            (fill(p, layout.size(), i as u8), layout)
+        });
+        assert_ne!(blocks[0].0, blocks[1].0);
+        let s = common.stats();
+        assert_eq!(s.regions().len(), 3);
+        assert_eq!(s.regions().iter().map(|r| r.segments).sum::<usize>(), 2);
+        for (i, (p, layout)) in blocks.into_iter().enumerate() {
+            check_and_free(common, p, layout, i as u8 + 1);
+        }
+        assert_eq!(common.validate().unwrap().live_blocks, 0);
+        // Dropping gives back the one block the start made: a second start would
+        // have left its own behind.
+        destroy(common);
+        assert_eq!((pages.stats().reserved, pages.stats().committed), (0, 0));
+    });
+}
+
+#[test]
+fn contention_routing_from_two_threads() {
+    loom::model(|| {
+        let common = common(heap(), Routing::Contention { regions: 2 });
+        // Started on a thread with room on its stack (the model's main thread has
+        // 32 KiB).
+        in_threads(1, move |_| common.init().unwrap());
+        let layout = Layout::new::<[u8; 48]>();
+        // Each thread allocates a block (trying the regions in turn when one is
+        // locked); the main thread frees both after the join (cross-thread frees).
+        let kept = in_threads(2, move |i| fill(common.alloc(layout).unwrap(), 48, i as u8));
+        assert_ne!(kept[0], kept[1]);
+        assert_eq!(common.stats().live_blocks, 2);
+        for (i, p) in kept.into_iter().enumerate() {
+            check_and_free(common, p, layout, i as u8 + 1);
+        }
+        let s = common.validate().unwrap();
+        assert_eq!(s.live_blocks, 0);
+        destroy(common);
+    });
+}
