@@ -254,3 +254,51 @@ pub fn frame_free_all<H: Heap>(heap: &mut H, held: &mut [NonNull<u8>], size: usi
     }
     acc
 }
+
+/// A size from 1 to 256 bytes, uniform: the small objects every class of the common
+/// allocator serves.
+#[inline]
+pub fn small_size(r: u64) -> usize {
+    1 + (r as usize & 255)
+}
+
+/// A live set of `live` blocks of `size(r)` bytes, drawn from `rng`.
+pub fn fill_with<H: Heap>(
+    heap: &mut H,
+    rng: &mut crate::XorShift,
+    live: usize,
+    size: impl Fn(u64) -> usize,
+) -> Vec<(NonNull<u8>, usize)> {
+    (0..live)
+        .map(|_| {
+            let s = size(rng.next());
+            (heap.allocate(mixed_layout(s)), s)
+        })
+        .collect()
+}
+
+/// [`mixed_replace`] with sizes from `size`.
+#[inline(never)]
+pub fn replace_with<H: Heap, S: Fn(u64) -> usize>(
+    heap: &mut H,
+    live: &mut [(NonNull<u8>, usize)],
+    rng: &mut crate::XorShift,
+    steps: usize,
+    size: S,
+) -> u64 {
+    let mut acc = 0u64;
+    let n = live.len();
+    for _ in 0..steps {
+        let r = rng.next();
+        let slot = &mut live[below(r, n)];
+        let new = size(r.rotate_left(32));
+        // SAFETY: every slot holds a live block of its recorded size.
+        unsafe { heap.deallocate(slot.0, mixed_layout(slot.1)) };
+        let p = heap.allocate(mixed_layout(new));
+        // SAFETY: a fresh block of at least 1 byte.
+        unsafe { p.as_ptr().write(new as u8) };
+        acc = acc.wrapping_add(p.addr().get() as u64);
+        *slot = (p, new);
+    }
+    acc
+}
