@@ -86,6 +86,8 @@ pub(crate) struct Inner<P: PageSource> {
     classes: SizeClasses,
     routing: Routing,
     pub(crate) misuse: MisuseHook,
+    /// The per-thread front end's bins and registry.
+    pub(crate) fronts: crate::thread::Fronts,
     /// The large region's index (BySize), or the region count (Contention).
     large: usize,
     /// Requests of at least this size get a dedicated segment in a general region.
@@ -550,8 +552,17 @@ impl<P: PageSource> Drop for CommonAllocator<P> {
             }
             READY => {
                 let inner = NonNull::new(self.inner.load(Ordering::Acquire)).expect("READY has a block");
-                // SAFETY: the block is ours alone (`&mut self`), and nothing uses it
-                // again.
+                // SAFETY: the block is live until torn down below.
+                let live = unsafe { inner.as_ref() };
+                live.detach_here();
+                if live.fronts.attached() {
+                    // Another thread's cache still holds blocks and will flush them
+                    // into the block when that thread exits: leak it rather than free
+                    // memory a thread will write to.
+                    return;
+                }
+                // SAFETY: the block is ours alone (`&mut self`, and no cache refers to
+                // it), and nothing uses it again.
                 unsafe { tear_down(inner) };
             }
             _ => {}
@@ -586,6 +597,7 @@ fn build<P: PageSource>(config: CommonConfig<P>) -> Result<NonNull<Inner<P>>, Co
     let large = config.large_space();
     let count = config.regions();
     let (small_segment, block_cache) = (config.small_segment, config.block_cache);
+    let thread_cache = config.thread_cache;
     let CommonConfig {
         pages,
         classes,
@@ -618,6 +630,10 @@ fn build<P: PageSource>(config: CommonConfig<P>) -> Result<NonNull<Inner<P>>, Co
         (&raw mut (*this).classes).write(classes);
         (&raw mut (*this).routing).write(routing);
         (&raw mut (*this).misuse).write(misuse);
+        (&raw mut (*this).fronts).write(crate::thread::Fronts::new(
+            thread_cache && routing == Routing::BySize,
+            (0..classes.len()).map(|c| classes.size(c)),
+        ));
         (&raw mut (*this).large).write(match routing {
             Routing::BySize => classes.len(),
             Routing::Contention { regions } => regions,
@@ -695,6 +711,26 @@ impl<P: PageSource> Inner<P> {
         unsafe { self.regions.get_unchecked(i).assume_init_ref() }
     }
 
+    /// The small classes.
+    #[inline]
+    pub(crate) fn classes(&self) -> &SizeClasses {
+        &self.classes
+    }
+
+    /// The large region's index (`BySize`).
+    #[inline]
+    pub(crate) fn large_index(&self) -> usize {
+        self.large
+    }
+
+    /// `layout` as the large region allocates it (see `large_size`).
+    #[inline]
+    fn large_layout(&self, layout: Layout) -> Layout {
+        // SAFETY: `large_size` only rounds a size of at most 4 KiB up within 4 KiB,
+        // so the layout stays valid (its alignment is unchanged).
+        unsafe { Layout::from_size_align_unchecked(self.large_size(layout), layout.align()) }
+    }
+
     /// The regions.
     pub(crate) fn regions(&self) -> impl Iterator<Item = &Region<P>> {
         (0..self.count).map(|i| self.region(i))
@@ -723,11 +759,17 @@ impl<P: PageSource> Inner<P> {
     fn alloc(&self, layout: Layout) -> Result<NonNull<u8>, AllocError> {
         match self.routing {
             Routing::BySize => {
+                if self.fronts.enabled
+                    && let Some(bin) = self.bin_of(layout)
+                    && let Some(result) = self.cached_alloc(bin)
+                {
+                    return result;
+                }
                 let region = self.region(self.route(layout));
                 if region.block != 0 {
                     region.alloc_small(&self.budget)
                 } else {
-                    region.lock().space.alloc(layout)
+                    region.lock().space.alloc(self.large_layout(layout))
                 }
             }
             Routing::Contention { .. } => self.alloc_contended(layout, false).map(|(p, _)| p),
@@ -751,8 +793,8 @@ impl<P: PageSource> Inner<P> {
         match self.routing {
             Routing::BySize => {
                 let region = self.region(self.route(layout));
-                if region.block != 0 {
-                    return region.alloc_small(&self.budget).map(|p| (p, false));
+                if region.block != 0 || layout.size() < self.dedicated {
+                    return self.alloc(layout).map(|p| (p, false));
                 }
                 alloc_in(&region.lock().space, layout, true, self.dedicated)
             }
@@ -774,6 +816,14 @@ impl<P: PageSource> Inner<P> {
         };
         let region = self.region(i);
         if cfg!(debug_assertions) && !self.check_owner(ptr, layout, region) {
+            return;
+        }
+        if self.fronts.enabled
+            && let Some(bin) = self.bin_of(layout)
+            // SAFETY: the caller's contract; the map agrees (debug builds) and the
+            // block holds its bin's size (the large region's rule).
+            && unsafe { self.cached_free(bin, ptr) }
+        {
             return;
         }
         if region.block != 0 {
@@ -815,6 +865,12 @@ impl<P: PageSource> Inner<P> {
             return report_foreign(self.misuse, ptr);
         };
         if region.block != 0 {
+            let class = usize::from(region.id) - 1;
+            // SAFETY: the caller's contract; the map gives the block to the region
+            // of `class` (small regions come first, in class order).
+            if self.fronts.enabled && unsafe { self.cached_free(class, ptr) } {
+                return;
+            }
             // SAFETY: the caller's contract; the map gives the block to `region`.
             unsafe { region.free_small(ptr, &self.budget, self.misuse) }
         } else {
@@ -871,11 +927,13 @@ impl<P: PageSource> Inner<P> {
             return true;
         }
         ptr.addr().get().is_multiple_of(new.align())
-            // SAFETY: the caller's contract: live in this region.
-            && unsafe { region.lock().space.realloc_in_place(ptr, new.size()) }
+            // SAFETY: the caller's contract: live in this region. A block that may
+            // enter a cache grows to its bin's size.
+            && unsafe { region.lock().space.realloc_in_place(ptr, self.large_size(new)) }
     }
 
     fn trim(&self) -> usize {
+        self.detach_here();
         let mut freed = 0;
         for region in self.regions() {
             let mut held = region.lock();

@@ -208,6 +208,13 @@ pub struct CommonConfig<P> {
     /// wrong layout) calls: [`abort_on_misuse`](crate::abort_on_misuse) by default,
     /// which never allocates or unwinds.
     pub misuse: MisuseHook,
+    /// Whether threads keep a few freed blocks of each size up to 4 KiB for
+    /// themselves (the per-thread front end, under `Routing::BySize` with `std`):
+    /// most allocations and frees then take no lock. An allocator with the front end
+    /// should live as long as the threads that use it (a `static`): one dropped while
+    /// another thread's cache still holds its blocks leaks its memory rather than free
+    /// it under that thread.
+    pub thread_cache: bool,
 }
 
 impl CommonConfig<()> {
@@ -224,6 +231,7 @@ impl CommonConfig<()> {
         commit_cache: 8 << 20,
         block_cache: 1 << 20,
         misuse: crate::abort_on_misuse,
+        thread_cache: true,
     };
 }
 
@@ -257,6 +265,7 @@ impl<P: Copy> CommonConfig<P> {
             commit_cache,
             block_cache,
             misuse,
+            thread_cache,
         } = self;
         CommonConfig {
             pages,
@@ -267,6 +276,7 @@ impl<P: Copy> CommonConfig<P> {
             commit_cache,
             block_cache,
             misuse,
+            thread_cache,
         }
     }
 
@@ -298,6 +308,13 @@ impl<P> CommonConfig<P> {
     #[must_use]
     pub const fn with_routing(mut self, routing: Routing) -> Self {
         self.routing = routing;
+        self
+    }
+
+    /// This configuration with the per-thread front end on or off.
+    #[must_use]
+    pub const fn with_thread_cache(mut self, on: bool) -> Self {
+        self.thread_cache = on;
         self
     }
 

@@ -12,6 +12,7 @@ mod map;
 mod region;
 mod stats;
 mod sync;
+mod thread;
 
 pub use bento_pages::{AllocError, Misuse, MisuseHook, PageSource, RawAlloc, panic_on_misuse};
 

@@ -18,7 +18,7 @@ pub(crate) const QUANTUM: usize = 8 << 10;
 
 /// What a block on a free list holds in its second word in debug builds, so that a
 /// second free of it is caught.
-const FREED: usize = 0x_f7ee_b10c_f7ee_b10c_u64 as usize;
+pub(crate) const FREED: usize = 0x_f7ee_b10c_f7ee_b10c_u64 as usize;
 
 /// One region. Aligned to two cache lines so that threads working in different
 /// regions never share a line.
@@ -135,20 +135,7 @@ impl<P: PageSource> Region<P> {
     #[inline]
     pub(crate) fn alloc_small(&self, budget: &AtomicUsize) -> Result<NonNull<u8>, AllocError> {
         let mut held = self.lock();
-        if let Some(block) = held.free {
-            // SAFETY: a block on the list is a live block of the space with its link
-            // in its first word (the list's invariant).
-            held.free = unsafe { block.cast::<Option<NonNull<u8>>>().read() };
-            held.cached -= 1;
-            if cfg!(debug_assertions) {
-                // SAFETY: every block holds at least 24 bytes (the space's smallest).
-                unsafe { block.cast::<usize>().add(1).write(0) };
-            }
-            let spare = held.quota - held.cached * self.block;
-            if spare >= 2 * QUANTUM {
-                held.quota -= QUANTUM;
-                budget.fetch_add(QUANTUM, Ordering::Relaxed);
-            }
+        if let Some(block) = held.pop(self.block, budget) {
             return Ok(block);
         }
         held.space.alloc(self.block_layout())
@@ -166,24 +153,8 @@ impl<P: PageSource> Region<P> {
         if cfg!(debug_assertions) && !held.check_small(ptr, hook) {
             return;
         }
-        if (held.cached + 1) * self.block > held.quota {
-            if !take_quantum(budget) {
-                // SAFETY: the caller's contract.
-                unsafe { held.space.dealloc(ptr, self.block_layout()) };
-                return;
-            }
-            held.quota += QUANTUM;
-        }
-        // SAFETY: a live block of at least 24 bytes, given up by the caller: its
-        // first two words are ours.
-        unsafe {
-            ptr.cast::<Option<NonNull<u8>>>().write(held.free);
-            if cfg!(debug_assertions) {
-                ptr.cast::<usize>().add(1).write(FREED);
-            }
-        }
-        held.free = Some(ptr);
-        held.cached += 1;
+        // SAFETY: the caller's contract.
+        unsafe { held.give(ptr, self.block, budget) };
     }
 }
 
@@ -195,9 +166,58 @@ fn take_quantum(budget: &AtomicUsize) -> bool {
 }
 
 impl<P: PageSource> State<P> {
+    /// Takes a block off the free list of a small region of `block`-byte blocks,
+    /// giving budget back when the region holds much more than it uses.
+    #[inline]
+    pub(crate) fn pop(&mut self, block: usize, budget: &AtomicUsize) -> Option<NonNull<u8>> {
+        let b = self.free?;
+        // SAFETY: a block on the list is a live block of the space with its link in
+        // its first word (the list's invariant).
+        self.free = unsafe { b.cast::<Option<NonNull<u8>>>().read() };
+        self.cached -= 1;
+        if cfg!(debug_assertions) {
+            // SAFETY: every block holds at least 24 bytes (the space's smallest).
+            unsafe { b.cast::<usize>().add(1).write(0) };
+        }
+        if self.quota - self.cached * block >= 2 * QUANTUM {
+            self.quota -= QUANTUM;
+            budget.fetch_add(QUANTUM, Ordering::Relaxed);
+        }
+        Some(b)
+    }
+
+    /// Puts a freed block of a small region on the free list while the budget
+    /// allows, else gives it back to the space.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` is a live block of the space of `block` bytes, given up by the caller.
+    #[inline]
+    pub(crate) unsafe fn give(&mut self, ptr: NonNull<u8>, block: usize, budget: &AtomicUsize) {
+        if (self.cached + 1) * block > self.quota {
+            if !take_quantum(budget) {
+                let layout = Layout::from_size_align(block, SMALL_ALIGN).expect("a small class");
+                // SAFETY: the caller's contract.
+                unsafe { self.space.dealloc(ptr, layout) };
+                return;
+            }
+            self.quota += QUANTUM;
+        }
+        // SAFETY: a live block of at least 24 bytes, given up by the caller: its
+        // first two words are ours.
+        unsafe {
+            ptr.cast::<Option<NonNull<u8>>>().write(self.free);
+            if cfg!(debug_assertions) {
+                ptr.cast::<usize>().add(1).write(FREED);
+            }
+        }
+        self.free = Some(ptr);
+        self.cached += 1;
+    }
+
     /// Whether `ptr` may be freed in this small region (debug builds): a live block
     /// of the space, and not on the free list. Reports the misuse otherwise.
-    fn check_small(&self, ptr: NonNull<u8>, hook: MisuseHook) -> bool {
+    pub(crate) fn check_small(&self, ptr: NonNull<u8>, hook: MisuseHook) -> bool {
         // SAFETY: in debug builds the space checks the pointer against its segments
         // before it reads a tag, and reports (returning 0) what is not a live block.
         if unsafe { self.space.usable_size(ptr) } == 0 {

@@ -20,7 +20,9 @@ pub struct RegionStats {
     /// Live blocks (the free list's are not).
     pub live_blocks: usize,
     /// Bytes in live blocks: the class size each in a small region, the usable size
-    /// in a general one.
+    /// in a general one (less, in the large region, the blocks threads' caches hold,
+    /// at their bins' sizes: a block's usable size may exceed its bin's by a few
+    /// bytes, which then count as live).
     pub live_bytes: usize,
     /// Freed blocks kept for reuse: a small region's free list, a general region's
     /// block cache.
@@ -278,9 +280,14 @@ impl<P: PageSource> Inner<P> {
     /// The figures, region by region under each one's lock.
     pub(crate) fn stats(&self) -> CommonStats {
         let mut stats = CommonStats::default();
-        for region in self.regions() {
+        let (in_threads, large_bytes) = self.in_threads();
+        for (i, region) in self.regions().enumerate() {
             let held = region.lock();
-            stats.push(region_stats(region, &held.space_stats(), held.cached()));
+            let mut figures = region_stats(region, &held.space_stats(), held.cached() + in_threads[i]);
+            if region.block == 0 {
+                figures.live_bytes = figures.live_bytes.saturating_sub(large_bytes);
+            }
+            stats.push(figures);
         }
         self.totals(&mut stats);
         stats
@@ -294,9 +301,29 @@ impl<P: PageSource> Inner<P> {
         stats.max_resident = stats.source.max_committed;
     }
 
+    /// The free blocks the threads' caches hold, per region, and the bytes of the
+    /// large region's at their bins' sizes (a snapshot).
+    fn in_threads(&self) -> ([usize; MAX_REGIONS], usize) {
+        let mut per_region = [0; MAX_REGIONS];
+        let mut large_bytes = 0;
+        if !self.fronts.enabled {
+            return (per_region, large_bytes);
+        }
+        for (bin, n) in self.fronts.held().into_iter().enumerate() {
+            if bin < crate::config::MAX_CLASSES {
+                per_region[bin] += n;
+            } else {
+                per_region[self.large_index()] += n;
+                large_bytes += n * self.fronts.bin_size(bin);
+            }
+        }
+        (per_region, large_bytes)
+    }
+
     /// Walks every region; see `CommonAllocator::validate`.
     pub(crate) fn validate(&self) -> Result<CommonStats, Corruption> {
         let mut stats = CommonStats::default();
+        let (in_threads, large_bytes) = self.in_threads();
         for (i, region) in self.regions().enumerate() {
             let mut held = region.lock();
             let report = held
@@ -321,13 +348,14 @@ impl<P: PageSource> Inner<P> {
                     return Err(Corruption::Map { region: i, addr: block.ptr.addr().get(), owner });
                 }
             }
-            let mut figures = region_stats(region, &held.space_stats(), cached);
+            let free = cached + in_threads[i];
+            let mut figures = region_stats(region, &held.space_stats(), free);
             // The walk's own counts, not the counters.
-            figures.live_blocks = report.live_blocks - cached;
+            figures.live_blocks = report.live_blocks.saturating_sub(free);
             figures.segments = report.segments;
             if region.block == 0 {
-                figures.live_bytes = report.live_bytes;
-                figures.cached_blocks = report.cached_blocks;
+                figures.live_bytes = report.live_bytes.saturating_sub(large_bytes);
+                figures.cached_blocks = report.cached_blocks + in_threads[i];
             } else {
                 figures.live_bytes = figures.live_blocks * region.block;
             }
@@ -338,11 +366,13 @@ impl<P: PageSource> Inner<P> {
     }
 }
 
-/// One region's figures from its space's and its free list's.
-fn region_stats<P: PageSource>(region: &Region<P>, space: &bento_space::SpaceStats, cached: usize) -> RegionStats {
-    let live_blocks = space.live_blocks - cached;
+/// One region's figures from its space's and the blocks it (or the threads' caches)
+/// keeps free: `free` blocks of its own, the free list's in a small region.
+fn region_stats<P: PageSource>(region: &Region<P>, space: &bento_space::SpaceStats, free: usize) -> RegionStats {
+    let cached = free;
+    let live_blocks = space.live_blocks.saturating_sub(free);
     let (live_bytes, cached_blocks) = if region.block == 0 {
-        (space.live_bytes, space.cached_blocks)
+        (space.live_bytes, space.cached_blocks + free)
     } else {
         (live_blocks * region.block, cached)
     };

@@ -20,6 +20,7 @@ type Pages = Arc<Metered<HeapPages>>;
 /// An allocator of two small classes and a small large region over `pages`.
 fn common(pages: Pages, routing: Routing) -> &'static CommonAllocator<Pages> {
     let shape = CommonConfig::DEFAULT
+        .with_pages(())
         .with_classes(SizeClasses::new(&[16, 32]))
         .with_large(
             SpaceConfig::DEFAULT
@@ -29,16 +30,7 @@ fn common(pages: Pages, routing: Routing) -> &'static CommonAllocator<Pages> {
         )
         .with_routing(routing)
         .with_commit_cache(0);
-    let config = CommonConfig {
-        pages,
-        classes: shape.classes,
-        small_segment: shape.small_segment,
-        large: shape.large,
-        routing: shape.routing,
-        commit_cache: shape.commit_cache,
-        block_cache: shape.block_cache,
-        misuse: bento_common::panic_on_misuse,
-    };
+    let config = shape.with_misuse_hook(bento_common::panic_on_misuse).with_pages(pages);
     // Loom threads need `'static`; each model leaks one allocator.
     Box::leak(Box::new(CommonAllocator::with_config(config)))
 }

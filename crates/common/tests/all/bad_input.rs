@@ -4,7 +4,7 @@
 use core::alloc::Layout;
 use core::ptr::NonNull;
 
-use bento_common::{CommonAllocator, CommonConfig, CommonError, Misuse, Routing};
+use bento_common::{CommonAllocator, CommonError, Misuse, Routing};
 use bento_pages::FaultyPages;
 use bento_space::{SpaceConfig, SpaceError};
 
@@ -40,16 +40,7 @@ fn a_source_that_refuses_the_block_fails_the_start() {
     let pages = FaultyPages::new(heap());
     pages.fail_reserve(0);
     let c = shape();
-    let common = CommonAllocator::with_config(CommonConfig {
-        pages,
-        classes: c.classes,
-        small_segment: c.small_segment,
-        large: c.large,
-        routing: c.routing,
-        commit_cache: c.commit_cache,
-        block_cache: c.block_cache,
-        misuse: c.misuse,
-    });
+    let common = CommonAllocator::with_config(c.with_pages(pages));
     assert!(matches!(common.init(), Err(CommonError::Pages(_))));
     assert!(common.alloc(Layout::new::<[u8; 100]>()).is_err());
 }

@@ -3,6 +3,7 @@
 
 mod bad_input;
 mod figures;
+mod front;
 mod model;
 
 use std::cell::RefCell;
@@ -31,7 +32,8 @@ pub(crate) fn seen() -> Vec<Misuse<'static>> {
 /// The shape of the tests: the default classes in 64 KiB segments; a large region of
 /// 256 KiB segments in 4 KiB pages with dedicated segments from 64 KiB, so that
 /// programs cross every kind of boundary; a small commit cache and block budget so
-/// that both fill up; misuse recorded, not fatal.
+/// that both fill up; misuse recorded, not fatal; no per-thread front end (the
+/// `front` tests turn it on).
 pub(crate) fn shape() -> CommonConfig<()> {
     CommonConfig::DEFAULT
         .with_pages(())
@@ -44,6 +46,7 @@ pub(crate) fn shape() -> CommonConfig<()> {
         .with_commit_cache(256 << 10)
         .with_block_cache(64 << 10)
         .with_misuse_hook(record)
+        .with_thread_cache(false)
 }
 
 /// A heap-backed source with 4 KiB pages.
@@ -59,16 +62,7 @@ pub(crate) fn common<P: PageSource + Copy>(pages: P, routing: Routing) -> Common
 /// An allocator of [`shape`] over a heap source with `routing`.
 pub(crate) fn on_heap(routing: Routing) -> CommonAllocator<HeapPages> {
     let c = shape().with_routing(routing);
-    CommonAllocator::with_config(CommonConfig {
-        pages: heap(),
-        classes: c.classes,
-        small_segment: c.small_segment,
-        large: c.large,
-        routing: c.routing,
-        commit_cache: c.commit_cache,
-        block_cache: c.block_cache,
-        misuse: c.misuse,
-    })
+    CommonAllocator::with_config(c.with_pages(heap()))
 }
 
 /// `validate()` as the testkit's self-check, with the figures the model compares,

@@ -5,7 +5,7 @@ use core::alloc::{GlobalAlloc, Layout};
 use core::ptr::NonNull;
 
 use bento_align::Alignment;
-use bento_common::{CommonAllocator, CommonConfig, PageSource, RawAlloc, Routing, SizeClasses};
+use bento_common::{CommonAllocator, PageSource, RawAlloc, Routing, SizeClasses};
 use bento_pages::{FaultyPages, HeapPages};
 use bento_testkit::{Api02, Api04, Caps, End, Figures, Ops, SizeGen, Target, cases, run, seeded};
 
@@ -213,6 +213,13 @@ fn model_by_size() {
 }
 
 #[test]
+fn model_with_the_front_end() {
+    let common = CommonAllocator::with_config(shape().with_thread_cache(true).with_pages(heap()));
+    seeded(cases(60, 1), |u| run(&mut CommonTarget::new(&common), &caps(Ops::TRIM), u));
+    assert_empty(&common);
+}
+
+#[test]
 fn model_by_contention() {
     let common = on_heap(Routing::Contention { regions: 3 });
     seeded(cases(80, 1), |u| run(&mut CommonTarget::new(&common), &caps(Ops::TRIM), u));
@@ -230,16 +237,7 @@ fn model_through_allocator_api2_04() {
 #[test]
 fn model_with_refused_reserves_and_commits() {
     let c = shape();
-    let common = CommonAllocator::with_config(CommonConfig {
-        pages: FaultyPages::new(heap()),
-        classes: c.classes,
-        small_segment: c.small_segment,
-        large: c.large,
-        routing: c.routing,
-        commit_cache: c.commit_cache,
-        block_cache: c.block_cache,
-        misuse: c.misuse,
-    });
+    let common = CommonAllocator::with_config(c.with_pages(FaultyPages::new(heap())));
     common.init().unwrap();
     let r = seeded(cases(50, 1), |u| {
         common.pages().unwrap().heal();

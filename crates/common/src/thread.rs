@@ -1,0 +1,566 @@
+//! The per-thread front end: each thread keeps a few freed blocks of each small class
+//! and of each medium bin (257 to 4096 bytes, eight bins per octave), so that most
+//! allocations and frees take no lock. Blocks move between a thread and the regions
+//! in batches: a refill takes half a bin's capacity under one lock, a flush gives
+//! half back.
+//!
+//! A thread's cache belongs to one allocator at a time (the first one with the front
+//! end that the thread uses; others take their locked paths on that thread). It is
+//! flushed when the thread exits, by [`CommonAllocator::trim`] on the thread itself,
+//! and when its allocator is dropped on that thread. The allocator keeps a registry
+//! of the caches attached to it, so that its figures count the blocks they hold.
+//!
+//! Blocks of a medium bin are allocated at the bin's size, so a block freed with any
+//! layout of its bin holds the bin's size (the rule the large region keeps while the
+//! front end is on).
+//!
+//! [`CommonAllocator::trim`]: crate::CommonAllocator::trim
+
+use core::alloc::Layout;
+use core::cell::Cell;
+use core::ptr::{self, NonNull};
+
+use bento_pages::lock::RawSpinLock;
+
+use crate::common::Inner;
+use crate::config::{MAX_CLASSES, SMALL_ALIGN};
+use crate::region::FREED;
+use crate::sync::{AtomicPtr, AtomicU32, Ordering};
+use crate::{AllocError, Misuse, PageSource};
+
+/// Medium bins: eight per octave from 256 to 4096 bytes.
+pub(crate) const MEDIUM_BINS: usize = 32;
+/// Bins of a cache: one per small class (up to 32), then the medium ones.
+pub(crate) const BINS: usize = MAX_CLASSES + MEDIUM_BINS;
+/// The largest request the front end serves.
+pub(crate) const MAX_CACHED: usize = 4096;
+/// The bytes a bin holds at most (within 4 to 64 blocks).
+const BIN_BYTES: usize = 4096;
+
+/// The medium bin of `size` (257 to 4096 bytes): its octave and eighth.
+#[inline]
+pub(crate) const fn medium_bin(size: usize) -> usize {
+    let octave = (usize::BITS - 1 - (size - 1).leading_zeros()) as usize - 8;
+    octave * 8 + ((size - 1 - (256 << octave)) >> (5 + octave))
+}
+
+/// The block size of medium bin `bin`.
+#[inline]
+pub(crate) const fn medium_size(bin: usize) -> usize {
+    let octave = bin / 8;
+    (256 << octave) + (bin % 8 + 1) * (32 << octave)
+}
+
+/// The states of a thread's cache.
+const FREE: u8 = 0;
+const ATTACHING: u8 = 1;
+const LIVE: u8 = 2;
+const DEAD: u8 = 3;
+
+/// One thread's cache. It lives in a thread-local (with a `const` initialiser and no
+/// destructor, so that it never allocates and stays reachable while the thread's
+/// other destructors run); a second thread-local's destructor flushes it.
+pub(crate) struct ThreadCache {
+    /// The owning allocator's block (`Inner<P>`), null while unattached.
+    owner: Cell<*const ()>,
+    /// `Inner::<P>::detach_erased` of the owner.
+    detach: Cell<Option<unsafe fn(*const (), &ThreadCache)>>,
+    state: Cell<u8>,
+    // Invariant: `heads[b]` is a list of `counts[b]` blocks of bin `b` of the owner,
+    // each free (taken from the owner's regions, not handed to the user), linked
+    // through its first word; in debug builds each holds `FREED` in its second word.
+    heads: [Cell<*mut u8>; BINS],
+    /// Written by the owning thread only (so a load and a store, never a locked
+    /// instruction); read by the owner's `stats` through the registry.
+    counts: [AtomicU32; BINS],
+    /// The next cache in the owner's registry (under the registry's lock).
+    next: AtomicPtr<ThreadCache>,
+}
+
+impl ThreadCache {
+    #[cfg(not(bento_loom))]
+    const fn new() -> Self {
+        Self {
+            owner: Cell::new(ptr::null()),
+            detach: Cell::new(None),
+            state: Cell::new(FREE),
+            heads: [const { Cell::new(ptr::null_mut()) }; BINS],
+            counts: [const { AtomicU32::new(0) }; BINS],
+            next: AtomicPtr::new(ptr::null_mut()),
+        }
+    }
+
+    #[cfg(bento_loom)]
+    fn new() -> Self {
+        Self {
+            owner: Cell::new(ptr::null()),
+            detach: Cell::new(None),
+            state: Cell::new(FREE),
+            heads: core::array::from_fn(|_| Cell::new(ptr::null_mut())),
+            counts: core::array::from_fn(|_| AtomicU32::new(0)),
+            next: AtomicPtr::new(ptr::null_mut()),
+        }
+    }
+
+    #[inline]
+    fn count(&self, bin: usize) -> u32 {
+        self.counts[bin].load(Ordering::Relaxed)
+    }
+
+    #[inline]
+    fn set_count(&self, bin: usize, n: u32) {
+        self.counts[bin].store(n, Ordering::Relaxed);
+    }
+
+    /// Takes the first block of `bin`.
+    #[inline]
+    fn pop(&self, bin: usize) -> Option<NonNull<u8>> {
+        let head = NonNull::new(self.heads[bin].get())?;
+        // SAFETY: a listed block holds its link in its first word (the invariant).
+        self.heads[bin].set(unsafe { head.cast::<*mut u8>().read() });
+        self.set_count(bin, self.count(bin) - 1);
+        if cfg!(debug_assertions) {
+            // SAFETY: every block holds at least 24 bytes.
+            unsafe { head.cast::<usize>().add(1).write(0) };
+        }
+        Some(head)
+    }
+
+    /// Puts a free block on `bin`.
+    ///
+    /// # Safety
+    ///
+    /// `block` is a free block of the owner of bin `bin`, given up by the caller.
+    #[inline]
+    unsafe fn push(&self, bin: usize, block: NonNull<u8>) {
+        // SAFETY: the caller gives the block up; it holds at least 24 bytes.
+        unsafe {
+            block.cast::<*mut u8>().write(self.heads[bin].get());
+            if cfg!(debug_assertions) {
+                block.cast::<usize>().add(1).write(FREED);
+            }
+        }
+        self.heads[bin].set(block.as_ptr());
+        self.set_count(bin, self.count(bin) + 1);
+    }
+
+    /// Whether `block` is on `bin` (a debug check).
+    fn holds(&self, bin: usize, block: NonNull<u8>) -> bool {
+        let mut p = self.heads[bin].get();
+        for _ in 0..self.count(bin) {
+            if p == block.as_ptr() {
+                return true;
+            }
+            // SAFETY: a listed block holds its link in its first word.
+            p = unsafe { p.cast::<*mut u8>().read() };
+        }
+        false
+    }
+}
+
+#[cfg(all(feature = "std", not(bento_loom)))]
+std::thread_local! {
+    static CACHE: ThreadCache = const { ThreadCache::new() };
+    static EXIT: ExitFlush = const { ExitFlush };
+}
+
+/// Flushes the thread's cache when the thread exits.
+#[cfg(all(feature = "std", not(bento_loom)))]
+struct ExitFlush;
+
+/// Without `std` there are no thread-locals: the front end is off, and this is
+/// never called (`Fronts::enabled` is false).
+#[cfg(not(feature = "std"))]
+fn with_cache<R>(_: impl FnOnce(&ThreadCache) -> R) -> R {
+    unreachable!("the front end needs std")
+}
+
+#[cfg(not(feature = "std"))]
+fn arm_exit_flush() -> bool {
+    false
+}
+
+#[cfg(all(feature = "std", not(bento_loom)))]
+impl Drop for ExitFlush {
+    fn drop(&mut self) {
+        with_cache(leave);
+    }
+}
+
+/// Runs `f` on this thread's cache.
+#[cfg(all(feature = "std", not(bento_loom)))]
+#[inline]
+fn with_cache<R>(f: impl FnOnce(&ThreadCache) -> R) -> R {
+    CACHE.with(f)
+}
+
+/// Registers the flush at thread exit. Registering can allocate through the global
+/// allocator, which may be this one: the cache is `ATTACHING` meanwhile, so such a
+/// call takes the locked path.
+#[cfg(all(feature = "std", not(bento_loom)))]
+fn arm_exit_flush() -> bool {
+    // Fails while the thread's locals are being destroyed: no cache then.
+    EXIT.try_with(|_| ()).is_ok()
+}
+
+/// Under loom one thread-local holds the cache and flushes it (loom runs a thread's
+/// thread-local destructors together, after which none can be reached).
+#[cfg(bento_loom)]
+struct LoomCache(ThreadCache);
+
+#[cfg(bento_loom)]
+loom::thread_local! {
+    static CACHE: LoomCache = LoomCache(ThreadCache::new());
+}
+
+#[cfg(bento_loom)]
+impl Drop for LoomCache {
+    fn drop(&mut self) {
+        leave(&self.0);
+    }
+}
+
+#[cfg(bento_loom)]
+fn with_cache<R>(f: impl FnOnce(&ThreadCache) -> R) -> R {
+    CACHE.with(|c| f(&c.0))
+}
+
+#[cfg(bento_loom)]
+fn arm_exit_flush() -> bool {
+    true
+}
+
+/// The thread is exiting: its cache goes back to its owner, and is used no more.
+fn leave(cache: &ThreadCache) {
+    if cache.state.get() == LIVE
+        && let Some(detach) = cache.detach.get()
+    {
+        // SAFETY: `detach` is the owner's own `detach_erased`, and a live cache's
+        // owner is alive (an allocator with caches attached is never torn down).
+        unsafe { detach(cache.owner.get(), cache) };
+    }
+    cache.state.set(DEAD);
+}
+
+/// What an allocator keeps of the front end: the bins' shapes and the registry of
+/// caches attached to it.
+pub(crate) struct Fronts {
+    pub(crate) enabled: bool,
+    /// Each bin's block size (0: no such bin).
+    size: [u32; BINS],
+    /// Each bin's capacity in blocks.
+    cap: [u32; BINS],
+    lock: RawSpinLock,
+    // Invariant: a list, through `next`, of the caches attached to this allocator
+    // (thread-locals of live threads), changed only under `lock`.
+    head: AtomicPtr<ThreadCache>,
+}
+
+impl Fronts {
+    /// The bins for `classes` small classes of the given sizes.
+    pub(crate) fn new(enabled: bool, class_sizes: impl Iterator<Item = usize>) -> Self {
+        let mut size = [0u32; BINS];
+        for (bin, s) in class_sizes.enumerate() {
+            size[bin] = s as u32;
+        }
+        for m in 0..MEDIUM_BINS {
+            size[MAX_CLASSES + m] = medium_size(m) as u32;
+        }
+        let cap = size.map(|s| if s == 0 { 0 } else { (BIN_BYTES as u32 / s).clamp(4, 64) });
+        Self {
+            enabled: enabled && cfg!(feature = "std"),
+            size,
+            cap,
+            lock: RawSpinLock::new(),
+            head: AtomicPtr::new(ptr::null_mut()),
+        }
+    }
+
+    /// Runs `f` on every attached cache, under the registry's lock.
+    fn each(&self, mut f: impl FnMut(&ThreadCache)) {
+        self.lock.lock();
+        let mut p = self.head.load(Ordering::Relaxed);
+        while let Some(cache) = NonNull::new(p) {
+            // SAFETY: a registered cache is the thread-local of a live thread (it
+            // leaves the list before its thread's locals go).
+            let cache = unsafe { cache.as_ref() };
+            f(cache);
+            p = cache.next.load(Ordering::Relaxed);
+        }
+        // SAFETY: taken above by this thread.
+        unsafe { self.lock.unlock() };
+    }
+
+    /// The block size of bin `bin`.
+    pub(crate) fn bin_size(&self, bin: usize) -> usize {
+        self.size[bin] as usize
+    }
+
+    /// Whether any cache is attached.
+    pub(crate) fn attached(&self) -> bool {
+        !self.head.load(Ordering::Acquire).is_null()
+    }
+
+    /// Blocks the attached caches hold, per bin.
+    pub(crate) fn held(&self) -> [usize; BINS] {
+        let mut held = [0; BINS];
+        self.each(|c| {
+            for (h, n) in held.iter_mut().zip(&c.counts) {
+                *h += n.load(Ordering::Relaxed) as usize;
+            }
+        });
+        held
+    }
+}
+
+impl<P: PageSource> Inner<P> {
+    /// The bin of a request, when the front end serves it.
+    #[inline]
+    pub(crate) fn bin_of(&self, layout: Layout) -> Option<usize> {
+        if layout.align() > SMALL_ALIGN {
+            return None;
+        }
+        let size = layout.size();
+        if let Some(class) = self.classes().class_of(size) {
+            Some(class)
+        } else if size <= MAX_CACHED {
+            Some(MAX_CLASSES + medium_bin(size))
+        } else {
+            None
+        }
+    }
+
+    /// The size a large-region block of `layout` is allocated (or resized) at: its
+    /// medium bin's size while the front end is on, so that it may enter a cache.
+    #[inline]
+    pub(crate) fn large_size(&self, layout: Layout) -> usize {
+        let size = layout.size();
+        if self.fronts.enabled
+            && layout.align() <= SMALL_ALIGN
+            && size > self.classes().largest()
+            && size <= MAX_CACHED
+        {
+            medium_size(medium_bin(size))
+        } else {
+            size
+        }
+    }
+
+    /// A block from this thread's cache, refilled when empty; `None` when the thread
+    /// cannot use its cache for this allocator (the locked path serves it).
+    #[inline]
+    pub(crate) fn cached_alloc(&self, bin: usize) -> Option<Result<NonNull<u8>, AllocError>> {
+        let me = ptr::from_ref(self).cast::<()>();
+        with_cache(|cache| {
+            if cache.owner.get() != me && !self.attach(cache) {
+                return None;
+            }
+            if let Some(block) = cache.pop(bin) {
+                return Some(Ok(block));
+            }
+            Some(self.refill(cache, bin))
+        })
+    }
+
+    /// Puts a freed block in this thread's cache, flushing half the bin when it is
+    /// full; false when the thread cannot use its cache for this allocator.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` is a live block of bin `bin` of this allocator, not used afterwards.
+    #[inline]
+    pub(crate) unsafe fn cached_free(&self, bin: usize, ptr: NonNull<u8>) -> bool {
+        let me = ptr::from_ref(self).cast::<()>();
+        with_cache(|cache| {
+            if cache.owner.get() != me && !self.attach(cache) {
+                return false;
+            }
+            if cfg!(debug_assertions) && !self.check_cached_free(cache, bin, ptr) {
+                return true;
+            }
+            if cache.count(bin) >= self.fronts.cap[bin] {
+                self.flush(cache, bin, self.fronts.cap[bin] / 2);
+            }
+            // SAFETY: the caller gives up a live block of bin `bin`.
+            unsafe { cache.push(bin, ptr) };
+            true
+        })
+    }
+
+    /// Debug builds: a block freed into a cache is a live block of its region, on no
+    /// list of this thread or of the region. Reports the misuse otherwise.
+    #[cold]
+    fn check_cached_free(&self, cache: &ThreadCache, bin: usize, ptr: NonNull<u8>) -> bool {
+        // SAFETY: every block holds at least 24 bytes once the map placed it in a
+        // region (checked by `dealloc` before this); reading the mark is harmless.
+        let marked = unsafe { ptr.cast::<usize>().add(1).read() } == FREED;
+        if marked && cache.holds(bin, ptr) {
+            (self.misuse)(&Misuse::DoubleFree { ptr });
+            return false;
+        }
+        let region = self.bin_region(bin);
+        let held = region.lock();
+        if region.block != 0 {
+            held.check_small(ptr, self.misuse)
+        } else {
+            // SAFETY: in debug builds the space checks the pointer before it reads.
+            unsafe { held.space.usable_size(ptr) != 0 }
+        }
+    }
+
+    /// The region of bin `bin`.
+    #[inline]
+    fn bin_region(&self, bin: usize) -> &crate::region::Region<P> {
+        if bin < MAX_CLASSES { self.region(bin) } else { self.region(self.large_index()) }
+    }
+
+    /// Attaches this thread's cache to this allocator if it is free.
+    #[cold]
+    fn attach(&self, cache: &ThreadCache) -> bool {
+        if !self.fronts.enabled || cache.state.get() != FREE {
+            return false;
+        }
+        cache.state.set(ATTACHING);
+        if !arm_exit_flush() {
+            cache.state.set(DEAD);
+            return false;
+        }
+        cache.owner.set(ptr::from_ref(self).cast());
+        cache.detach.set(Some(Self::detach_erased));
+        self.fronts.lock.lock();
+        cache
+            .next
+            .store(self.fronts.head.load(Ordering::Relaxed), Ordering::Relaxed);
+        self.fronts
+            .head
+            .store(ptr::from_ref(cache).cast_mut(), Ordering::Release);
+        // SAFETY: taken above by this thread.
+        unsafe { self.fronts.lock.unlock() };
+        cache.state.set(LIVE);
+        true
+    }
+
+    /// Takes half a bin's capacity of blocks from its region in one lock, returns
+    /// one and keeps the rest.
+    fn refill(&self, cache: &ThreadCache, bin: usize) -> Result<NonNull<u8>, AllocError> {
+        let size = self.fronts.size[bin] as usize;
+        let want = (self.fronts.cap[bin] / 2).max(1);
+        let layout = Layout::from_size_align(size, SMALL_ALIGN).map_err(|_| AllocError)?;
+        let region = self.bin_region(bin);
+        let mut held = region.lock();
+        let mut got = 0;
+        let mut first = None;
+        while got < want {
+            let block = if region.block != 0 {
+                match held.pop(size, &self.budget) {
+                    Some(b) => b,
+                    None => match held.space.alloc(layout) {
+                        Ok(b) => b,
+                        Err(_) => break,
+                    },
+                }
+            } else {
+                match held.space.alloc(layout) {
+                    Ok(b) => b,
+                    Err(_) => break,
+                }
+            };
+            if first.is_none() {
+                first = Some(block);
+            } else {
+                // SAFETY: a free block of this bin, taken from its region.
+                unsafe { cache.push(bin, block) };
+            }
+            got += 1;
+        }
+        first.ok_or(AllocError)
+    }
+
+    /// Gives the blocks of `bin` beyond the first `keep` back to the region.
+    fn flush(&self, cache: &ThreadCache, bin: usize, keep: u32) {
+        let count = cache.count(bin);
+        if count <= keep {
+            return;
+        }
+        // The blocks after the first `keep` go; cut the list there.
+        let mut rest = cache.heads[bin].get();
+        let mut last: *mut u8 = ptr::null_mut();
+        for _ in 0..keep {
+            last = rest;
+            // SAFETY: a listed block holds its link in its first word.
+            rest = unsafe { rest.cast::<*mut u8>().read() };
+        }
+        if last.is_null() {
+            cache.heads[bin].set(ptr::null_mut());
+        } else {
+            // SAFETY: `last` is a listed block; it now ends the list.
+            unsafe { last.cast::<*mut u8>().write(ptr::null_mut()) };
+        }
+        cache.set_count(bin, keep);
+        let size = self.fronts.size[bin] as usize;
+        let layout = Layout::from_size_align(size, SMALL_ALIGN).expect("a bin size");
+        let region = self.bin_region(bin);
+        let mut held = region.lock();
+        for _ in keep..count {
+            let block = NonNull::new(rest).expect("the count matches the list");
+            // SAFETY: a listed block holds its link in its first word; it is a free
+            // block of this region, given back once.
+            unsafe {
+                rest = block.cast::<*mut u8>().read();
+                if region.block != 0 {
+                    held.give(block, size, &self.budget);
+                } else {
+                    held.space.dealloc(block, layout);
+                }
+            }
+        }
+    }
+
+    /// Flushes every bin of `cache` and takes it out of the registry.
+    pub(crate) fn detach(&self, cache: &ThreadCache) {
+        for bin in 0..BINS {
+            self.flush(cache, bin, 0);
+        }
+        self.fronts.lock.lock();
+        let me = ptr::from_ref(cache).cast_mut();
+        let mut link = &self.fronts.head;
+        loop {
+            let p = link.load(Ordering::Relaxed);
+            if p == me {
+                link.store(cache.next.load(Ordering::Relaxed), Ordering::Release);
+                break;
+            }
+            let Some(node) = NonNull::new(p) else { break };
+            // SAFETY: a registered cache of a live thread.
+            link = unsafe { &node.as_ref().next };
+        }
+        // SAFETY: taken above by this thread.
+        unsafe { self.fronts.lock.unlock() };
+        cache.owner.set(ptr::null());
+        cache.detach.set(None);
+        cache.state.set(FREE);
+    }
+
+    /// [`detach`](Self::detach) for a cache that knows its owner only by address.
+    ///
+    /// # Safety
+    ///
+    /// `owner` is a live `Inner<P>`.
+    unsafe fn detach_erased(owner: *const (), cache: &ThreadCache) {
+        // SAFETY: the caller's contract.
+        unsafe { &*owner.cast::<Self>() }.detach(cache);
+    }
+
+    /// Flushes this thread's cache if it belongs to this allocator.
+    pub(crate) fn detach_here(&self) {
+        if !self.fronts.enabled {
+            return;
+        }
+        let me = ptr::from_ref(self).cast::<()>();
+        with_cache(|cache| {
+            if cache.owner.get() == me && cache.state.get() == LIVE {
+                self.detach(cache);
+            }
+        });
+    }
+}

@@ -1,0 +1,133 @@
+//! The per-thread front end: blocks cached per thread, counted in the figures,
+//! flushed by `trim`, at thread exit and when the allocator is dropped, and moving
+//! between threads.
+
+use core::alloc::Layout;
+use std::sync::mpsc;
+
+use bento_common::{CommonAllocator, Routing};
+use bento_pages::{HeapPages, Metered};
+use bento_testkit::cases;
+
+use crate::{heap, shape};
+
+fn with_front(pages: &Metered<HeapPages>) -> CommonAllocator<&Metered<HeapPages>> {
+    CommonAllocator::with_config(shape().with_thread_cache(true).with_pages(pages))
+}
+
+#[test]
+fn cached_blocks_are_counted_and_trim_flushes_them() {
+    let pages = Metered::new(heap());
+    let common = with_front(&pages);
+    let sizes = [16usize, 100, 256, 300, 1000, 4096];
+    let blocks: Vec<_> = sizes
+        .iter()
+        .flat_map(|&s| (0..50).map(move |_| Layout::from_size_align(s, 8).unwrap()))
+        .map(|l| (common.alloc(l).unwrap(), l))
+        .collect();
+    assert_eq!(common.stats().live_blocks, 300);
+    for (p, l) in blocks {
+        // SAFETY: live with `l`.
+        unsafe { common.dealloc(p, l) };
+    }
+    let s = common.stats();
+    assert_eq!(s.live_blocks, 0, "{}", common.report());
+    assert!(s.cached_blocks > 0);
+    assert_eq!(common.validate().unwrap().live_blocks, 0);
+    // A block of a medium bin holds the bin's size whatever its layout said.
+    let l = Layout::from_size_align(289, 8).unwrap();
+    let p = common.alloc(l).unwrap();
+    // SAFETY: live.
+    assert!(unsafe { common.usable_size(p) } >= 320);
+    // SAFETY: live with `l`.
+    unsafe { common.dealloc(p, l) };
+    common.trim();
+    let s = common.stats();
+    assert_eq!((s.cached_blocks, s.reserved, s.committed), (0, 0, 0), "{}", common.report());
+}
+
+#[test]
+fn blocks_move_between_threads_and_exits_flush() {
+    let common = std::sync::Arc::new(CommonAllocator::with_config(
+        shape().with_thread_cache(true).with_pages(heap()),
+    ));
+    let n = cases(20_000, 200);
+    let (tx, rx) = mpsc::channel::<Sent>();
+    let producer = {
+        let common = std::sync::Arc::clone(&common);
+        std::thread::spawn(move || {
+            for i in 0..n {
+                let l = Layout::from_size_align(1 + i % 3000, 8).unwrap();
+                let p = common.alloc(l).unwrap();
+                // SAFETY: fresh, `l.size()` bytes.
+                unsafe { p.as_ptr().write_bytes(i as u8, l.size()) };
+                tx.send(Sent(p, l, i as u8)).unwrap();
+            }
+        })
+    };
+    let consumer = {
+        let common = std::sync::Arc::clone(&common);
+        std::thread::spawn(move || {
+            for Sent(p, l, byte) in rx {
+                // SAFETY: a live block of `l` filled with `byte`, handed over.
+                unsafe {
+                    assert!(core::slice::from_raw_parts(p.as_ptr(), l.size()).iter().all(|&b| b == byte));
+                    common.dealloc(p, l);
+                }
+            }
+        })
+    };
+    // `join` returns once each thread has exited, its cache flushed.
+    producer.join().unwrap();
+    consumer.join().unwrap();
+    let s = common.validate().unwrap();
+    assert_eq!(s.live_blocks, 0, "{}", common.report());
+    common.trim();
+    assert_eq!(common.stats().reserved, 0, "no cache holds a block: {}", common.report());
+}
+
+/// A block on its way to another thread.
+struct Sent(core::ptr::NonNull<u8>, Layout, u8);
+// SAFETY: the allocator is `Sync`; the block belongs to whoever holds the `Sent`.
+unsafe impl Send for Sent {}
+
+#[test]
+fn dropping_while_another_thread_holds_a_cache_leaks_safely() {
+    let pages = Box::leak(Box::new(Metered::new(heap())));
+    let common = with_front(pages);
+    let (go, wait) = mpsc::channel::<()>();
+    let (attached, is_attached) = mpsc::channel::<()>();
+    let common_ref: &'static CommonAllocator<&'static Metered<HeapPages>> = Box::leak(Box::new(common));
+    let worker = std::thread::spawn(move || {
+        let l = Layout::new::<[u8; 64]>();
+        let p = common_ref.alloc(l).unwrap();
+        // SAFETY: live with `l`: into this thread's cache.
+        unsafe { common_ref.dealloc(p, l) };
+        attached.send(()).unwrap();
+        wait.recv().unwrap();
+        // The thread exits now and flushes its cache.
+    });
+    is_attached.recv().unwrap();
+    // SAFETY: the allocator was leaked above; taking it back to drop it while the
+    // worker's cache holds one of its blocks is the case under test.
+    let owned = unsafe { Box::from_raw(core::ptr::from_ref(common_ref).cast_mut()) };
+    drop(owned);
+    assert!(pages.stats().reserved > 0, "the block is kept for the worker's flush");
+    go.send(()).unwrap();
+    worker.join().unwrap();
+}
+
+#[test]
+fn contention_routing_has_no_front_end() {
+    let common = CommonAllocator::with_config(
+        shape()
+            .with_thread_cache(true)
+            .with_routing(Routing::Contention { regions: 2 })
+            .with_pages(heap()),
+    );
+    let l = Layout::new::<[u8; 64]>();
+    let p = common.alloc(l).unwrap();
+    // SAFETY: live with `l`.
+    unsafe { common.dealloc(p, l) };
+    assert_eq!(common.stats().cached_blocks, common.stats().regions().iter().map(|r| r.cached_blocks).sum::<usize>());
+}
