@@ -26,10 +26,12 @@ const FRAME: usize = 10_000;
 /// Chunks live in the random pool modes (as in the criterion bench).
 const LIVE: usize = 10_000;
 
-/// The space modes, `space-<workload>-<peer>`, each counting one loop of
+/// The space modes, `space-<workload>-<peer>` (peers: bento (the space), common,
+/// glibc, dlmalloc, rlsf, talc, mimalloc, jemalloc), each counting one loop of
 /// `bento_benches::heap` (`--toggle-collect='bento_benches::heap::<loop>*'`):
 /// - `mixed`: `n` steps of the mixed workload, 10k live (`mixed_replace`; two
 ///   operations a step);
+/// - `small`: the same with 1–256 B (`replace_with`);
 /// - `lifo`: `n / 100` LIFO batches of 100 × 64 B on an empty heap (`lifo_batches`;
 ///   per pair = total / n);
 /// - `pinned`: the same with one block kept live;
@@ -64,11 +66,20 @@ fn space_mode(which: &str, n: usize) -> Option<u64> {
                 mixed_drain(&mut heap, live);
                 sum
             }
-            other => panic!("unknown space workload {other}: mixed, lifo, pinned or frame"),
+            "small" => {
+                let mut rng = bento_benches::XorShift(0x9E37_79B9_7F4A_7C15);
+                let size = bento_benches::heap::small_size;
+                let mut live = bento_benches::heap::fill_with(&mut heap, &mut rng, 10_000, size);
+                let sum = bento_benches::heap::replace_with(&mut heap, &mut live, &mut rng, n, size);
+                mixed_drain(&mut heap, live);
+                sum
+            }
+            other => panic!("unknown space workload {other}: mixed, small, lifo, pinned or frame"),
         }
     }
     Some(match peer {
         "bento" => go(Api(&space), workload, n),
+        "common" => go(GlobalHeap(bento_common::CommonAllocator::new()), workload, n),
         "glibc" => go(GlobalHeap(std::alloc::System), workload, n),
         "dlmalloc" => go(GlobalHeap(dlmalloc::GlobalDlmalloc), workload, n),
         "rlsf" => go(Rlsf::new(512 << 20), workload, n),

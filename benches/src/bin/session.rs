@@ -7,8 +7,9 @@
 //! cargo run --release -p bento-benches --bin session -- glibc   # one
 //! ```
 //!
-//! The footprint is, for a memory space, its peak `committed` (exact, from its
-//! counters) and, for every allocator, the process's resident set sampled at each
+//! The footprint is, for a memory space, its peak `committed`, and for the common
+//! allocator its peak `resident` (committed, parked and its own tables; exact, from
+//! their counters) and, for every allocator, the process's resident set sampled at each
 //! checkpoint (after each level loads and at each frame's busiest moment) less the
 //! resident set before the session. Each allocator runs in its own process, so that
 //! one's memory does not count against another.
@@ -21,7 +22,7 @@ use bento_pages::SystemPages;
 use bento_space::{MemorySpace, SpaceConfig};
 use bento_testkit::session::{ApiHeap, Session, SessionConfig, SessionHeap, play};
 
-const PEERS: &[&str] = &["bento", "bento-64k-pages", "glibc", "mimalloc", "jemalloc"];
+const PEERS: &[&str] = &["bento", "bento-64k-pages", "common", "glibc", "mimalloc", "jemalloc"];
 
 /// Any `GlobalAlloc` as the session's heap.
 struct Global<A>(A);
@@ -82,6 +83,11 @@ fn run(peer: &str, config: SessionConfig) {
             .expect("a space");
             let report = play(&mut ApiHeap(&&space), session, &mut sample);
             (report, Some(space.stats().max_committed))
+        }
+        "common" => {
+            let mut common = Global(bento_common::CommonAllocator::new());
+            let report = play(&mut common, session, &mut sample);
+            (report, Some(common.0.stats().max_resident))
         }
         "glibc" => (
             play(&mut Global(std::alloc::System), session, &mut sample),

@@ -759,18 +759,26 @@ impl<P: PageSource> Inner<P> {
     fn alloc(&self, layout: Layout) -> Result<NonNull<u8>, AllocError> {
         match self.routing {
             Routing::BySize => {
-                if self.fronts.enabled
-                    && let Some(bin) = self.bin_of(layout)
-                    && let Some(result) = self.cached_alloc(bin)
-                {
-                    return result;
+                if layout.align() <= SMALL_ALIGN {
+                    if let Some(class) = self.classes.class_of(layout.size()) {
+                        if self.fronts.enabled
+                            && let Some(result) = self.cached_alloc(class)
+                        {
+                            return result;
+                        }
+                        return self.region(class).alloc_small(&self.budget);
+                    }
+                    if self.fronts.enabled
+                        && layout.size() <= crate::thread::MAX_CACHED
+                        && let Some(result) = self.cached_alloc(crate::thread::medium(layout.size()))
+                    {
+                        return result;
+                    }
                 }
-                let region = self.region(self.route(layout));
-                if region.block != 0 {
-                    region.alloc_small(&self.budget)
-                } else {
-                    region.lock().space.alloc(self.large_layout(layout))
-                }
+                self.region(self.large)
+                    .lock()
+                    .space
+                    .alloc(self.large_layout(layout))
             }
             Routing::Contention { .. } => self.alloc_contended(layout, false).map(|(p, _)| p),
         }
@@ -807,19 +815,31 @@ impl<P: PageSource> Inner<P> {
     /// As for [`CommonAllocator::dealloc`], with a non-zero size.
     #[inline]
     unsafe fn dealloc(&self, ptr: NonNull<u8>, layout: Layout) {
-        let i = match self.routing {
-            Routing::BySize => self.route(layout),
-            Routing::Contention { .. } => match self.owner(ptr) {
-                Some(region) => usize::from(region.id) - 1,
-                None => return report_foreign(self.misuse, ptr),
-            },
+        let Routing::BySize = self.routing else {
+            let Some(region) = self.owner(ptr) else {
+                return report_foreign(self.misuse, ptr);
+            };
+            // SAFETY: the caller's contract; the map gives the block to `region`.
+            return unsafe { region.lock().space.dealloc(ptr, layout) };
+        };
+        // The bin of the front end, if it serves the layout, and the region.
+        let (bin, i) = if layout.align() <= SMALL_ALIGN {
+            match self.classes.class_of(layout.size()) {
+                Some(class) => (Some(class), class),
+                None if layout.size() <= crate::thread::MAX_CACHED => {
+                    (Some(crate::thread::medium(layout.size())), self.large)
+                }
+                None => (None, self.large),
+            }
+        } else {
+            (None, self.large)
         };
         let region = self.region(i);
         if cfg!(debug_assertions) && !self.check_owner(ptr, layout, region) {
             return;
         }
         if self.fronts.enabled
-            && let Some(bin) = self.bin_of(layout)
+            && let Some(bin) = bin
             // SAFETY: the caller's contract; the map agrees (debug builds) and the
             // block holds its bin's size (the large region's rule).
             && unsafe { self.cached_free(bin, ptr) }

@@ -39,6 +39,8 @@ pub(crate) const GRANULE: usize = 64 << 10;
 pub struct SizeClasses {
     sizes: [u16; MAX_CLASSES],
     len: u8,
+    // The largest size, at most `MAX_SMALL`.
+    largest: u16,
     // `lookup[(size + 7) / 8]` is the class of `size`, for sizes up to the largest.
     lookup: [u8; MAX_SMALL / 8 + 1],
 }
@@ -94,6 +96,7 @@ impl SizeClasses {
         Self {
             sizes: table,
             len: sizes.len() as u8,
+            largest: sizes[sizes.len() - 1],
             lookup,
         }
     }
@@ -124,7 +127,7 @@ impl SizeClasses {
     /// The largest class's size: requests above it go to the large region.
     #[must_use]
     pub const fn largest(&self) -> usize {
-        self.sizes[self.len as usize - 1] as usize
+        self.largest as usize
     }
 
     /// The class serving `size` bytes (the smallest that holds them), or `None` above
@@ -132,10 +135,16 @@ impl SizeClasses {
     #[inline]
     #[must_use]
     pub const fn class_of(&self, size: usize) -> Option<usize> {
-        if size > self.largest() {
+        if size > self.largest as usize {
             return None;
         }
-        Some(self.lookup[size.div_ceil(8)] as usize)
+        // `size <= largest <= MAX_SMALL`, so the index is inside the table.
+        let slot = size.div_ceil(8);
+        if slot < self.lookup.len() {
+            Some(self.lookup[slot] as usize)
+        } else {
+            None
+        }
     }
 }
 

@@ -35,13 +35,19 @@ pub(crate) const BINS: usize = MAX_CLASSES + MEDIUM_BINS;
 /// The largest request the front end serves.
 pub(crate) const MAX_CACHED: usize = 4096;
 /// The bytes a bin holds at most (within 4 to 64 blocks).
-const BIN_BYTES: usize = 4096;
+const BIN_BYTES: usize = 16384;
 
 /// The medium bin of `size` (257 to 4096 bytes): its octave and eighth.
 #[inline]
 pub(crate) const fn medium_bin(size: usize) -> usize {
     let octave = (usize::BITS - 1 - (size - 1).leading_zeros()) as usize - 8;
     octave * 8 + ((size - 1 - (256 << octave)) >> (5 + octave))
+}
+
+/// The bin of a cache for a medium `size` (257 to 4096 bytes).
+#[inline]
+pub(crate) const fn medium(size: usize) -> usize {
+    MAX_CLASSES + medium_bin(size)
 }
 
 /// The block size of medium bin `bin`.
@@ -187,11 +193,16 @@ impl Drop for ExitFlush {
     }
 }
 
-/// Runs `f` on this thread's cache.
+/// Runs `f` on this thread's cache. The thread-local gives only its address (so
+/// that its accessor inlines to one instruction), which stays valid as long as the
+/// thread runs: it has a `const` initialiser and no destructor.
 #[cfg(all(feature = "std", not(bento_loom)))]
-#[inline]
+#[inline(always)]
 fn with_cache<R>(f: impl FnOnce(&ThreadCache) -> R) -> R {
-    CACHE.with(f)
+    let cache = CACHE.with(|c| ptr::from_ref(c));
+    // SAFETY: the thread-local of this thread, alive until the thread ends (see
+    // above); only shared references to it exist (its fields are cells and atomics).
+    f(unsafe { &*cache })
 }
 
 /// Registers the flush at thread exit. Registering can allocate through the global
@@ -266,7 +277,7 @@ impl Fronts {
         for m in 0..MEDIUM_BINS {
             size[MAX_CLASSES + m] = medium_size(m) as u32;
         }
-        let cap = size.map(|s| if s == 0 { 0 } else { (BIN_BYTES as u32 / s).clamp(4, 64) });
+        let cap = size.map(|s| if s == 0 { 0 } else { (BIN_BYTES as u32 / s).clamp(8, 128) });
         Self {
             enabled: enabled && cfg!(feature = "std"),
             size,
