@@ -93,7 +93,9 @@ pub(crate) struct Inner<P: PageSource> {
     /// Requests of at least this size get a dedicated segment in a general region.
     dedicated: usize,
     /// The block's own size.
-    block_bytes: usize,
+    pub(crate) block_bytes: usize,
+    /// What the commit cache's slot table took from the source.
+    pub(crate) table_bytes: usize,
     // Invariant: `regions[..count]` are initialised, region `i` with id `i + 1`.
     pub(crate) count: usize,
     regions: [MaybeUninit<Region<P>>; MAX_REGIONS],
@@ -608,6 +610,7 @@ fn build<P: PageSource>(config: CommonConfig<P>) -> Result<NonNull<Inner<P>>, Co
     } = config;
     let cache = CommitCache::with_capacity(Metered::new(pages), commit_cache)?;
     let source = cache.inner();
+    let table_bytes = source.stats().committed;
     let bytes = size_of::<Inner<P>>().next_multiple_of(source.page_size());
     let block = source.reserve(bytes, Alignment::of::<Inner<P>>())?;
     // SAFETY: the whole of a fresh reservation.
@@ -632,7 +635,7 @@ fn build<P: PageSource>(config: CommonConfig<P>) -> Result<NonNull<Inner<P>>, Co
         (&raw mut (*this).misuse).write(misuse);
         (&raw mut (*this).fronts).write(crate::thread::Fronts::new(
             thread_cache && routing == Routing::BySize,
-            (0..classes.len()).map(|c| classes.size(c)),
+            &classes,
         ));
         (&raw mut (*this).large).write(match routing {
             Routing::BySize => classes.len(),
@@ -640,6 +643,7 @@ fn build<P: PageSource>(config: CommonConfig<P>) -> Result<NonNull<Inner<P>>, Co
         });
         (&raw mut (*this).dedicated).write(large.segment_threshold);
         (&raw mut (*this).block_bytes).write(bytes);
+        (&raw mut (*this).table_bytes).write(table_bytes);
         (&raw mut (*this).count).write(0);
     }
     // SAFETY: the layer is initialised and lives as long as the block.
@@ -731,6 +735,17 @@ impl<P: PageSource> Inner<P> {
         unsafe { Layout::from_size_align_unchecked(self.large_size(layout), layout.align()) }
     }
 
+    /// The block size of `region`'s list `list`.
+    pub(crate) fn list_size(&self, region: &Region<P>, list: usize) -> usize {
+        if region.block != 0 {
+            if list == 0 { region.block } else { 0 }
+        } else if self.fronts.enabled {
+            crate::thread::medium_size(list)
+        } else {
+            0
+        }
+    }
+
     /// The regions.
     pub(crate) fn regions(&self) -> impl Iterator<Item = &Region<P>> {
         (0..self.count).map(|i| self.region(i))
@@ -759,21 +774,21 @@ impl<P: PageSource> Inner<P> {
     fn alloc(&self, layout: Layout) -> Result<NonNull<u8>, AllocError> {
         match self.routing {
             Routing::BySize => {
-                if layout.align() <= SMALL_ALIGN {
-                    if let Some(class) = self.classes.class_of(layout.size()) {
-                        if self.fronts.enabled
-                            && let Some(result) = self.cached_alloc(class)
-                        {
-                            return result;
-                        }
-                        return self.region(class).alloc_small(&self.budget);
-                    }
-                    if self.fronts.enabled
-                        && layout.size() <= crate::thread::MAX_CACHED
-                        && let Some(result) = self.cached_alloc(crate::thread::medium(layout.size()))
+                if self.fronts.enabled
+                    && layout.align() <= SMALL_ALIGN
+                    && layout.size() <= crate::thread::MAX_CACHED
+                {
+                    let bin = self.fronts.bin_of(layout.size());
+                    if bin != crate::thread::NO_BIN
+                        && let Some(result) = self.cached_alloc(usize::from(bin))
                     {
                         return result;
                     }
+                }
+                if layout.align() <= SMALL_ALIGN
+                    && let Some(class) = self.classes.class_of(layout.size())
+                {
+                    return self.region(class).alloc_small(&self.budget);
                 }
                 self.region(self.large)
                     .lock()
@@ -822,28 +837,30 @@ impl<P: PageSource> Inner<P> {
             // SAFETY: the caller's contract; the map gives the block to `region`.
             return unsafe { region.lock().space.dealloc(ptr, layout) };
         };
-        // The bin of the front end, if it serves the layout, and the region.
-        let (bin, i) = if layout.align() <= SMALL_ALIGN {
-            match self.classes.class_of(layout.size()) {
-                Some(class) => (Some(class), class),
-                None if layout.size() <= crate::thread::MAX_CACHED => {
-                    (Some(crate::thread::medium(layout.size())), self.large)
+        if self.fronts.enabled
+            && layout.align() <= SMALL_ALIGN
+            && layout.size() <= crate::thread::MAX_CACHED
+        {
+            let bin = self.fronts.bin_of(layout.size());
+            if bin != crate::thread::NO_BIN {
+                let bin = usize::from(bin);
+                if cfg!(debug_assertions) && !self.check_owner(ptr, layout, self.bin_region(bin)) {
+                    return;
                 }
-                None => (None, self.large),
+                // SAFETY: the caller's contract; the map agrees (debug builds) and the
+                // block holds its bin's size (the large region's rule).
+                if unsafe { self.cached_free(bin, ptr) } {
+                    return;
+                }
             }
+        }
+        let i = if layout.align() <= SMALL_ALIGN {
+            self.classes.class_of(layout.size()).unwrap_or(self.large)
         } else {
-            (None, self.large)
+            self.large
         };
         let region = self.region(i);
         if cfg!(debug_assertions) && !self.check_owner(ptr, layout, region) {
-            return;
-        }
-        if self.fronts.enabled
-            && let Some(bin) = bin
-            // SAFETY: the caller's contract; the map agrees (debug builds) and the
-            // block holds its bin's size (the large region's rule).
-            && unsafe { self.cached_free(bin, ptr) }
-        {
             return;
         }
         if region.block != 0 {
@@ -957,7 +974,7 @@ impl<P: PageSource> Inner<P> {
         let mut freed = 0;
         for region in self.regions() {
             let mut held = region.lock();
-            freed += held.flush(region.block, &self.budget);
+            freed += held.flush(|list| self.list_size(region, list), &self.budget);
             freed += held.space.trim();
         }
         freed + self.layer.cache.trim()

@@ -28,6 +28,8 @@ pub(crate) struct Layer<P: PageSource> {
     reserved: AtomicUsize,
     /// The least the commit cache may park.
     floor: usize,
+    /// Leaves the map has made.
+    pub(crate) leaves: AtomicUsize,
 }
 
 impl<P: PageSource> Layer<P> {
@@ -46,6 +48,7 @@ impl<P: PageSource> Layer<P> {
             (&raw mut (*this).lock).write(RawSpinLock::new());
             (&raw mut (*this).reserved).write(AtomicUsize::new(0));
             (&raw mut (*this).floor).write(floor);
+            (&raw mut (*this).leaves).write(AtomicUsize::new(0));
         }
     }
 
@@ -142,7 +145,7 @@ unsafe impl<P: PageSource> PageSource for RegionPages<P> {
             let base = layer.cache.reserve(full, align)?;
             let fresh = layer.source().stats().reserves != before;
             // SAFETY: the layer's lock is held; the leaves come from the layer's source.
-            if !unsafe { layer.map.set(layer.source(), base, full, self.id) } {
+            if !unsafe { layer.map.set(layer.source(), base, full, self.id, &layer.leaves) } {
                 // SAFETY: just reserved, nothing committed.
                 unsafe { layer.cache.release(base, full) };
                 return Err(PageError::OutOfAddressSpace { size });
@@ -161,7 +164,7 @@ unsafe impl<P: PageSource> PageSource for RegionPages<P> {
         let layer = self.layer();
         let full = rounded(size).expect("a size reserve took");
         // SAFETY: the leaves of this range exist (made by `reserve`); lock held.
-        layer.locked(|| unsafe { layer.map.set(layer.source(), base, full, crate::map::NOBODY) });
+        layer.locked(|| unsafe { layer.map.set(layer.source(), base, full, crate::map::NOBODY, &layer.leaves) });
         // SAFETY: the caller's contract, for the reservation `reserve` made of `full`.
         unsafe { layer.cache.release(base, full) };
         let reserved = layer.reserved.fetch_sub(full, Ordering::Relaxed) - full;

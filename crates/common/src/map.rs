@@ -62,7 +62,7 @@ impl RegionMap {
     }
 
     /// Records `owner` for every granule of `[base, base + len)` (granule-aligned),
-    /// making leaves from `pages` as needed.
+    /// making leaves from `pages` as needed (counted in `leaves`).
     ///
     /// # Safety
     ///
@@ -74,6 +74,7 @@ impl RegionMap {
         base: NonNull<u8>,
         len: usize,
         owner: u8,
+        leaves: &crate::sync::AtomicUsize,
     ) -> bool {
         let first = base.addr().get() >> GRANULE_SHIFT;
         let last = (base.addr().get() + len - 1) >> GRANULE_SHIFT;
@@ -88,6 +89,7 @@ impl RegionMap {
                     return false;
                 };
                 slot.store(leaf.as_ptr(), Ordering::Release);
+                leaves.fetch_add(1, crate::sync::Ordering::Relaxed);
             }
         }
         for granule in first..=last {

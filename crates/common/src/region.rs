@@ -13,6 +13,10 @@ use crate::layer::RegionPages;
 use crate::sync::{AtomicUsize, Ordering};
 use crate::{AllocError, Misuse, MisuseHook, PageSource};
 
+/// Lists a region keeps: one per medium bin of the front end (a small region uses
+/// the first).
+pub(crate) const LISTS: usize = crate::thread::MEDIUM_BINS;
+
 /// The unit a small region takes from (and gives back to) the shared block budget.
 pub(crate) const QUANTUM: usize = 8 << 10;
 
@@ -38,13 +42,18 @@ pub(crate) struct Region<P: PageSource> {
 /// What the lock guards.
 pub(crate) struct State<P: PageSource> {
     pub(crate) space: MemorySpace<RegionPages<P>>,
-    // Invariant: a list of `cached` blocks, each a live block of `space` (its
-    // allocation from the region's point of view is freed), linked through its first
-    // word; in debug builds each holds `FREED` in its second word.
-    free: Option<NonNull<u8>>,
-    /// Blocks on `free`.
+    // Invariant: lists of blocks of one size each (a small region uses list 0; the
+    // large region one per medium bin of the front end), `counts[l]` blocks on list
+    // `l`, each a live block of `space` (freed from the user's point of view)
+    // linked through its first word; in debug builds each holds `FREED` in its
+    // second word.
+    free: [Option<NonNull<u8>>; LISTS],
+    counts: [u32; LISTS],
+    /// Blocks on all lists.
     cached: usize,
-    /// Bytes of the shared budget this region holds: at least `cached * block`.
+    /// Bytes of those blocks (at their lists' sizes).
+    cached_bytes: usize,
+    /// Bytes of the shared budget this region holds: at least `cached_bytes`.
     quota: usize,
 }
 
@@ -94,8 +103,10 @@ impl<P: PageSource> Region<P> {
             id,
             state: UnsafeCell::new(State {
                 space,
-                free: None,
+                free: [None; LISTS],
+                counts: [0; LISTS],
                 cached: 0,
+                cached_bytes: 0,
                 quota: 0,
             }),
             contended: AtomicUsize::new(0),
@@ -116,7 +127,7 @@ impl<P: PageSource> Region<P> {
     /// Takes the lock if it is free.
     #[inline]
     pub(crate) fn try_lock(&self) -> Option<Held<'_, P>> {
-        self.lock.try_lock().then_some(Held { region: self })
+        self.lock.try_lock().then(|| Held { region: self })
     }
 
     /// Lock acquisitions that had to wait.
@@ -135,7 +146,7 @@ impl<P: PageSource> Region<P> {
     #[inline]
     pub(crate) fn alloc_small(&self, budget: &AtomicUsize) -> Result<NonNull<u8>, AllocError> {
         let mut held = self.lock();
-        if let Some(block) = held.pop(self.block, budget) {
+        if let Some(block) = held.pop(0, self.block, budget) {
             return Ok(block);
         }
         held.space.alloc(self.block_layout())
@@ -154,7 +165,7 @@ impl<P: PageSource> Region<P> {
             return;
         }
         // SAFETY: the caller's contract.
-        unsafe { held.give(ptr, self.block, budget) };
+        unsafe { held.give(ptr, 0, self.block, budget) };
     }
 }
 
@@ -166,37 +177,40 @@ fn take_quantum(budget: &AtomicUsize) -> bool {
 }
 
 impl<P: PageSource> State<P> {
-    /// Takes a block off the free list of a small region of `block`-byte blocks,
-    /// giving budget back when the region holds much more than it uses.
+    /// Takes a block off list `list`, of `block`-byte blocks, giving budget back
+    /// when the region holds much more than its lists use.
     #[inline]
-    pub(crate) fn pop(&mut self, block: usize, budget: &AtomicUsize) -> Option<NonNull<u8>> {
-        let b = self.free?;
-        // SAFETY: a block on the list is a live block of the space with its link in
-        // its first word (the list's invariant).
-        self.free = unsafe { b.cast::<Option<NonNull<u8>>>().read() };
+    pub(crate) fn pop(&mut self, list: usize, block: usize, budget: &AtomicUsize) -> Option<NonNull<u8>> {
+        let b = self.free[list]?;
+        // SAFETY: a block on a list is a live block of the space with its link in its
+        // first word (the lists' invariant).
+        self.free[list] = unsafe { b.cast::<Option<NonNull<u8>>>().read() };
+        self.counts[list] -= 1;
         self.cached -= 1;
+        self.cached_bytes -= block;
         if cfg!(debug_assertions) {
             // SAFETY: every block holds at least 24 bytes (the space's smallest).
             unsafe { b.cast::<usize>().add(1).write(0) };
         }
-        if self.quota - self.cached * block >= 2 * QUANTUM {
+        if self.quota - self.cached_bytes >= 2 * QUANTUM {
             self.quota -= QUANTUM;
             budget.fetch_add(QUANTUM, Ordering::Relaxed);
         }
         Some(b)
     }
 
-    /// Puts a freed block of a small region on the free list while the budget
-    /// allows, else gives it back to the space.
+    /// Puts a freed block of `block` bytes on list `list` while the budget allows,
+    /// else gives it back to the space.
     ///
     /// # Safety
     ///
-    /// `ptr` is a live block of the space of `block` bytes, given up by the caller.
+    /// `ptr` is a live block of the space of at least `block` bytes, given up by the
+    /// caller; `list` holds blocks of `block` bytes.
     #[inline]
-    pub(crate) unsafe fn give(&mut self, ptr: NonNull<u8>, block: usize, budget: &AtomicUsize) {
-        if (self.cached + 1) * block > self.quota {
-            if !take_quantum(budget) {
-                let layout = Layout::from_size_align(block, SMALL_ALIGN).expect("a small class");
+    pub(crate) unsafe fn give(&mut self, ptr: NonNull<u8>, list: usize, block: usize, budget: &AtomicUsize) {
+        if self.cached_bytes + block > self.quota {
+            if block > QUANTUM || !take_quantum(budget) {
+                let layout = Layout::from_size_align(block, SMALL_ALIGN).expect("a list's size");
                 // SAFETY: the caller's contract.
                 unsafe { self.space.dealloc(ptr, layout) };
                 return;
@@ -206,17 +220,19 @@ impl<P: PageSource> State<P> {
         // SAFETY: a live block of at least 24 bytes, given up by the caller: its
         // first two words are ours.
         unsafe {
-            ptr.cast::<Option<NonNull<u8>>>().write(self.free);
+            ptr.cast::<Option<NonNull<u8>>>().write(self.free[list]);
             if cfg!(debug_assertions) {
                 ptr.cast::<usize>().add(1).write(FREED);
             }
         }
-        self.free = Some(ptr);
+        self.free[list] = Some(ptr);
+        self.counts[list] += 1;
         self.cached += 1;
+        self.cached_bytes += block;
     }
 
-    /// Whether `ptr` may be freed in this small region (debug builds): a live block
-    /// of the space, and not on the free list. Reports the misuse otherwise.
+    /// Whether `ptr` may be freed in this region (debug builds): a live block of the
+    /// space, and on no list. Reports the misuse otherwise.
     pub(crate) fn check_small(&self, ptr: NonNull<u8>, hook: MisuseHook) -> bool {
         // SAFETY: in debug builds the space checks the pointer against its segments
         // before it reads a tag, and reports (returning 0) what is not a live block.
@@ -232,35 +248,47 @@ impl<P: PageSource> State<P> {
         true
     }
 
-    /// The blocks on the free list.
+    /// The blocks on the lists.
     pub(crate) fn listed(&self) -> impl Iterator<Item = NonNull<u8>> + '_ {
-        let mut next = self.free;
-        (0..self.cached).map_while(move |_| {
-            let block = next?;
-            // SAFETY: a listed block holds its link in its first word.
-            next = unsafe { block.cast::<Option<NonNull<u8>>>().read() };
-            Some(block)
+        (0..LISTS).flat_map(move |list| {
+            let mut next = self.free[list];
+            (0..self.counts[list]).map_while(move |_| {
+                let block = next?;
+                // SAFETY: a listed block holds its link in its first word.
+                next = unsafe { block.cast::<Option<NonNull<u8>>>().read() };
+                Some(block)
+            })
         })
     }
 
-    /// Blocks on the free list.
+    /// Blocks on the lists.
     pub(crate) fn cached(&self) -> usize {
         self.cached
     }
 
+    /// Bytes of the blocks on the lists, at their lists' sizes.
+    pub(crate) fn cached_bytes(&self) -> usize {
+        self.cached_bytes
+    }
+
     /// Gives every listed block back to the space and the quota to the budget;
-    /// returns the bytes of blocks given back.
-    pub(crate) fn flush(&mut self, block: usize, budget: &AtomicUsize) -> usize {
-        let layout = Layout::from_size_align(block.max(1), SMALL_ALIGN).expect("a small class");
+    /// returns the bytes of blocks given back. `size(list)` is each list's block size.
+    pub(crate) fn flush(&mut self, size: impl Fn(usize) -> usize, budget: &AtomicUsize) -> usize {
         let mut freed = 0;
-        while let Some(b) = self.free {
-            // SAFETY: a listed block: live in the space, its link in its first word.
-            unsafe {
-                self.free = b.cast::<Option<NonNull<u8>>>().read();
-                self.space.dealloc(b, layout);
+        for list in 0..LISTS {
+            let block = size(list);
+            let layout = Layout::from_size_align(block.max(1), SMALL_ALIGN).expect("a list's size");
+            while let Some(b) = self.free[list] {
+                // SAFETY: a listed block: live in the space, its link in its first word.
+                unsafe {
+                    self.free[list] = b.cast::<Option<NonNull<u8>>>().read();
+                    self.space.dealloc(b, layout);
+                }
+                self.counts[list] -= 1;
+                self.cached -= 1;
+                self.cached_bytes -= block;
+                freed += block;
             }
-            self.cached -= 1;
-            freed += block;
         }
         budget.fetch_add(core::mem::take(&mut self.quota), Ordering::Relaxed);
         freed

@@ -76,6 +76,10 @@ pub struct CommonStats {
     pub resident: usize,
     /// The most `resident` has been.
     pub max_resident: usize,
+    /// The allocator's own tables, in `resident`: its block (regions and the top of
+    /// the region map), the map's leaves and the commit cache's slot table. An empty,
+    /// trimmed allocator holds this much and no more.
+    pub tables: usize,
     /// Lock waits, in all regions.
     pub contended: usize,
     /// What reached the page source: all the allocator's reserves, commits,
@@ -97,6 +101,7 @@ impl Default for CommonStats {
             reserved: 0,
             resident: 0,
             max_resident: 0,
+            tables: 0,
             contended: 0,
             source: PageStats::default(),
             cache: CacheStats::default(),
@@ -213,9 +218,10 @@ impl fmt::Display for Report {
         )?;
         write!(
             f,
-            "resident {} (peak {}), {} parked, {} source calls",
+            "resident {} (peak {}): {} tables, {} parked; {} source calls",
             Bytes(s.resident),
             Bytes(s.max_resident),
+            Bytes(s.tables),
             Bytes(s.cache.parked),
             s.source.reserves + s.source.releases + s.source.commits + s.source.decommits
         )
@@ -285,7 +291,9 @@ impl<P: PageSource> Inner<P> {
             let held = region.lock();
             let mut figures = region_stats(region, &held.space_stats(), held.cached() + in_threads[i]);
             if region.block == 0 {
-                figures.live_bytes = figures.live_bytes.saturating_sub(large_bytes);
+                figures.live_bytes = figures
+                    .live_bytes
+                    .saturating_sub(large_bytes + held.cached_bytes());
             }
             stats.push(figures);
         }
@@ -299,6 +307,10 @@ impl<P: PageSource> Inner<P> {
         stats.cache = self.layer.cache.stats();
         stats.resident = stats.source.committed;
         stats.max_resident = stats.source.max_committed;
+        stats.tables = self.block_bytes
+            + self.table_bytes
+            + self.layer.leaves.load(crate::sync::Ordering::Relaxed)
+                * crate::map::leaf_reservation(self.layer.source());
     }
 
     /// The free blocks the threads' caches hold, per region, and the bytes of the
@@ -354,7 +366,9 @@ impl<P: PageSource> Inner<P> {
             figures.live_blocks = report.live_blocks.saturating_sub(free);
             figures.segments = report.segments;
             if region.block == 0 {
-                figures.live_bytes = report.live_bytes.saturating_sub(large_bytes);
+                figures.live_bytes = report
+                    .live_bytes
+                    .saturating_sub(large_bytes + held.cached_bytes());
                 figures.cached_blocks = report.cached_blocks + in_threads[i];
             } else {
                 figures.live_bytes = figures.live_blocks * region.block;

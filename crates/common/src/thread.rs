@@ -44,6 +44,15 @@ pub(crate) const fn medium_bin(size: usize) -> usize {
     octave * 8 + ((size - 1 - (256 << octave)) >> (5 + octave))
 }
 
+/// What the size lookup holds for a size no bin serves.
+pub(crate) const NO_BIN: u8 = u8::MAX;
+
+/// Whether `size` falls in a medium bin.
+#[inline]
+pub(crate) const fn is_medium(size: usize) -> bool {
+    size > 256 && size <= MAX_CACHED
+}
+
 /// The bin of a cache for a medium `size` (257 to 4096 bytes).
 #[inline]
 pub(crate) const fn medium(size: usize) -> usize {
@@ -55,6 +64,13 @@ pub(crate) const fn medium(size: usize) -> usize {
 pub(crate) const fn medium_size(bin: usize) -> usize {
     let octave = bin / 8;
     (256 << octave) + (bin % 8 + 1) * (32 << octave)
+}
+
+/// The list of its region that bin `bin`'s blocks go to: list 0 of a small region,
+/// the medium bin's own list in the large region.
+#[inline]
+const fn bin_list(bin: usize) -> usize {
+    bin.saturating_sub(MAX_CLASSES)
 }
 
 /// The states of a thread's cache.
@@ -72,15 +88,38 @@ pub(crate) struct ThreadCache {
     /// `Inner::<P>::detach_erased` of the owner.
     detach: Cell<Option<unsafe fn(*const (), &ThreadCache)>>,
     state: Cell<u8>,
-    // Invariant: `heads[b]` is a list of `counts[b]` blocks of bin `b` of the owner,
+    // Invariant: `bins[b].head` is a list of `bins[b].count` blocks of bin `b` of the owner,
     // each free (taken from the owner's regions, not handed to the user), linked
     // through its first word; in debug builds each holds `FREED` in its second word.
-    heads: [Cell<*mut u8>; BINS],
-    /// Written by the owning thread only (so a load and a store, never a locked
-    /// instruction); read by the owner's `stats` through the registry.
-    counts: [AtomicU32; BINS],
+    bins: [Bin; BINS],
     /// The next cache in the owner's registry (under the registry's lock).
     next: AtomicPtr<ThreadCache>,
+}
+
+/// One bin of a cache: its list and count side by side, in one cache line.
+struct Bin {
+    head: Cell<*mut u8>,
+    /// Written by the owning thread only (so a load and a store, never a locked
+    /// instruction); read by the owner's `stats` through the registry.
+    count: AtomicU32,
+}
+
+impl Bin {
+    #[cfg(not(bento_loom))]
+    const fn new() -> Self {
+        Self {
+            head: Cell::new(ptr::null_mut()),
+            count: AtomicU32::new(0),
+        }
+    }
+
+    #[cfg(bento_loom)]
+    fn new() -> Self {
+        Self {
+            head: Cell::new(ptr::null_mut()),
+            count: AtomicU32::new(0),
+        }
+    }
 }
 
 impl ThreadCache {
@@ -90,8 +129,7 @@ impl ThreadCache {
             owner: Cell::new(ptr::null()),
             detach: Cell::new(None),
             state: Cell::new(FREE),
-            heads: [const { Cell::new(ptr::null_mut()) }; BINS],
-            counts: [const { AtomicU32::new(0) }; BINS],
+            bins: [const { Bin::new() }; BINS],
             next: AtomicPtr::new(ptr::null_mut()),
         }
     }
@@ -102,28 +140,27 @@ impl ThreadCache {
             owner: Cell::new(ptr::null()),
             detach: Cell::new(None),
             state: Cell::new(FREE),
-            heads: core::array::from_fn(|_| Cell::new(ptr::null_mut())),
-            counts: core::array::from_fn(|_| AtomicU32::new(0)),
+            bins: core::array::from_fn(|_| Bin::new()),
             next: AtomicPtr::new(ptr::null_mut()),
         }
     }
 
     #[inline]
     fn count(&self, bin: usize) -> u32 {
-        self.counts[bin].load(Ordering::Relaxed)
+        self.bins[bin].count.load(Ordering::Relaxed)
     }
 
     #[inline]
     fn set_count(&self, bin: usize, n: u32) {
-        self.counts[bin].store(n, Ordering::Relaxed);
+        self.bins[bin].count.store(n, Ordering::Relaxed);
     }
 
     /// Takes the first block of `bin`.
     #[inline]
     fn pop(&self, bin: usize) -> Option<NonNull<u8>> {
-        let head = NonNull::new(self.heads[bin].get())?;
+        let head = NonNull::new(self.bins[bin].head.get())?;
         // SAFETY: a listed block holds its link in its first word (the invariant).
-        self.heads[bin].set(unsafe { head.cast::<*mut u8>().read() });
+        self.bins[bin].head.set(unsafe { head.cast::<*mut u8>().read() });
         self.set_count(bin, self.count(bin) - 1);
         if cfg!(debug_assertions) {
             // SAFETY: every block holds at least 24 bytes.
@@ -141,18 +178,18 @@ impl ThreadCache {
     unsafe fn push(&self, bin: usize, block: NonNull<u8>) {
         // SAFETY: the caller gives the block up; it holds at least 24 bytes.
         unsafe {
-            block.cast::<*mut u8>().write(self.heads[bin].get());
+            block.cast::<*mut u8>().write(self.bins[bin].head.get());
             if cfg!(debug_assertions) {
                 block.cast::<usize>().add(1).write(FREED);
             }
         }
-        self.heads[bin].set(block.as_ptr());
+        self.bins[bin].head.set(block.as_ptr());
         self.set_count(bin, self.count(bin) + 1);
     }
 
     /// Whether `block` is on `bin` (a debug check).
     fn holds(&self, bin: usize, block: NonNull<u8>) -> bool {
-        let mut p = self.heads[bin].get();
+        let mut p = self.bins[bin].head.get();
         for _ in 0..self.count(bin) {
             if p == block.as_ptr() {
                 return true;
@@ -261,6 +298,10 @@ pub(crate) struct Fronts {
     size: [u32; BINS],
     /// Each bin's capacity in blocks.
     cap: [u32; BINS],
+    /// The bin of each size up to `MAX_CACHED` in steps of 8 (`(size + 7) / 8`), or
+    /// `NO_BIN`: one lookup for small and medium sizes alike, so that the hot path
+    /// does not branch on which kind a size is.
+    lookup: [u8; MAX_CACHED / 8 + 1],
     lock: RawSpinLock,
     // Invariant: a list, through `next`, of the caches attached to this allocator
     // (thread-locals of live threads), changed only under `lock`.
@@ -268,11 +309,20 @@ pub(crate) struct Fronts {
 }
 
 impl Fronts {
-    /// The bins for `classes` small classes of the given sizes.
-    pub(crate) fn new(enabled: bool, class_sizes: impl Iterator<Item = usize>) -> Self {
+    /// The bins for the small classes `classes`.
+    pub(crate) fn new(enabled: bool, classes: &crate::SizeClasses) -> Self {
         let mut size = [0u32; BINS];
-        for (bin, s) in class_sizes.enumerate() {
-            size[bin] = s as u32;
+        for (bin, s) in size.iter_mut().enumerate().take(classes.len()) {
+            *s = classes.size(bin) as u32;
+        }
+        let mut lookup = [NO_BIN; MAX_CACHED / 8 + 1];
+        for (slot, bin) in lookup.iter_mut().enumerate() {
+            let bytes = slot * 8;
+            if let Some(class) = classes.class_of(bytes) {
+                *bin = class as u8;
+            } else if is_medium(bytes) {
+                *bin = medium(bytes) as u8;
+            }
         }
         for m in 0..MEDIUM_BINS {
             size[MAX_CLASSES + m] = medium_size(m) as u32;
@@ -282,6 +332,7 @@ impl Fronts {
             enabled: enabled && cfg!(feature = "std"),
             size,
             cap,
+            lookup,
             lock: RawSpinLock::new(),
             head: AtomicPtr::new(ptr::null_mut()),
         }
@@ -302,6 +353,13 @@ impl Fronts {
         unsafe { self.lock.unlock() };
     }
 
+    /// The bin of a request of `size` bytes (at most `MAX_CACHED`), or `NO_BIN`.
+    #[inline]
+    pub(crate) fn bin_of(&self, size: usize) -> u8 {
+        // A slot per 8 bytes: `size <= MAX_CACHED` keeps the index in the table.
+        self.lookup.get(size.div_ceil(8)).copied().unwrap_or(NO_BIN)
+    }
+
     /// The block size of bin `bin`.
     pub(crate) fn bin_size(&self, bin: usize) -> usize {
         self.size[bin] as usize
@@ -316,8 +374,8 @@ impl Fronts {
     pub(crate) fn held(&self) -> [usize; BINS] {
         let mut held = [0; BINS];
         self.each(|c| {
-            for (h, n) in held.iter_mut().zip(&c.counts) {
-                *h += n.load(Ordering::Relaxed) as usize;
+            for (h, bin) in held.iter_mut().zip(&c.bins) {
+                *h += bin.count.load(Ordering::Relaxed) as usize;
             }
         });
         held
@@ -325,22 +383,6 @@ impl Fronts {
 }
 
 impl<P: PageSource> Inner<P> {
-    /// The bin of a request, when the front end serves it.
-    #[inline]
-    pub(crate) fn bin_of(&self, layout: Layout) -> Option<usize> {
-        if layout.align() > SMALL_ALIGN {
-            return None;
-        }
-        let size = layout.size();
-        if let Some(class) = self.classes().class_of(size) {
-            Some(class)
-        } else if size <= MAX_CACHED {
-            Some(MAX_CLASSES + medium_bin(size))
-        } else {
-            None
-        }
-    }
-
     /// The size a large-region block of `layout` is allocated (or resized) at: its
     /// medium bin's size while the front end is on, so that it may enter a cache.
     #[inline]
@@ -349,7 +391,7 @@ impl<P: PageSource> Inner<P> {
         if self.fronts.enabled
             && layout.align() <= SMALL_ALIGN
             && size > self.classes().largest()
-            && size <= MAX_CACHED
+            && is_medium(size)
         {
             medium_size(medium_bin(size))
         } else {
@@ -409,19 +451,12 @@ impl<P: PageSource> Inner<P> {
             (self.misuse)(&Misuse::DoubleFree { ptr });
             return false;
         }
-        let region = self.bin_region(bin);
-        let held = region.lock();
-        if region.block != 0 {
-            held.check_small(ptr, self.misuse)
-        } else {
-            // SAFETY: in debug builds the space checks the pointer before it reads.
-            unsafe { held.space.usable_size(ptr) != 0 }
-        }
+        self.bin_region(bin).lock().check_small(ptr, self.misuse)
     }
 
     /// The region of bin `bin`.
     #[inline]
-    fn bin_region(&self, bin: usize) -> &crate::region::Region<P> {
+    pub(crate) fn bin_region(&self, bin: usize) -> &crate::region::Region<P> {
         if bin < MAX_CLASSES { self.region(bin) } else { self.region(self.large_index()) }
     }
 
@@ -458,23 +493,17 @@ impl<P: PageSource> Inner<P> {
         let want = (self.fronts.cap[bin] / 2).max(1);
         let layout = Layout::from_size_align(size, SMALL_ALIGN).map_err(|_| AllocError)?;
         let region = self.bin_region(bin);
+        let list = bin_list(bin);
         let mut held = region.lock();
         let mut got = 0;
         let mut first = None;
         while got < want {
-            let block = if region.block != 0 {
-                match held.pop(size, &self.budget) {
-                    Some(b) => b,
-                    None => match held.space.alloc(layout) {
-                        Ok(b) => b,
-                        Err(_) => break,
-                    },
-                }
-            } else {
-                match held.space.alloc(layout) {
+            let block = match held.pop(list, size, &self.budget) {
+                Some(b) => b,
+                None => match held.space.alloc(layout) {
                     Ok(b) => b,
                     Err(_) => break,
-                }
+                },
             };
             if first.is_none() {
                 first = Some(block);
@@ -494,7 +523,7 @@ impl<P: PageSource> Inner<P> {
             return;
         }
         // The blocks after the first `keep` go; cut the list there.
-        let mut rest = cache.heads[bin].get();
+        let mut rest = cache.bins[bin].head.get();
         let mut last: *mut u8 = ptr::null_mut();
         for _ in 0..keep {
             last = rest;
@@ -502,15 +531,15 @@ impl<P: PageSource> Inner<P> {
             rest = unsafe { rest.cast::<*mut u8>().read() };
         }
         if last.is_null() {
-            cache.heads[bin].set(ptr::null_mut());
+            cache.bins[bin].head.set(ptr::null_mut());
         } else {
             // SAFETY: `last` is a listed block; it now ends the list.
             unsafe { last.cast::<*mut u8>().write(ptr::null_mut()) };
         }
         cache.set_count(bin, keep);
         let size = self.fronts.size[bin] as usize;
-        let layout = Layout::from_size_align(size, SMALL_ALIGN).expect("a bin size");
         let region = self.bin_region(bin);
+        let list = bin_list(bin);
         let mut held = region.lock();
         for _ in keep..count {
             let block = NonNull::new(rest).expect("the count matches the list");
@@ -518,11 +547,7 @@ impl<P: PageSource> Inner<P> {
             // block of this region, given back once.
             unsafe {
                 rest = block.cast::<*mut u8>().read();
-                if region.block != 0 {
-                    held.give(block, size, &self.budget);
-                } else {
-                    held.space.dealloc(block, layout);
-                }
+                held.give(block, list, size, &self.budget);
             }
         }
     }

@@ -67,6 +67,7 @@ fn trim_brings_memory_back_to_the_baseline() {
     common.trim();
     let baseline = common.stats().resident;
     assert_eq!(baseline, pages.stats().committed);
+    assert_eq!(baseline, common.stats().tables, "an empty allocator holds its tables");
     assert_eq!(common.stats().reserved, 0);
 
     let mut blocks = Vec::new();
@@ -86,7 +87,10 @@ fn trim_brings_memory_back_to_the_baseline() {
     common.trim();
     let s = common.stats();
     assert_eq!((s.live_blocks, s.reserved, s.committed, s.cache.parked), (0, 0, 0, 0));
-    assert_eq!(s.resident, baseline, "{}", common.report());
+    // Back to the tables alone (the map may have made a leaf for a new address
+    // range meanwhile).
+    assert_eq!(s.resident, s.tables, "{}", common.report());
+    assert!(s.tables - baseline <= 128 << 10);
     drop(common);
     assert_eq!(pages.stats().reserved, 0, "dropping gives everything back");
     assert_eq!(pages.stats().committed, 0);
