@@ -1,6 +1,7 @@
 //! Shared workloads for bento's benchmarks, so that the criterion benches and the
 //! callgrind driver (`src/bin/insns.rs`) measure the same loops.
 
+pub mod global;
 pub mod heap;
 
 use core::mem::MaybeUninit;

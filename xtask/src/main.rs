@@ -2,6 +2,7 @@
 //! at the first failure; the other sub-commands run one step each.
 
 mod bench;
+mod bench_global;
 mod ci;
 mod doc;
 mod fmt;
@@ -30,7 +31,8 @@ commands:
   nostd    cargo check of the no_std crates for thumbv7em-none-eabihf
   windows  the tests of the crates with Windows code, for x86_64-pc-windows-gnu under Wine
   fuzz-build  cargo check of the fuzz crate (its own workspace)
-  bench    the criterion benchmarks (not part of ci)";
+  bench    the criterion benchmarks (not part of ci)
+  bench-global [ROUNDS]  one program with each allocator as #[global_allocator], in turn";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -50,6 +52,7 @@ fn main() -> ExitCode {
         "windows" => &[windows::STEP],
         "fuzz-build" => &[fuzz_build::STEP],
         "bench" => &[bench::STEP],
+        "bench-global" => &[bench_global::STEP],
         "help" | "--help" | "-h" => {
             println!("{USAGE}");
             return ExitCode::SUCCESS;

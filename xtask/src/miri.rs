@@ -13,15 +13,16 @@ const MIRI_CRATES: &[&str] = &[
     "bento-primitives",
 ];
 
-/// The crates run under Tree Borrows. bento-space runs under Tree Borrows only: a
-/// boundary-tag `free` reads the tag in front of a block through the pointer it is
-/// given, which Stacked Borrows forbids when that pointer came from a reference to the
-/// block (see docs/ARCHITECTURE.md, "Decisions").
+/// The crates run under Tree Borrows. bento-space (and bento-common, over it) run
+/// under Tree Borrows only: a boundary-tag `free` reads the tag in front of a block
+/// through the pointer it is given, which Stacked Borrows forbids when that pointer
+/// came from a reference to the block (see docs/ARCHITECTURE.md, "Decisions").
 const TREE_BORROWS_CRATES: &[&str] = &[
     "bento-align",
     "bento-pages",
     "bento-primitives",
     "bento-space",
+    "bento-common",
 ];
 
 /// Threaded tests (crate, test-name filter) run again with each of [`SEEDS`].

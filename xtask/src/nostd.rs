@@ -8,6 +8,7 @@ const NO_STD_CRATES: &[&str] = &[
     "bento-pages",
     "bento-primitives",
     "bento-space",
+    "bento-common",
 ];
 
 const TARGET: &str = "thumbv7em-none-eabihf";

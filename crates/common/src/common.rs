@@ -611,7 +611,10 @@ fn build<P: PageSource>(config: CommonConfig<P>) -> Result<NonNull<Inner<P>>, Co
     let cache = CommitCache::with_capacity(Metered::new(pages), commit_cache)?;
     let source = cache.inner();
     let table_bytes = source.stats().committed;
-    let bytes = size_of::<Inner<P>>().next_multiple_of(source.page_size());
+    // The block: `Inner`, then the region map's top level.
+    let map_at = size_of::<Inner<P>>().next_multiple_of(align_of::<usize>());
+    let map_bytes = crate::map::TOP * size_of::<usize>();
+    let bytes = (map_at + map_bytes).next_multiple_of(source.page_size());
     let block = source.reserve(bytes, Alignment::of::<Inner<P>>())?;
     // SAFETY: the whole of a fresh reservation.
     if let Err(e) = unsafe { source.commit(block, bytes) } {
@@ -624,11 +627,13 @@ fn build<P: PageSource>(config: CommonConfig<P>) -> Result<NonNull<Inner<P>>, Co
         unsafe { block.write_bytes(0, bytes) };
     }
     let this = block.cast::<Inner<P>>().as_ptr();
+    // SAFETY: the top level lies in the block after `Inner`, aligned for pointers,
+    // zeroed, and reached only through the map.
+    let map = unsafe { crate::map::RegionMap::new(block.add(map_at).cast()) };
     // SAFETY: `this` is aligned and valid for writes of an `Inner` (the block is at
-    // least that large), and zeroed, so the map reads as empty. Each field is written
-    // once before the block is read.
+    // least that large). Each field is written once before the block is read.
     unsafe {
-        Layer::init(&raw mut (*this).layer, cache, 4 * small_segment);
+        Layer::init(&raw mut (*this).layer, cache, map, 4 * small_segment);
         (&raw mut (*this).budget).write(AtomicUsize::new(block_cache));
         (&raw mut (*this).classes).write(classes);
         (&raw mut (*this).routing).write(routing);
@@ -696,7 +701,8 @@ unsafe fn tear_down<P: PageSource>(inner: NonNull<Inner<P>>) {
             regions.add(i).drop_in_place();
         }
         let layer = &raw mut (*this).layer;
-        (*layer).map.tear_down((*layer).source());
+        let leaves = (*layer).leaves.load(crate::sync::Ordering::Relaxed);
+        (*layer).map.tear_down((*layer).source(), leaves);
         let bytes = (*this).block_bytes;
         let cache = (&raw const (*layer).cache).read();
         cache.inner().decommit(inner.cast(), bytes);

@@ -226,31 +226,13 @@ pub struct CommonConfig<P> {
     pub thread_cache: bool,
 }
 
-impl CommonConfig<()> {
-    /// The default shape over no page source yet: see [`CommonConfig::DEFAULT`].
-    const SHAPE: Self = Self {
-        pages: (),
-        classes: SizeClasses::DEFAULT,
-        small_segment: 64 << 10,
-        large: SpaceConfig::DEFAULT
-            .with_segment_granularity(32 << 20)
-            .with_segment_threshold(16 << 20)
-            .with_page_size(64 << 10),
-        routing: Routing::BySize,
-        commit_cache: 8 << 20,
-        block_cache: 1 << 20,
-        misuse: crate::abort_on_misuse,
-        thread_cache: true,
-    };
-}
-
 #[cfg(any(unix, windows))]
 impl CommonConfig<SystemPages> {
     /// The 20 classes of [`SizeClasses::DEFAULT`] in 64 KiB segments; a large region
     /// of 32 MiB segments committed in 64 KiB pages, with a segment of its own for
     /// requests of 16 MiB and more; [`Routing::BySize`]; a commit cache of up to
     /// 8 MiB and 1 MiB of cached blocks; memory from [`SystemPages`].
-    pub const DEFAULT: Self = CommonConfig::SHAPE.with_pages(SystemPages::new());
+    pub const DEFAULT: Self = CommonConfig::new(SystemPages::new());
 }
 
 impl<P: Copy> CommonConfig<P> {
@@ -292,6 +274,31 @@ impl<P: Copy> CommonConfig<P> {
 }
 
 impl<P> CommonConfig<P> {
+    /// The default shape (see [`CommonConfig::DEFAULT`]) over `pages`.
+    ///
+    /// ```
+    /// use bento_common::CommonConfig;
+    /// use bento_pages::HeapPages;
+    ///
+    /// let config = CommonConfig::new(HeapPages::new());
+    /// assert_eq!(config.classes.len(), 20);
+    /// ```
+    pub const fn new(pages: P) -> Self {
+        Self {
+            pages,
+            classes: SizeClasses::DEFAULT,
+            small_segment: 64 << 10,
+            large: SpaceConfig::DEFAULT
+                .with_segment_granularity(32 << 20)
+                .with_segment_threshold(16 << 20)
+                .with_page_size(64 << 10),
+            routing: Routing::BySize,
+            commit_cache: 8 << 20,
+            block_cache: 1 << 20,
+            misuse: crate::abort_on_misuse,
+            thread_cache: true,
+        }
+    }
     /// This configuration with other size classes.
     #[must_use]
     pub const fn with_classes(mut self, classes: SizeClasses) -> Self {

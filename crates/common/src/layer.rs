@@ -37,14 +37,18 @@ impl<P: PageSource> Layer<P> {
     ///
     /// # Safety
     ///
-    /// `this` is valid for writes of a `Layer<P>` and aligned, and its `map` field
-    /// already reads as all null entries (zeroed memory).
-    pub(crate) unsafe fn init(this: *mut Self, cache: CommitCache<Metered<P>>, floor: usize) {
+    /// `this` is valid for writes of a `Layer<P>` and aligned.
+    pub(crate) unsafe fn init(
+        this: *mut Self,
+        cache: CommitCache<Metered<P>>,
+        map: RegionMap,
+        floor: usize,
+    ) {
         cache.set_limit(floor);
-        // SAFETY: the caller's contract: each field is written once, in place; the
-        // map (half a megabyte) is left as the zeroed memory it is.
+        // SAFETY: the caller's contract: each field is written once, in place.
         unsafe {
             (&raw mut (*this).cache).write(cache);
+            (&raw mut (*this).map).write(map);
             (&raw mut (*this).lock).write(RawSpinLock::new());
             (&raw mut (*this).reserved).write(AtomicUsize::new(0));
             (&raw mut (*this).floor).write(floor);

@@ -34,21 +34,54 @@ pub(crate) const TOP: usize = 1 << (ADDR_BITS - GRANULE_SHIFT - LEAF_SHIFT);
 /// The owner byte of a granule no region holds.
 pub(crate) const NOBODY: u8 = 0;
 
-/// The two-level table. It lives in the allocator's block, which the page source
-/// hands out zeroed or the allocator zeroes: every top entry starts null.
+/// The two-level table. Its top level is `TOP` pointers in the allocator's block,
+/// after `Inner` (reached through a pointer, so that a reference to `Inner` does not
+/// span half a megabyte of atomics); the block is zeroed, so every entry starts null.
 pub(crate) struct RegionMap {
-    // Invariant: each non-null entry is a leaf of `LEAF_BYTES` bytes, reserved and
-    // committed from the layer's source, readable and writable until the map is torn
-    // down; entries only go from null to a leaf, under the layer's lock.
-    top: [AtomicPtr<u8>; TOP],
+    // Invariant: points at `TOP` initialised `AtomicPtr`s, valid for the map's life;
+    // each non-null entry is a leaf of `LEAF_BYTES` bytes, reserved and committed from
+    // the layer's source, readable and writable until the map is torn down; entries
+    // only go from null to a leaf, under the layer's lock.
+    top: NonNull<AtomicPtr<u8>>,
+    // The top-level indices of the first `MADE` leaves, in order (written under the
+    // layer's lock, with the leaf count), so that tearing down visits only them.
+    made: [core::sync::atomic::AtomicUsize; MADE],
 }
 
+/// Leaves whose index the map keeps; with more, tearing down scans the top level.
+const MADE: usize = 64;
+
+// SAFETY: the entries are atomics, written under the layer's lock.
+unsafe impl Send for RegionMap {}
+// SAFETY: as above.
+unsafe impl Sync for RegionMap {}
+
 impl RegionMap {
+    /// A map whose top level is the `TOP` zeroed pointers at `top`.
+    ///
+    /// # Safety
+    ///
+    /// `top` is valid for reads and writes of `TOP` pointers, aligned, zeroed, and
+    /// reached only through this map for its life.
+    pub(crate) unsafe fn new(top: NonNull<AtomicPtr<u8>>) -> Self {
+        Self {
+            top,
+            made: [const { core::sync::atomic::AtomicUsize::new(0) }; MADE],
+        }
+    }
+
+    /// The top-level entry `i`, if the map covers it.
+    #[inline]
+    fn slot(&self, i: usize) -> Option<&AtomicPtr<u8>> {
+        // SAFETY: `i < TOP`, inside the top level (the field's invariant).
+        (i < TOP).then(|| unsafe { self.top.add(i).as_ref() })
+    }
+
     /// The owner of the granule holding `addr`: a region id, or [`NOBODY`].
     #[inline]
     pub(crate) fn owner(&self, addr: usize) -> u8 {
         let granule = addr >> GRANULE_SHIFT;
-        let Some(slot) = self.top.get(granule >> LEAF_SHIFT) else {
+        let Some(slot) = self.slot(granule >> LEAF_SHIFT) else {
             return NOBODY;
         };
         let leaf = slot.load(Ordering::Acquire);
@@ -83,17 +116,23 @@ impl RegionMap {
         }
         // Make every leaf first, so that a failure changes no entry.
         for top in first >> LEAF_SHIFT..=last >> LEAF_SHIFT {
-            let slot = &self.top[top];
+            let slot = self.slot(top).expect("checked against TOP above");
             if slot.load(Ordering::Relaxed).is_null() {
                 let Some(leaf) = new_leaf(pages) else {
                     return false;
                 };
                 slot.store(leaf.as_ptr(), Ordering::Release);
-                leaves.fetch_add(1, crate::sync::Ordering::Relaxed);
+                let n = leaves.fetch_add(1, crate::sync::Ordering::Relaxed);
+                if let Some(made) = self.made.get(n) {
+                    made.store(top, Ordering::Relaxed);
+                }
             }
         }
         for granule in first..=last {
-            let leaf = self.top[granule >> LEAF_SHIFT].load(Ordering::Relaxed);
+            let leaf = self
+                .slot(granule >> LEAF_SHIFT)
+                .expect("checked against TOP above")
+                .load(Ordering::Relaxed);
             // SAFETY: made above (or before) under the lock the caller holds; the
             // index is below `LEAF_BYTES`.
             unsafe { leaf_entry(leaf, granule) }.store(owner, Ordering::Relaxed);
@@ -107,10 +146,14 @@ impl RegionMap {
     ///
     /// `pages` is the source the leaves came from, and nothing reads the map
     /// afterwards.
-    pub(crate) unsafe fn tear_down<P: PageSource>(&mut self, pages: &P) {
+    pub(crate) unsafe fn tear_down<P: PageSource>(&mut self, pages: &P, leaves: usize) {
         let size = leaf_reservation(pages);
-        for slot in &mut self.top {
-            let leaf = core::mem::replace(slot.get_mut(), core::ptr::null_mut());
+        let listed = self.made.iter().take(leaves).map(|m| m.load(Ordering::Relaxed));
+        let indices: &mut dyn Iterator<Item = usize> =
+            if leaves <= MADE { &mut { listed } } else { &mut (0..TOP) };
+        for i in indices {
+            let slot = self.slot(i).expect("below TOP");
+            let leaf = slot.swap(core::ptr::null_mut(), Ordering::Relaxed);
             if let Some(leaf) = NonNull::new(leaf) {
                 // SAFETY: a leaf is a whole reservation of `size` bytes from `pages`,
                 // committed in `new_leaf`, no longer read.

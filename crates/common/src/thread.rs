@@ -16,6 +16,10 @@
 //!
 //! [`CommonAllocator::trim`]: crate::CommonAllocator::trim
 
+// Without `std` there are no thread-locals: the front end is off (`Fronts::enabled`
+// is false) and the cache's own code is unused.
+#![cfg_attr(not(feature = "std"), allow(dead_code))]
+
 use core::alloc::Layout;
 use core::cell::Cell;
 use core::ptr::{self, NonNull};

@@ -19,7 +19,7 @@ fn bad_configurations_fail_every_allocation() {
         (shape().with_routing(Routing::Contention { regions: 33 }), CommonError::Regions(33)),
     ];
     for (config, want) in cases {
-        let common = CommonAllocator::with_config(config.with_pages(bento_pages::SystemPages::new()));
+        let common = CommonAllocator::with_config(config.with_pages(heap()));
         assert_eq!(common.init(), Err(want));
         // The same error again, and every allocation fails.
         assert_eq!(common.init(), Err(want));
@@ -28,7 +28,7 @@ fn bad_configurations_fail_every_allocation() {
         assert!(!want.to_string().is_empty());
     }
     let bad_space = shape().with_large(SpaceConfig::DEFAULT.with_segment_threshold(0));
-    let common = CommonAllocator::with_config(bad_space.with_pages(bento_pages::SystemPages::new()));
+    let common = CommonAllocator::with_config(bad_space.with_pages(heap()));
     assert!(matches!(
         common.init(),
         Err(CommonError::Space(SpaceError::SegmentThreshold { .. }))
