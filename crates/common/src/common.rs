@@ -96,9 +96,10 @@ pub(crate) struct Inner<P: PageSource> {
     pub(crate) block_bytes: usize,
     /// What the commit cache's slot table took from the source.
     pub(crate) table_bytes: usize,
-    // Invariant: `regions[..count]` are initialised, region `i` with id `i + 1`.
+    // Invariant: `regions` points at `count` initialised regions in the block (after
+    // `Inner`, so that a reference to `Inner` stays small), region `i` with id `i + 1`.
     pub(crate) count: usize,
-    regions: [MaybeUninit<Region<P>>; MAX_REGIONS],
+    regions: NonNull<Region<P>>,
 }
 
 #[cfg(not(bento_loom))]
@@ -611,8 +612,9 @@ fn build<P: PageSource>(config: CommonConfig<P>) -> Result<NonNull<Inner<P>>, Co
     let cache = CommitCache::with_capacity(Metered::new(pages), commit_cache)?;
     let source = cache.inner();
     let table_bytes = source.stats().committed;
-    // The block: `Inner`, then the region map's top level.
-    let map_at = size_of::<Inner<P>>().next_multiple_of(align_of::<usize>());
+    // The block: `Inner`, the regions, then the region map's top level.
+    let regions_at = size_of::<Inner<P>>().next_multiple_of(align_of::<Region<P>>());
+    let map_at = (regions_at + count * size_of::<Region<P>>()).next_multiple_of(align_of::<usize>());
     let map_bytes = crate::map::TOP * size_of::<usize>();
     let bytes = (map_at + map_bytes).next_multiple_of(source.page_size());
     let block = source.reserve(bytes, Alignment::of::<Inner<P>>())?;
@@ -650,6 +652,7 @@ fn build<P: PageSource>(config: CommonConfig<P>) -> Result<NonNull<Inner<P>>, Co
         (&raw mut (*this).block_bytes).write(bytes);
         (&raw mut (*this).table_bytes).write(table_bytes);
         (&raw mut (*this).count).write(0);
+        (&raw mut (*this).regions).write(block.add(regions_at).cast());
     }
     // SAFETY: the layer is initialised and lives as long as the block.
     let layer = unsafe { NonNull::new_unchecked(&raw mut (*this).layer) };
@@ -671,10 +674,7 @@ fn build<P: PageSource>(config: CommonConfig<P>) -> Result<NonNull<Inner<P>>, Co
         let block = if is_small { classes.size(i) } else { 0 };
         // SAFETY: region `i` is not made yet; `count` follows it.
         unsafe {
-            (&raw mut (*this).regions)
-                .cast::<Region<P>>()
-                .add(i)
-                .write(Region::new(space, block, id));
+            (*this).regions.add(i).write(Region::new(space, block, id));
             (*this).count = i + 1;
         }
     }
@@ -696,7 +696,7 @@ unsafe fn tear_down<P: PageSource>(inner: NonNull<Inner<P>>) {
     // through the layer), then the map, then the layer is moved out of the block
     // before the block goes back.
     unsafe {
-        let regions = (&raw mut (*this).regions).cast::<Region<P>>();
+        let regions = (*this).regions;
         for i in 0..(*this).count {
             regions.add(i).drop_in_place();
         }
@@ -716,9 +716,9 @@ impl<P: PageSource> Inner<P> {
     #[inline]
     pub(crate) fn region(&self, i: usize) -> &Region<P> {
         debug_assert!(i < self.count);
-        // SAFETY: `regions[..count]` are initialised (the field's invariant), and
-        // every index the routing produces is below `count`.
-        unsafe { self.regions.get_unchecked(i).assume_init_ref() }
+        // SAFETY: the first `count` regions are initialised (the field's invariant),
+        // and every index the routing produces is below `count`.
+        unsafe { self.regions.add(i).as_ref() }
     }
 
     /// The small classes.

@@ -69,6 +69,8 @@ fn huge_and_impossible_requests_fail_cleanly() {
 #[test]
 #[cfg(debug_assertions)]
 fn misuse_is_reported_and_changes_nothing() {
+    // Reports left by an earlier test on this thread (Miri runs them on one).
+    let _ = seen();
     for routing in [Routing::BySize, Routing::Contention { regions: 2 }] {
         let common = on_heap(routing);
         let small = Layout::new::<[u8; 24]>();
@@ -99,7 +101,20 @@ fn misuse_is_reported_and_changes_nothing() {
             common.dealloc(a, small);
             assert!(seen().is_empty());
             common.dealloc(a, small);
-            assert!(matches!(seen()[..], [Misuse::DoubleFree { .. }]), "{routing:?}");
+            // A free list or a block cache knows the block; a space that merged it
+            // finds the pointer in a free chunk; a segment that emptied went back, and
+            // the region map no longer knows the pointer.
+            let twice = seen();
+            assert!(
+                matches!(
+                    twice[..],
+                    [Misuse::DoubleFree { .. }
+                        | Misuse::NeverAllocated { .. }
+                        | Misuse::Interior { .. }
+                        | Misuse::Foreign { .. }]
+                ),
+                "{routing:?}: {twice:?}"
+            );
             common.free(b);
             common.free(b);
             assert_eq!(seen().len(), 1, "a large double free is reported too");

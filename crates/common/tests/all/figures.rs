@@ -54,6 +54,7 @@ fn each_class_has_its_region_and_the_map_knows_it() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "tens of thousands of blocks: minutes under Miri")]
 fn trim_brings_memory_back_to_the_baseline() {
     let pages = Metered::new(heap());
     let c = shape();
@@ -113,6 +114,7 @@ fn dropping_with_live_blocks_gives_everything_back() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "tens of thousands of blocks: minutes under Miri")]
 fn a_small_region_that_empties_and_refills_makes_no_system_call() {
     let pages = Metered::new(heap());
     let c = shape();
@@ -134,6 +136,7 @@ fn a_small_region_that_empties_and_refills_makes_no_system_call() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "tens of thousands of blocks: minutes under Miri")]
 fn the_block_budget_is_shared_and_bounded() {
     let common = on_heap(Routing::BySize);
     let mut blocks = Vec::new();

@@ -30,7 +30,7 @@ pub(crate) fn seen() -> Vec<Misuse<'static>> {
 }
 
 /// The shape of the tests: the default classes in 64 KiB segments; a large region of
-/// 256 KiB segments in 4 KiB pages with dedicated segments from 64 KiB, so that
+/// `LARGE_SEGMENT`s in 4 KiB pages with dedicated segments from a quarter of one, so that
 /// programs cross every kind of boundary; a small commit cache and block budget so
 /// that both fill up; misuse recorded, not fatal; no per-thread front end (the
 /// `front` tests turn it on).
@@ -40,14 +40,18 @@ pub(crate) fn shape() -> CommonConfig<()> {
         .with_large(
             SpaceConfig::DEFAULT
                 .with_page_size(4096)
-                .with_segment_granularity(256 << 10)
-                .with_segment_threshold(64 << 10),
+                .with_segment_granularity(LARGE_SEGMENT)
+                .with_segment_threshold(LARGE_SEGMENT / 4),
         )
         .with_commit_cache(256 << 10)
         .with_block_cache(64 << 10)
         .with_misuse_hook(record)
         .with_thread_cache(false)
 }
+
+/// The large region's segments: 256 KiB, or under Miri the least the region map
+/// allows (64 KiB), so that every byte the oracle checks costs less.
+pub(crate) const LARGE_SEGMENT: usize = if cfg!(miri) { 64 << 10 } else { 256 << 10 };
 
 /// A heap-backed source with 4 KiB pages.
 pub(crate) fn heap() -> HeapPages {

@@ -9,24 +9,41 @@ use bento_common::{CommonAllocator, PageSource, RawAlloc, Routing, SizeClasses};
 use bento_pages::{FaultyPages, HeapPages};
 use bento_testkit::{Api02, Api04, Caps, End, Figures, Ops, SizeGen, Target, cases, run, seeded};
 
-use crate::{check, heap, on_heap, shape};
+use crate::{LARGE_SEGMENT, check, heap, shape};
+
+/// The classes of the model runs: the 20 of the default table, or under Miri, where
+/// each check walks every region, three.
+fn classes() -> SizeClasses {
+    if cfg!(miri) { SizeClasses::new(&[16, 64, 256]) } else { SizeClasses::DEFAULT }
+}
+
+/// An allocator of the model runs' shape over a heap source with `routing`.
+fn on_heap(routing: Routing) -> CommonAllocator<HeapPages> {
+    CommonAllocator::with_config(shape().with_classes(classes()).with_routing(routing).with_pages(heap()))
+}
 
 /// Every class boundary, one below and one above (the generator adds the ±1), and
 /// the large region's threshold and segment.
 fn sizes() -> SizeGen {
-    let classes = SizeClasses::DEFAULT;
+    let classes = classes();
     let mut edges: Vec<usize> = (0..classes.len()).map(|c| classes.size(c)).collect();
-    edges.extend([64 << 10, (256 << 10) - 128]);
-    SizeGen::new(300 << 10).with_boundaries(&edges)
+    edges.extend([LARGE_SEGMENT / 4, LARGE_SEGMENT - 128]);
+    // Under Miri every live byte the oracle checks costs: sizes stop past the
+    // threshold of a dedicated segment.
+    let max = if cfg!(miri) { LARGE_SEGMENT / 3 } else { LARGE_SEGMENT + LARGE_SEGMENT / 8 };
+    SizeGen::new(max).with_boundaries(&edges)
 }
 
 fn caps(ops: Ops) -> Caps {
     Caps::default()
         .with_ops(ops | Ops::HUGE | Ops::IN_PLACE)
         .with_sizes(sizes())
-        .with_max_align(Alignment::new(4096).unwrap())
+        .with_max_align(Alignment::new(cases(4096, 256)).unwrap())
         .with_max_live(cases(300, 8))
         .with_validate_every(cases(4, 12))
+        // Under Miri a step of a common allocator costs milliseconds (21 regions'
+        // walks at each check): short programs.
+        .with_max_steps(cases(2000, 60))
 }
 
 /// The allocator as the interpreter drives it, taking turns between its entry points:
@@ -213,8 +230,11 @@ fn model_by_size() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "minutes under Miri; model_by_size and the front tests cover the paths")]
 fn model_with_the_front_end() {
-    let common = CommonAllocator::with_config(shape().with_thread_cache(true).with_pages(heap()));
+    let common = CommonAllocator::with_config(
+        shape().with_classes(classes()).with_thread_cache(true).with_pages(heap()),
+    );
     seeded(cases(60, 1), |u| run(&mut CommonTarget::new(&common), &caps(Ops::TRIM), u));
     assert_empty(&common);
 }
@@ -227,6 +247,7 @@ fn model_by_contention() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "minutes under Miri; model_by_size and the front tests cover the paths")]
 fn model_through_allocator_api2_04() {
     let common = on_heap(Routing::BySize);
     let caps = caps(Ops::empty()).with_ops(Ops::HUGE);
@@ -235,9 +256,10 @@ fn model_through_allocator_api2_04() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "minutes under Miri; model_by_size and the front tests cover the paths")]
 fn model_with_refused_reserves_and_commits() {
     let c = shape();
-    let common = CommonAllocator::with_config(c.with_pages(FaultyPages::new(heap())));
+    let common = CommonAllocator::with_config(c.with_classes(classes()).with_pages(FaultyPages::new(heap())));
     common.init().unwrap();
     let r = seeded(cases(50, 1), |u| {
         common.pages().unwrap().heal();
