@@ -54,7 +54,10 @@ fn replace_on<H: Heap>(
 }
 
 fn single(c: &mut Criterion) {
-    for (group, size) in [("common/mixed", mixed_size as fn(u64) -> usize), ("common/small", small_size)] {
+    for (group, size) in [
+        ("common/mixed", mixed_size as fn(u64) -> usize),
+        ("common/small", small_size),
+    ] {
         let mut g = c.benchmark_group(group);
         g.throughput(Throughput::Elements(2 * STEPS as u64));
         peers!(g, replace_on, size);
@@ -116,7 +119,10 @@ fn threaded<A: std::alloc::GlobalAlloc + Sync>(alloc: &A, threads: usize, rounds
                     }
                 }
                 done.wait();
-                for (p, n) in live.drain(..).chain(outbox.drain(..).map(|Sent(p, n)| (p, n))) {
+                for (p, n) in live
+                    .drain(..)
+                    .chain(outbox.drain(..).map(|Sent(p, n)| (p, n)))
+                {
                     // SAFETY: live blocks of their sizes.
                     unsafe { heap.deallocate(p, layout(n)) };
                 }

@@ -53,7 +53,8 @@ pub fn mix(scale: usize) -> u64 {
     let (tx, rx) = std::sync::mpsc::sync_channel::<Box<[u8]>>(256);
     let consumer = std::thread::spawn(move || rx.iter().map(|b| b.len() as u64).sum::<u64>());
     for i in 0..scale {
-        tx.send(vec![1u8; 16 + (i * 29) % 1000].into_boxed_slice()).unwrap();
+        tx.send(vec![1u8; 16 + (i * 29) % 1000].into_boxed_slice())
+            .unwrap();
     }
     drop(tx);
     acc.wrapping_add(consumer.join().unwrap())

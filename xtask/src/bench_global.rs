@@ -8,7 +8,10 @@ use std::process::Command;
 
 use crate::step::{Outcome, Step, cargo, root, status};
 
-pub(crate) const STEP: Step = Step { name: "bench-global", run };
+pub(crate) const STEP: Step = Step {
+    name: "bench-global",
+    run,
+};
 
 /// The allocators, by binary (`global_<name>`).
 const PEERS: &[&str] = &["common", "system", "mimalloc", "jemalloc"];
@@ -34,7 +37,9 @@ fn run() -> Outcome {
         for (i, peer) in PEERS.iter().enumerate() {
             let out = match Command::new(dir.join(format!("global_{peer}"))).output() {
                 Ok(out) if out.status.success() => out,
-                Ok(out) => return Outcome::Failed(format!("global_{peer} exited with {}", out.status)),
+                Ok(out) => {
+                    return Outcome::Failed(format!("global_{peer} exited with {}", out.status));
+                }
                 Err(e) => return Outcome::Failed(format!("could not run global_{peer}: {e}")),
             };
             let line = String::from_utf8_lossy(&out.stdout);
@@ -55,7 +60,9 @@ fn run() -> Outcome {
         }
     }
     if checks.iter().any(|&c| c != checks[0]) {
-        return Outcome::Failed(format!("the allocators computed different results: {checks:?}"));
+        return Outcome::Failed(format!(
+            "the allocators computed different results: {checks:?}"
+        ));
     }
     let medians: Vec<f64> = times
         .iter_mut()

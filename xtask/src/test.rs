@@ -8,7 +8,12 @@ use crate::step::{Outcome, Step, cargo, status};
 pub(crate) const STEP: Step = Step { name: "test", run };
 
 /// The crates whose tests run again in a release build.
-const RELEASE: &[&str] = &["bento-pages", "bento-primitives", "bento-space", "bento-common"];
+const RELEASE: &[&str] = &[
+    "bento-pages",
+    "bento-primitives",
+    "bento-space",
+    "bento-common",
+];
 
 fn run() -> Outcome {
     let mut cmd = cargo();

@@ -11,7 +11,12 @@ use std::process::Command;
 use crate::step::{Outcome, STABLE, Step, cargo, ensure_target, root, status, succeeds};
 
 /// The crates whose unit and integration tests run under Wine.
-const WINDOWS_CRATES: &[&str] = &["bento-pages", "bento-primitives", "bento-space", "bento-common"];
+const WINDOWS_CRATES: &[&str] = &[
+    "bento-pages",
+    "bento-primitives",
+    "bento-space",
+    "bento-common",
+];
 
 const TARGET: &str = "x86_64-pc-windows-gnu";
 

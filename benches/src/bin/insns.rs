@@ -70,7 +70,8 @@ fn space_mode(which: &str, n: usize) -> Option<u64> {
                 let mut rng = bento_benches::XorShift(0x9E37_79B9_7F4A_7C15);
                 let size = bento_benches::heap::small_size;
                 let mut live = bento_benches::heap::fill_with(&mut heap, &mut rng, 10_000, size);
-                let sum = bento_benches::heap::replace_with(&mut heap, &mut live, &mut rng, n, size);
+                let sum =
+                    bento_benches::heap::replace_with(&mut heap, &mut live, &mut rng, n, size);
                 mixed_drain(&mut heap, live);
                 sum
             }
@@ -79,7 +80,11 @@ fn space_mode(which: &str, n: usize) -> Option<u64> {
     }
     Some(match peer {
         "bento" => go(Api(&space), workload, n),
-        "common" => go(GlobalHeap(bento_common::CommonAllocator::new()), workload, n),
+        "common" => go(
+            GlobalHeap(bento_common::CommonAllocator::new()),
+            workload,
+            n,
+        ),
         "glibc" => go(GlobalHeap(std::alloc::System), workload, n),
         "dlmalloc" => go(GlobalHeap(dlmalloc::GlobalDlmalloc), workload, n),
         "rlsf" => go(Rlsf::new(512 << 20), workload, n),

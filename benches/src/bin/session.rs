@@ -22,7 +22,14 @@ use bento_pages::SystemPages;
 use bento_space::{MemorySpace, SpaceConfig};
 use bento_testkit::session::{ApiHeap, Session, SessionConfig, SessionHeap, play};
 
-const PEERS: &[&str] = &["bento", "bento-64k-pages", "common", "glibc", "mimalloc", "jemalloc"];
+const PEERS: &[&str] = &[
+    "bento",
+    "bento-64k-pages",
+    "common",
+    "glibc",
+    "mimalloc",
+    "jemalloc",
+];
 
 /// Any `GlobalAlloc` as the session's heap.
 struct Global<A>(A);

@@ -210,10 +210,12 @@ impl<P: PageSource> CommonAllocator<P> {
     #[cold]
     fn start(&self) -> Result<&Inner<P>, CommonError> {
         loop {
-            match self
-                .state
-                .compare_exchange(UNINIT, STARTING, Ordering::Acquire, Ordering::Acquire)
-            {
+            match self.state.compare_exchange(
+                UNINIT,
+                STARTING,
+                Ordering::Acquire,
+                Ordering::Acquire,
+            ) {
                 Ok(_) => {
                     // SAFETY: moving `state` to `STARTING` gives this thread the config
                     // (the field's invariant); it is taken once and never read again.
@@ -480,7 +482,8 @@ impl<P: PageSource> CommonAllocator<P> {
 
     /// The allocator's figures, per region and in total (all zero before it starts).
     pub fn stats(&self) -> crate::CommonStats {
-        self.started().map_or_else(crate::CommonStats::default, Inner::stats)
+        self.started()
+            .map_or_else(crate::CommonStats::default, Inner::stats)
     }
 
     /// The figures as a table, one row per region: what a program prints on a debug
@@ -554,7 +557,8 @@ impl<P: PageSource> Drop for CommonAllocator<P> {
                 unsafe { self.config.get_mut().assume_init_drop() };
             }
             READY => {
-                let inner = NonNull::new(self.inner.load(Ordering::Acquire)).expect("READY has a block");
+                let inner =
+                    NonNull::new(self.inner.load(Ordering::Acquire)).expect("READY has a block");
                 // SAFETY: the block is live until torn down below.
                 let live = unsafe { inner.as_ref() };
                 live.detach_here();
@@ -614,7 +618,8 @@ fn build<P: PageSource>(config: CommonConfig<P>) -> Result<NonNull<Inner<P>>, Co
     let table_bytes = source.stats().committed;
     // The block: `Inner`, the regions, then the region map's top level.
     let regions_at = size_of::<Inner<P>>().next_multiple_of(align_of::<Region<P>>());
-    let map_at = (regions_at + count * size_of::<Region<P>>()).next_multiple_of(align_of::<usize>());
+    let map_at =
+        (regions_at + count * size_of::<Region<P>>()).next_multiple_of(align_of::<usize>());
     let map_bytes = crate::map::TOP * size_of::<usize>();
     let bytes = (map_at + map_bytes).next_multiple_of(source.page_size());
     let block = source.reserve(bytes, Alignment::of::<Inner<P>>())?;
@@ -807,7 +812,11 @@ impl<P: PageSource> Inner<P> {
 
     /// Tries each region in turn from one picked by the thread's stack, and waits
     /// only after a full cycle of failed tries.
-    fn alloc_contended(&self, layout: Layout, zeroed: bool) -> Result<(NonNull<u8>, bool), AllocError> {
+    fn alloc_contended(
+        &self,
+        layout: Layout,
+        zeroed: bool,
+    ) -> Result<(NonNull<u8>, bool), AllocError> {
         let n = self.count;
         let first = thread_hint() % n;
         for k in 0..n {
@@ -815,7 +824,12 @@ impl<P: PageSource> Inner<P> {
                 return alloc_in(&held.space, layout, zeroed, self.dedicated);
             }
         }
-        alloc_in(&self.region(first).lock().space, layout, zeroed, self.dedicated)
+        alloc_in(
+            &self.region(first).lock().space,
+            layout,
+            zeroed,
+            self.dedicated,
+        )
     }
 
     fn alloc_zeroed(&self, layout: Layout) -> Result<(NonNull<u8>, bool), AllocError> {
@@ -939,7 +953,11 @@ impl<P: PageSource> Inner<P> {
         // SAFETY: `ptr` holds `old.size()` bytes and `fresh` `new.size()`; a fresh
         // block overlaps no live one. Then the old block goes (the caller's contract).
         unsafe {
-            core::ptr::copy_nonoverlapping(ptr.as_ptr(), fresh.as_ptr(), old.size().min(new.size()));
+            core::ptr::copy_nonoverlapping(
+                ptr.as_ptr(),
+                fresh.as_ptr(),
+                old.size().min(new.size()),
+            );
             self.dealloc(ptr, old);
         }
         Ok(fresh)
@@ -1082,8 +1100,10 @@ unsafe impl<P: PageSource + Send + Sync> GlobalAlloc for CommonAllocator<P> {
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        let (Some(ptr), Ok(new)) = (NonNull::new(ptr), Layout::from_size_align(new_size, layout.align()))
-        else {
+        let (Some(ptr), Ok(new)) = (
+            NonNull::new(ptr),
+            Layout::from_size_align(new_size, layout.align()),
+        ) else {
             return core::ptr::null_mut();
         };
         // SAFETY: `GlobalAlloc::realloc`'s contract: live with `layout`, sizes

@@ -1,9 +1,9 @@
 //! How a common allocator is shaped: [`CommonConfig`], its [`SizeClasses`] and
 //! [`Routing`], and what is wrong with a bad one.
 
-use bento_pages::{MisuseHook, PageError};
 #[cfg(any(unix, windows))]
 use bento_pages::SystemPages;
+use bento_pages::{MisuseHook, PageError};
 use bento_space::{SpaceConfig, SpaceError};
 
 /// The most small size classes a table holds.
@@ -120,7 +120,10 @@ impl SizeClasses {
     /// When `class >= self.len()`.
     #[must_use]
     pub const fn size(&self, class: usize) -> usize {
-        assert!(class < self.len as usize, "SizeClasses::size: no such class");
+        assert!(
+            class < self.len as usize,
+            "SizeClasses::size: no such class"
+        );
         self.sizes[class] as usize
     }
 
@@ -270,7 +273,6 @@ impl<P: Copy> CommonConfig<P> {
             thread_cache,
         }
     }
-
 }
 
 impl<P> CommonConfig<P> {

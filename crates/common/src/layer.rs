@@ -111,7 +111,8 @@ impl<P: PageSource> RegionPages<P> {
 
     /// Whether a reservation since the last call came fresh from a zeroing source.
     pub(crate) fn take_fresh(&self) -> bool {
-        self.fresh.swap(false, core::sync::atomic::Ordering::Relaxed)
+        self.fresh
+            .swap(false, core::sync::atomic::Ordering::Relaxed)
     }
 
     #[inline]
@@ -149,13 +150,18 @@ unsafe impl<P: PageSource> PageSource for RegionPages<P> {
             let base = layer.cache.reserve(full, align)?;
             let fresh = layer.source().stats().reserves != before;
             // SAFETY: the layer's lock is held; the leaves come from the layer's source.
-            if !unsafe { layer.map.set(layer.source(), base, full, self.id, &layer.leaves) } {
+            if !unsafe {
+                layer
+                    .map
+                    .set(layer.source(), base, full, self.id, &layer.leaves)
+            } {
                 // SAFETY: just reserved, nothing committed.
                 unsafe { layer.cache.release(base, full) };
                 return Err(PageError::OutOfAddressSpace { size });
             }
             if fresh && layer.source().decommitted_reads_zero() {
-                self.fresh.store(true, core::sync::atomic::Ordering::Relaxed);
+                self.fresh
+                    .store(true, core::sync::atomic::Ordering::Relaxed);
             }
             Ok(base)
         })?;
@@ -168,7 +174,15 @@ unsafe impl<P: PageSource> PageSource for RegionPages<P> {
         let layer = self.layer();
         let full = rounded(size).expect("a size reserve took");
         // SAFETY: the leaves of this range exist (made by `reserve`); lock held.
-        layer.locked(|| unsafe { layer.map.set(layer.source(), base, full, crate::map::NOBODY, &layer.leaves) });
+        layer.locked(|| unsafe {
+            layer.map.set(
+                layer.source(),
+                base,
+                full,
+                crate::map::NOBODY,
+                &layer.leaves,
+            )
+        });
         // SAFETY: the caller's contract, for the reservation `reserve` made of `full`.
         unsafe { layer.cache.release(base, full) };
         let reserved = layer.reserved.fetch_sub(full, Ordering::Relaxed) - full;

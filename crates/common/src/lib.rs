@@ -23,4 +23,3 @@ pub use crate::config::{
     SMALL_ALIGN, SizeClasses,
 };
 pub use crate::stats::{CommonStats, Corruption, Leaks, RegionStats, Report};
-

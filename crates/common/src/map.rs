@@ -148,9 +148,16 @@ impl RegionMap {
     /// afterwards.
     pub(crate) unsafe fn tear_down<P: PageSource>(&mut self, pages: &P, leaves: usize) {
         let size = leaf_reservation(pages);
-        let listed = self.made.iter().take(leaves).map(|m| m.load(Ordering::Relaxed));
-        let indices: &mut dyn Iterator<Item = usize> =
-            if leaves <= MADE { &mut { listed } } else { &mut (0..TOP) };
+        let listed = self
+            .made
+            .iter()
+            .take(leaves)
+            .map(|m| m.load(Ordering::Relaxed));
+        let indices: &mut dyn Iterator<Item = usize> = if leaves <= MADE {
+            &mut { listed }
+        } else {
+            &mut (0..TOP)
+        };
         for i in indices {
             let slot = self.slot(i).expect("below TOP");
             let leaf = slot.swap(core::ptr::null_mut(), Ordering::Relaxed);

@@ -159,7 +159,12 @@ impl<P: PageSource> Region<P> {
     ///
     /// `ptr` is a live block of this region, not used afterwards.
     #[inline]
-    pub(crate) unsafe fn free_small(&self, ptr: NonNull<u8>, budget: &AtomicUsize, hook: MisuseHook) {
+    pub(crate) unsafe fn free_small(
+        &self,
+        ptr: NonNull<u8>,
+        budget: &AtomicUsize,
+        hook: MisuseHook,
+    ) {
         let mut held = self.lock();
         if cfg!(debug_assertions) && !held.check_small(ptr, hook) {
             return;
@@ -172,7 +177,9 @@ impl<P: PageSource> Region<P> {
 /// Takes a quantum from the shared budget, if one is left.
 fn take_quantum(budget: &AtomicUsize) -> bool {
     budget
-        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |b| b.checked_sub(QUANTUM))
+        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |b| {
+            b.checked_sub(QUANTUM)
+        })
         .is_ok()
 }
 
@@ -180,7 +187,12 @@ impl<P: PageSource> State<P> {
     /// Takes a block off list `list`, of `block`-byte blocks, giving budget back
     /// when the region holds much more than its lists use.
     #[inline]
-    pub(crate) fn pop(&mut self, list: usize, block: usize, budget: &AtomicUsize) -> Option<NonNull<u8>> {
+    pub(crate) fn pop(
+        &mut self,
+        list: usize,
+        block: usize,
+        budget: &AtomicUsize,
+    ) -> Option<NonNull<u8>> {
         let b = self.free[list]?;
         // SAFETY: a block on a list is a live block of the space with its link in its
         // first word (the lists' invariant).
@@ -207,7 +219,13 @@ impl<P: PageSource> State<P> {
     /// `ptr` is a live block of the space of at least `block` bytes, given up by the
     /// caller; `list` holds blocks of `block` bytes.
     #[inline]
-    pub(crate) unsafe fn give(&mut self, ptr: NonNull<u8>, list: usize, block: usize, budget: &AtomicUsize) {
+    pub(crate) unsafe fn give(
+        &mut self,
+        ptr: NonNull<u8>,
+        list: usize,
+        block: usize,
+        budget: &AtomicUsize,
+    ) {
         if self.cached_bytes + block > self.quota {
             if block > QUANTUM || !take_quantum(budget) {
                 let layout = Layout::from_size_align(block, SMALL_ALIGN).expect("a list's size");

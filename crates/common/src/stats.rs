@@ -186,7 +186,11 @@ impl fmt::Display for Report {
             "{:>7} {:>9} {:>10} {:>8} {:>10} {:>10} {:>5} {:>7}",
             "region", "live", "bytes", "cached", "committed", "reserved", "segs", "waits"
         )?;
-        for r in s.regions().iter().filter(|r| r.reserved > 0 || r.live_blocks > 0) {
+        for r in s
+            .regions()
+            .iter()
+            .filter(|r| r.reserved > 0 || r.live_blocks > 0)
+        {
             if r.block == 0 {
                 write!(f, "{:>7} ", "large")?;
             } else {
@@ -237,7 +241,11 @@ impl fmt::Display for Leaks {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let s = &self.0;
         let plural = if s.live_blocks == 1 { "" } else { "s" };
-        write!(f, "{} live block{plural} ({} bytes):", s.live_blocks, s.live_bytes)?;
+        write!(
+            f,
+            "{} live block{plural} ({} bytes):",
+            s.live_blocks, s.live_bytes
+        )?;
         for r in s.regions().iter().filter(|r| r.live_blocks > 0) {
             if r.block == 0 {
                 write!(f, " {} in the large region", r.live_blocks)?;
@@ -289,7 +297,8 @@ impl<P: PageSource> Inner<P> {
         let (in_threads, large_bytes) = self.in_threads();
         for (i, region) in self.regions().enumerate() {
             let held = region.lock();
-            let mut figures = region_stats(region, &held.space_stats(), held.cached() + in_threads[i]);
+            let mut figures =
+                region_stats(region, &held.space_stats(), held.cached() + in_threads[i]);
             if region.block == 0 {
                 figures.live_bytes = figures
                     .live_bytes
@@ -341,13 +350,19 @@ impl<P: PageSource> Inner<P> {
             let report = held
                 .space
                 .validate()
-                .map_err(|corruption| Corruption::Space { region: i, corruption })?;
+                .map_err(|corruption| Corruption::Space {
+                    region: i,
+                    corruption,
+                })?;
             let cached = held.cached();
             let mut listed = 0;
             for block in held.listed() {
                 let owner = self.layer.map.owner(block.addr().get());
                 if owner != region.id {
-                    return Err(Corruption::FreeList { region: i, addr: block.addr().get() });
+                    return Err(Corruption::FreeList {
+                        region: i,
+                        addr: block.addr().get(),
+                    });
                 }
                 listed += 1;
             }
@@ -357,7 +372,11 @@ impl<P: PageSource> Inner<P> {
             for block in held.space.allocations() {
                 let owner = self.layer.map.owner(block.ptr.addr().get());
                 if owner != region.id {
-                    return Err(Corruption::Map { region: i, addr: block.ptr.addr().get(), owner });
+                    return Err(Corruption::Map {
+                        region: i,
+                        addr: block.ptr.addr().get(),
+                        owner,
+                    });
                 }
             }
             let free = cached + in_threads[i];
@@ -382,7 +401,11 @@ impl<P: PageSource> Inner<P> {
 
 /// One region's figures from its space's and the blocks it (or the threads' caches)
 /// keeps free: `free` blocks of its own, the free list's in a small region.
-fn region_stats<P: PageSource>(region: &Region<P>, space: &bento_space::SpaceStats, free: usize) -> RegionStats {
+fn region_stats<P: PageSource>(
+    region: &Region<P>,
+    space: &bento_space::SpaceStats,
+    free: usize,
+) -> RegionStats {
     let cached = free;
     let live_blocks = space.live_blocks.saturating_sub(free);
     let (live_bytes, cached_blocks) = if region.block == 0 {

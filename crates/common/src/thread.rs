@@ -39,7 +39,7 @@ pub(crate) const BINS: usize = MAX_CLASSES + MEDIUM_BINS;
 /// The largest request the front end serves.
 pub(crate) const MAX_CACHED: usize = 4096;
 /// The bytes a bin holds at most (within 4 to 64 blocks).
-const BIN_BYTES: usize = 16384;
+const BIN_BYTES: usize = 8192;
 
 /// The medium bin of `size` (257 to 4096 bytes): its octave and eighth.
 #[inline]
@@ -90,7 +90,7 @@ pub(crate) struct ThreadCache {
     /// The owning allocator's block (`Inner<P>`), null while unattached.
     owner: Cell<*const ()>,
     /// `Inner::<P>::detach_erased` of the owner.
-    detach: Cell<Option<unsafe fn(*const (), &ThreadCache)>>,
+    detach: Cell<Option<DetachFn>>,
     state: Cell<u8>,
     // Invariant: `bins[b].head` is a list of `bins[b].count` blocks of bin `b` of the owner,
     // each free (taken from the owner's regions, not handed to the user), linked
@@ -99,6 +99,9 @@ pub(crate) struct ThreadCache {
     /// The next cache in the owner's registry (under the registry's lock).
     next: AtomicPtr<ThreadCache>,
 }
+
+/// How a cache finds its way back to its owner: `Inner::<P>::detach_erased`.
+type DetachFn = unsafe fn(*const (), &ThreadCache);
 
 /// One bin of a cache: its list and count side by side, in one cache line.
 struct Bin {
@@ -164,7 +167,9 @@ impl ThreadCache {
     fn pop(&self, bin: usize) -> Option<NonNull<u8>> {
         let head = NonNull::new(self.bins[bin].head.get())?;
         // SAFETY: a listed block holds its link in its first word (the invariant).
-        self.bins[bin].head.set(unsafe { head.cast::<*mut u8>().read() });
+        self.bins[bin]
+            .head
+            .set(unsafe { head.cast::<*mut u8>().read() });
         self.set_count(bin, self.count(bin) - 1);
         if cfg!(debug_assertions) {
             // SAFETY: every block holds at least 24 bytes.
@@ -240,7 +245,7 @@ impl Drop for ExitFlush {
 #[cfg(all(feature = "std", not(bento_loom)))]
 #[inline(always)]
 fn with_cache<R>(f: impl FnOnce(&ThreadCache) -> R) -> R {
-    let cache = CACHE.with(|c| ptr::from_ref(c));
+    let cache = CACHE.with(ptr::from_ref);
     // SAFETY: the thread-local of this thread, alive until the thread ends (see
     // above); only shared references to it exist (its fields are cells and atomics).
     f(unsafe { &*cache })
@@ -331,7 +336,13 @@ impl Fronts {
         for m in 0..MEDIUM_BINS {
             size[MAX_CLASSES + m] = medium_size(m) as u32;
         }
-        let cap = size.map(|s| if s == 0 { 0 } else { (BIN_BYTES as u32 / s).clamp(8, 128) });
+        let cap = size.map(|s| {
+            if let Some(n) = (BIN_BYTES as u32).checked_div(s) {
+                n.clamp(8, 64)
+            } else {
+                0
+            }
+        });
         Self {
             enabled: enabled && cfg!(feature = "std"),
             size,
@@ -461,7 +472,11 @@ impl<P: PageSource> Inner<P> {
     /// The region of bin `bin`.
     #[inline]
     pub(crate) fn bin_region(&self, bin: usize) -> &crate::region::Region<P> {
-        if bin < MAX_CLASSES { self.region(bin) } else { self.region(self.large_index()) }
+        if bin < MAX_CLASSES {
+            self.region(bin)
+        } else {
+            self.region(self.large_index())
+        }
     }
 
     /// Attaches this thread's cache to this allocator if it is free.

@@ -18,13 +18,19 @@ static GLOBAL: CommonAllocator = CommonAllocator::new();
 fn main() {}
 
 const THREADS: usize = 4;
-const PER_THREAD: usize = if cfg!(debug_assertions) { 20_000 } else { 200_000 };
+const PER_THREAD: usize = if cfg!(debug_assertions) {
+    20_000
+} else {
+    200_000
+};
 
 #[cfg(not(miri))]
 fn main() {
     // Warm up what the standard library allocates once (thread bookkeeping, the
     // standard output buffer).
-    std::thread::spawn(|| println!("global_threads: start")).join().unwrap();
+    std::thread::spawn(|| println!("global_threads: start"))
+        .join()
+        .unwrap();
     let base = GLOBAL.stats();
 
     let (senders, receivers): (Vec<_>, Vec<_>) =
@@ -62,5 +68,9 @@ fn main() {
     GLOBAL.validate().expect("the allocator validates");
     let end = GLOBAL.stats();
     assert_eq!(end.live_blocks, base.live_blocks, "{}", GLOBAL.report());
-    println!("global_threads: ok, {} lock waits\n{}", end.contended, GLOBAL.report());
+    println!(
+        "global_threads: ok, {} lock waits\n{}",
+        end.contended,
+        GLOBAL.report()
+    );
 }

@@ -52,7 +52,12 @@ fn main() {
     let base = GLOBAL.stats();
     transfer(BLOCKS);
     GLOBAL.validate().expect("the allocator validates");
-    assert_eq!(GLOBAL.stats().live_blocks, base.live_blocks, "{}", GLOBAL.report());
+    assert_eq!(
+        GLOBAL.stats().live_blocks,
+        base.live_blocks,
+        "{}",
+        GLOBAL.report()
+    );
     println!("global_transfer: ok");
 }
 
@@ -64,7 +69,10 @@ fn transfer(blocks: usize) {
         std::thread::spawn(move || {
             let mut n = 0;
             for (i, block) in rx {
-                assert!(block.iter().all(|&b| b == pattern(i)), "block {i} was overwritten");
+                assert!(
+                    block.iter().all(|&b| b == pattern(i)),
+                    "block {i} was overwritten"
+                );
                 n += 1;
             }
             n
@@ -77,7 +85,9 @@ fn transfer(blocks: usize) {
             _ => 1 + i % 256,
         };
         let block = vec![pattern(i); len];
-        if i % 2 == 0 { &tx_a } else { &tx_b }.send((i, block)).unwrap();
+        if i % 2 == 0 { &tx_a } else { &tx_b }
+            .send((i, block))
+            .unwrap();
     }
     drop((tx_a, tx_b));
     assert_eq!(a.join().unwrap() + b.join().unwrap(), blocks);
@@ -139,7 +149,12 @@ mod miri_pages {
                 .expect("a live reservation");
             let align = core::mem::take(slot).1;
             // SAFETY: allocated by `reserve` with this size and alignment.
-            unsafe { System.dealloc(base.as_ptr(), Layout::from_size_align_unchecked(size, align)) };
+            unsafe {
+                System.dealloc(
+                    base.as_ptr(),
+                    Layout::from_size_align_unchecked(size, align),
+                )
+            };
         }
     }
 }

@@ -18,7 +18,11 @@ static GLOBAL: CommonAllocator = CommonAllocator::new();
 fn main() {}
 
 /// How much work: a million allocations in release builds, a tenth in debug.
-const SCALE: usize = if cfg!(debug_assertions) { 100_000 } else { 1_000_000 };
+const SCALE: usize = if cfg!(debug_assertions) {
+    100_000
+} else {
+    1_000_000
+};
 
 /// The figures with this thread's cache flushed: the blocks of a medium bin in a
 /// cache count at the bin's size, so that live bytes are exact only without them.
@@ -35,8 +39,17 @@ fn main() {
     let boxes: Vec<Box<[u8; 100]>> = (0..1000).map(|i| Box::new([i as u8; 100])).collect();
     let s = GLOBAL.stats();
     // The vector's own buffer is one large block more.
-    assert_eq!(s.live_blocks, base.live_blocks + 1001, "{}", GLOBAL.report());
-    assert_eq!(s.regions()[10].live_blocks - base.regions()[10].live_blocks, 1000, "the 112-byte class");
+    assert_eq!(
+        s.live_blocks,
+        base.live_blocks + 1001,
+        "{}",
+        GLOBAL.report()
+    );
+    assert_eq!(
+        s.regions()[10].live_blocks - base.regions()[10].live_blocks,
+        1000,
+        "the 112-byte class"
+    );
     assert!(boxes.iter().enumerate().all(|(i, b)| b[99] == i as u8));
     drop(boxes);
 
@@ -67,7 +80,9 @@ fn main() {
         }
         total += map.len();
         drop((strings, tree, map));
-        GLOBAL.validate().expect("the allocator validates after each round");
+        GLOBAL
+            .validate()
+            .expect("the allocator validates after each round");
     }
     assert!(total > SCALE);
 
@@ -76,6 +91,10 @@ fn main() {
     assert_eq!(end.live_bytes, base.live_bytes);
     let trimmed = end;
     assert_eq!(trimmed.cache.parked, 0);
-    assert!(trimmed.resident <= base.resident + (4 << 20), "{}", GLOBAL.report());
+    assert!(
+        trimmed.resident <= base.resident + (4 << 20),
+        "{}",
+        GLOBAL.report()
+    );
     println!("global_workload: ok\n{}", GLOBAL.report());
 }

@@ -30,7 +30,9 @@ fn common(pages: Pages, routing: Routing) -> &'static CommonAllocator<Pages> {
         )
         .with_routing(routing)
         .with_commit_cache(0);
-    let config = shape.with_misuse_hook(bento_common::panic_on_misuse).with_pages(pages);
+    let config = shape
+        .with_misuse_hook(bento_common::panic_on_misuse)
+        .with_pages(pages);
     // Loom threads need `'static`; each model leaks one allocator.
     Box::leak(Box::new(CommonAllocator::with_config(config)))
 }
@@ -42,7 +44,9 @@ fn destroy(common: &'static CommonAllocator<Pages>) {
 }
 
 fn heap() -> Pages {
-    Arc::new(Metered::new(HeapPages::with_page_size(Alignment::new(4096).unwrap())))
+    Arc::new(Metered::new(HeapPages::with_page_size(
+        Alignment::new(4096).unwrap(),
+    )))
 }
 
 /// Writes `byte` over a fresh block of `size` bytes.
@@ -57,7 +61,11 @@ fn check_and_free(common: &CommonAllocator<Pages>, p: NonNull<u8>, layout: Layou
     // SAFETY: a live block of `layout`, filled with `byte` by its owner, whose
     // thread has joined (or handed it over through the join).
     unsafe {
-        assert!(core::slice::from_raw_parts(p.as_ptr(), layout.size()).iter().all(|&b| b == byte));
+        assert!(
+            core::slice::from_raw_parts(p.as_ptr(), layout.size())
+                .iter()
+                .all(|&b| b == byte)
+        );
         common.dealloc(p, layout);
     }
 }

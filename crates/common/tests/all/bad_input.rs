@@ -13,10 +13,22 @@ use crate::{heap, on_heap, seen, shape};
 #[test]
 fn bad_configurations_fail_every_allocation() {
     let cases = [
-        (shape().with_small_segment(1000), CommonError::SmallSegment(1000)),
-        (shape().with_small_segment(32 << 10), CommonError::SmallSegment(32 << 10)),
-        (shape().with_routing(Routing::Contention { regions: 0 }), CommonError::Regions(0)),
-        (shape().with_routing(Routing::Contention { regions: 33 }), CommonError::Regions(33)),
+        (
+            shape().with_small_segment(1000),
+            CommonError::SmallSegment(1000),
+        ),
+        (
+            shape().with_small_segment(32 << 10),
+            CommonError::SmallSegment(32 << 10),
+        ),
+        (
+            shape().with_routing(Routing::Contention { regions: 0 }),
+            CommonError::Regions(0),
+        ),
+        (
+            shape().with_routing(Routing::Contention { regions: 33 }),
+            CommonError::Regions(33),
+        ),
     ];
     for (config, want) in cases {
         let common = CommonAllocator::with_config(config.with_pages(heap()));
@@ -79,11 +91,14 @@ fn misuse_is_reported_and_changes_nothing() {
         let b = common.alloc(large).unwrap();
         let local = 0u64;
         let foreign = NonNull::from(&local).cast::<u8>();
-        // SAFETY (for each call below): the misuse is the point; the debug build
-        // catches it before any memory is touched.
+        // SAFETY: each call's misuse is the point; the debug build catches it before
+        // any memory is touched.
         unsafe {
             common.dealloc(foreign, small);
-            assert!(matches!(seen()[..], [Misuse::Foreign { .. }]), "{routing:?}");
+            assert!(
+                matches!(seen()[..], [Misuse::Foreign { .. }]),
+                "{routing:?}"
+            );
             common.free(foreign);
             assert!(matches!(seen()[..], [Misuse::Foreign { .. }]));
             assert_eq!(common.usable_size(foreign), 0);
@@ -144,7 +159,11 @@ fn the_default_hook_writes_to_stderr_and_aborts() {
         unreachable!("the hook aborts");
     }
     let out = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "bad_input::the_default_hook_writes_to_stderr_and_aborts", "--nocapture"])
+        .args([
+            "--exact",
+            "bad_input::the_default_hook_writes_to_stderr_and_aborts",
+            "--nocapture",
+        ])
         .env("BENTO_COMMON_ABORT_CHILD", "1")
         .output()
         .unwrap();

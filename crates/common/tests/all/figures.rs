@@ -43,8 +43,17 @@ fn each_class_has_its_region_and_the_map_knows_it() {
     blocks.push((p, aligned));
     assert_eq!(common.validate().unwrap().live_blocks, 301);
     let table = common.report().to_string();
-    assert!(table.contains("large") && table.contains("total"), "{table}");
-    assert!(common.leaks().unwrap().to_string().contains("301 live blocks"));
+    assert!(
+        table.contains("large") && table.contains("total"),
+        "{table}"
+    );
+    assert!(
+        common
+            .leaks()
+            .unwrap()
+            .to_string()
+            .contains("301 live blocks")
+    );
     for (p, layout) in blocks {
         // SAFETY: live with `layout`.
         unsafe { common.dealloc(p, layout) };
@@ -68,7 +77,11 @@ fn trim_brings_memory_back_to_the_baseline() {
     common.trim();
     let baseline = common.stats().resident;
     assert_eq!(baseline, pages.stats().committed);
-    assert_eq!(baseline, common.stats().tables, "an empty allocator holds its tables");
+    assert_eq!(
+        baseline,
+        common.stats().tables,
+        "an empty allocator holds its tables"
+    );
     assert_eq!(common.stats().reserved, 0);
 
     let mut blocks = Vec::new();
@@ -87,7 +100,10 @@ fn trim_brings_memory_back_to_the_baseline() {
     }
     common.trim();
     let s = common.stats();
-    assert_eq!((s.live_blocks, s.reserved, s.committed, s.cache.parked), (0, 0, 0, 0));
+    assert_eq!(
+        (s.live_blocks, s.reserved, s.committed, s.cache.parked),
+        (0, 0, 0, 0)
+    );
     // Back to the tables alone (the map may have made a leaf for a new address
     // range meanwhile).
     assert_eq!(s.resident, s.tables, "{}", common.report());
@@ -104,7 +120,9 @@ fn dropping_with_live_blocks_gives_everything_back() {
         let c = shape().with_routing(routing);
         let common = CommonAllocator::with_config(c.with_pages(&pages));
         for size in [8, 100, 1000, 100_000] {
-            let _ = common.alloc(Layout::from_size_align(size, 8).unwrap()).unwrap();
+            let _ = common
+                .alloc(Layout::from_size_align(size, 8).unwrap())
+                .unwrap();
         }
         drop(common);
         assert_eq!((pages.stats().reserved, pages.stats().committed), (0, 0));
@@ -151,8 +169,14 @@ fn the_block_budget_is_shared_and_bounded() {
         unsafe { common.dealloc(p, layout) };
     }
     let s = common.stats();
-    let cached: usize = s.regions()[..20].iter().map(|r| r.cached_blocks * r.block).sum();
-    assert!(cached <= 64 << 10, "{cached} bytes cached over a 64 KiB budget");
+    let cached: usize = s.regions()[..20]
+        .iter()
+        .map(|r| r.cached_blocks * r.block)
+        .sum();
+    assert!(
+        cached <= 64 << 10,
+        "{cached} bytes cached over a 64 KiB budget"
+    );
     assert!(cached > 0);
     common.validate().unwrap();
 }
@@ -172,7 +196,10 @@ fn alloc_zeroed_is_zero_from_fresh_and_reused_segments() {
             common.dealloc(p, layout);
         }
     }
-    assert!(common.stats().cache.reuses > 0, "the spare segment was reused");
+    assert!(
+        common.stats().cache.reuses > 0,
+        "the spare segment was reused"
+    );
 }
 
 #[test]

@@ -43,7 +43,12 @@ fn cached_blocks_are_counted_and_trim_flushes_them() {
     unsafe { common.dealloc(p, l) };
     common.trim();
     let s = common.stats();
-    assert_eq!((s.cached_blocks, s.reserved, s.committed), (0, 0, 0), "{}", common.report());
+    assert_eq!(
+        (s.cached_blocks, s.reserved, s.committed),
+        (0, 0, 0),
+        "{}",
+        common.report()
+    );
 }
 
 #[test]
@@ -71,7 +76,11 @@ fn blocks_move_between_threads_and_exits_flush() {
             for Sent(p, l, byte) in rx {
                 // SAFETY: a live block of `l` filled with `byte`, handed over.
                 unsafe {
-                    assert!(core::slice::from_raw_parts(p.as_ptr(), l.size()).iter().all(|&b| b == byte));
+                    assert!(
+                        core::slice::from_raw_parts(p.as_ptr(), l.size())
+                            .iter()
+                            .all(|&b| b == byte)
+                    );
                     common.dealloc(p, l);
                 }
             }
@@ -83,7 +92,12 @@ fn blocks_move_between_threads_and_exits_flush() {
     let s = common.validate().unwrap();
     assert_eq!(s.live_blocks, 0, "{}", common.report());
     common.trim();
-    assert_eq!(common.stats().reserved, 0, "no cache holds a block: {}", common.report());
+    assert_eq!(
+        common.stats().reserved,
+        0,
+        "no cache holds a block: {}",
+        common.report()
+    );
 }
 
 /// An allocator handed to another thread by address.
@@ -97,7 +111,10 @@ struct Sent(core::ptr::NonNull<u8>, Layout, u8);
 unsafe impl Send for Sent {}
 
 #[test]
-#[cfg_attr(miri, ignore = "leaks the allocator's block by design, which Miri reports")]
+#[cfg_attr(
+    miri,
+    ignore = "leaks the allocator's block by design, which Miri reports"
+)]
 fn dropping_while_another_thread_holds_a_cache_leaks_safely() {
     let pages = Box::leak(Box::new(Metered::new(heap())));
     let common = with_front(pages);
@@ -127,7 +144,10 @@ fn dropping_while_another_thread_holds_a_cache_leaks_safely() {
     // test.
     let owned = unsafe { Box::from_raw(raw) };
     drop(owned);
-    assert!(pages.stats().reserved > 0, "the block is kept for the worker's flush");
+    assert!(
+        pages.stats().reserved > 0,
+        "the block is kept for the worker's flush"
+    );
     go.send(()).unwrap();
     worker.join().unwrap();
 }
@@ -144,5 +164,13 @@ fn contention_routing_has_no_front_end() {
     let p = common.alloc(l).unwrap();
     // SAFETY: live with `l`.
     unsafe { common.dealloc(p, l) };
-    assert_eq!(common.stats().cached_blocks, common.stats().regions().iter().map(|r| r.cached_blocks).sum::<usize>());
+    assert_eq!(
+        common.stats().cached_blocks,
+        common
+            .stats()
+            .regions()
+            .iter()
+            .map(|r| r.cached_blocks)
+            .sum::<usize>()
+    );
 }

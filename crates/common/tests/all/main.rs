@@ -21,7 +21,10 @@ std::thread_local! {
 
 /// A misuse hook that records each report, for [`seen`].
 pub(crate) fn record(m: &Misuse<'_>) {
-    SEEN.with(|s| s.borrow_mut().push(m.detach().expect("no leak reports here")));
+    SEEN.with(|s| {
+        s.borrow_mut()
+            .push(m.detach().expect("no leak reports here"))
+    });
 }
 
 /// The misuse [`record`] saw on this thread since the last call.
@@ -81,7 +84,10 @@ pub(crate) fn check<P: PageSource>(common: &&CommonAllocator<P>) -> Result<Figur
         ));
     }
     if counted.resident < counted.committed {
-        return Err(format!("resident {} below committed {}", counted.resident, counted.committed));
+        return Err(format!(
+            "resident {} below committed {}",
+            counted.resident, counted.committed
+        ));
     }
     Ok(Figures {
         live_blocks: Some(walked.live_blocks),

@@ -14,12 +14,21 @@ use crate::{LARGE_SEGMENT, check, heap, shape};
 /// The classes of the model runs: the 20 of the default table, or under Miri, where
 /// each check walks every region, three.
 fn classes() -> SizeClasses {
-    if cfg!(miri) { SizeClasses::new(&[16, 64, 256]) } else { SizeClasses::DEFAULT }
+    if cfg!(miri) {
+        SizeClasses::new(&[16, 64, 256])
+    } else {
+        SizeClasses::DEFAULT
+    }
 }
 
 /// An allocator of the model runs' shape over a heap source with `routing`.
 fn on_heap(routing: Routing) -> CommonAllocator<HeapPages> {
-    CommonAllocator::with_config(shape().with_classes(classes()).with_routing(routing).with_pages(heap()))
+    CommonAllocator::with_config(
+        shape()
+            .with_classes(classes())
+            .with_routing(routing)
+            .with_pages(heap()),
+    )
 }
 
 /// Every class boundary, one below and one above (the generator adds the ±1), and
@@ -30,7 +39,11 @@ fn sizes() -> SizeGen {
     edges.extend([LARGE_SEGMENT / 4, LARGE_SEGMENT - 128]);
     // Under Miri every live byte the oracle checks costs: sizes stop past the
     // threshold of a dedicated segment.
-    let max = if cfg!(miri) { LARGE_SEGMENT / 3 } else { LARGE_SEGMENT + LARGE_SEGMENT / 8 };
+    let max = if cfg!(miri) {
+        LARGE_SEGMENT / 3
+    } else {
+        LARGE_SEGMENT + LARGE_SEGMENT / 8
+    };
     SizeGen::new(max).with_boundaries(&edges)
 }
 
@@ -153,13 +166,18 @@ impl<P: PageSource + Send + Sync> Target for CommonTarget<'_, P> {
         assert_eq!(s.cache.parked, 0, "trim leaves nothing parked");
         assert_eq!(s.cache.spares, 0, "trim leaves no spare segment");
         assert!(
-            s.regions().iter().filter(|r| r.block != 0).all(|r| r.cached_blocks == 0),
+            s.regions()
+                .iter()
+                .filter(|r| r.block != 0)
+                .all(|r| r.cached_blocks == 0),
             "trim empties the free lists"
         );
     }
 
     fn fail_next(&mut self, k: u32) {
-        let fail = self.fail.expect("FAIL_NEXT is enabled over FaultyPages only");
+        let fail = self
+            .fail
+            .expect("FAIL_NEXT is enabled over FaultyPages only");
         fail(self.common.pages().expect("started"), k);
     }
 
@@ -223,43 +241,67 @@ fn model_by_size() {
     });
     assert_empty(&common);
     if !cfg!(miri) {
-        assert!(r.resizes_in_place > 0 && r.resizes > r.resizes_in_place, "{r:?}");
+        assert!(
+            r.resizes_in_place > 0 && r.resizes > r.resizes_in_place,
+            "{r:?}"
+        );
         let s = common.stats();
         assert!(s.source.reserves > 20, "{:?}", s.source);
     }
 }
 
 #[test]
-#[cfg_attr(miri, ignore = "minutes under Miri; model_by_size and the front tests cover the paths")]
+#[cfg_attr(
+    miri,
+    ignore = "minutes under Miri; model_by_size and the front tests cover the paths"
+)]
 fn model_with_the_front_end() {
     let common = CommonAllocator::with_config(
-        shape().with_classes(classes()).with_thread_cache(true).with_pages(heap()),
+        shape()
+            .with_classes(classes())
+            .with_thread_cache(true)
+            .with_pages(heap()),
     );
-    seeded(cases(60, 1), |u| run(&mut CommonTarget::new(&common), &caps(Ops::TRIM), u));
+    seeded(cases(60, 1), |u| {
+        run(&mut CommonTarget::new(&common), &caps(Ops::TRIM), u)
+    });
     assert_empty(&common);
 }
 
 #[test]
 fn model_by_contention() {
     let common = on_heap(Routing::Contention { regions: 3 });
-    seeded(cases(80, 1), |u| run(&mut CommonTarget::new(&common), &caps(Ops::TRIM), u));
+    seeded(cases(80, 1), |u| {
+        run(&mut CommonTarget::new(&common), &caps(Ops::TRIM), u)
+    });
     assert_empty(&common);
 }
 
 #[test]
-#[cfg_attr(miri, ignore = "minutes under Miri; model_by_size and the front tests cover the paths")]
+#[cfg_attr(
+    miri,
+    ignore = "minutes under Miri; model_by_size and the front tests cover the paths"
+)]
 fn model_through_allocator_api2_04() {
     let common = on_heap(Routing::BySize);
     let caps = caps(Ops::empty()).with_ops(Ops::HUGE);
-    seeded(cases(25, 1), |u| run(&mut Api04::with_validate(&&common, check), &caps, u));
+    seeded(cases(25, 1), |u| {
+        run(&mut Api04::with_validate(&&common, check), &caps, u)
+    });
     assert_empty(&common);
 }
 
 #[test]
-#[cfg_attr(miri, ignore = "minutes under Miri; model_by_size and the front tests cover the paths")]
+#[cfg_attr(
+    miri,
+    ignore = "minutes under Miri; model_by_size and the front tests cover the paths"
+)]
 fn model_with_refused_reserves_and_commits() {
     let c = shape();
-    let common = CommonAllocator::with_config(c.with_classes(classes()).with_pages(FaultyPages::new(heap())));
+    let common = CommonAllocator::with_config(
+        c.with_classes(classes())
+            .with_pages(FaultyPages::new(heap())),
+    );
     common.init().unwrap();
     let r = seeded(cases(50, 1), |u| {
         common.pages().unwrap().heal();
@@ -276,7 +318,10 @@ fn model_with_refused_reserves_and_commits() {
     common.pages().unwrap().heal();
     assert_empty(&common);
     if !cfg!(miri) {
-        assert!(common.pages().unwrap().injected() > 0, "no failure was injected");
+        assert!(
+            common.pages().unwrap().injected() > 0,
+            "no failure was injected"
+        );
         assert!(r.allocs_failed > 0, "{r:?}");
     }
 }
@@ -285,6 +330,8 @@ fn model_with_refused_reserves_and_commits() {
 #[cfg_attr(miri, ignore = "mmap is not supported under Miri")]
 fn model_on_system_pages() {
     let common = crate::common(bento_pages::SystemPages::new(), Routing::BySize);
-    seeded(60, |u| run(&mut CommonTarget::new(&common), &caps(Ops::TRIM), u));
+    seeded(60, |u| {
+        run(&mut CommonTarget::new(&common), &caps(Ops::TRIM), u)
+    });
     assert_empty(&common);
 }
