@@ -25,7 +25,7 @@ impl Write for Buf {
     }
 }
 
-/// Writes "bento-common: <misuse>" and a newline to stderr without allocating, then
+/// Writes `bento-common: <the misuse>` and a newline to stderr without allocating, then
 /// aborts the process: the default [`MisuseHook`](crate::MisuseHook) of a
 /// [`CommonAllocator`](crate::CommonAllocator), which serves code that must not
 /// unwind (`GlobalAlloc`, `malloc`).
