@@ -1,5 +1,6 @@
 //! Loom models of the common allocator's atomic protocols: two threads racing the
-//! first allocation (exactly one start, both blocks valid), and contention routing
+//! first allocation (exactly one start, both blocks valid); a thread's cache flushed
+//! while another thread frees a block the first allocated; and contention routing
 //! handing out and freeing blocks from two threads, across threads.
 //!
 //! Run with `cargo xtask loom` (`RUSTFLAGS="--cfg bento_loom"`, feature `loom`).
@@ -18,7 +19,7 @@ use bento_testkit::loom::in_threads;
 type Pages = Arc<Metered<HeapPages>>;
 
 /// An allocator of two small classes and a small large region over `pages`.
-fn common(pages: Pages, routing: Routing) -> &'static CommonAllocator<Pages> {
+fn common(pages: Pages, routing: Routing, front: bool) -> &'static CommonAllocator<Pages> {
     let shape = CommonConfig::DEFAULT
         .with_pages(())
         .with_classes(SizeClasses::new(&[16, 32]))
@@ -29,6 +30,7 @@ fn common(pages: Pages, routing: Routing) -> &'static CommonAllocator<Pages> {
                 .with_segment_threshold(64 << 10),
         )
         .with_routing(routing)
+        .with_thread_cache(front)
         .with_commit_cache(0);
     let config = shape
         .with_misuse_hook(bento_common::panic_on_misuse)
@@ -47,6 +49,14 @@ fn heap() -> Pages {
     Arc::new(Metered::new(HeapPages::with_page_size(
         Alignment::new(4096).unwrap(),
     )))
+}
+
+/// Runs `f` under loom with room for the many atomic operations a start and a
+/// cache refill take (the metered source counts every page call).
+fn model(f: impl Fn() + Sync + Send + 'static) {
+    let mut builder = loom::model::Builder::new();
+    builder.max_branches = 100_000;
+    builder.check(f);
 }
 
 /// Writes `byte` over a fresh block of `size` bytes.
@@ -72,9 +82,9 @@ fn check_and_free(common: &CommonAllocator<Pages>, p: NonNull<u8>, layout: Layou
 
 #[test]
 fn racing_first_allocations_start_once() {
-    loom::model(|| {
+    model(|| {
         let pages = heap();
-        let common = common(Arc::clone(&pages), Routing::BySize);
+        let common = common(Arc::clone(&pages), Routing::BySize, false);
         // A small and a large block, each thread's first call.
         let blocks = in_threads(2, move |i| {
             let layout = Layout::from_size_align(if i == 1 { 16 } else { 1000 }, 8).unwrap();
@@ -96,10 +106,51 @@ fn racing_first_allocations_start_once() {
     });
 }
 
+/// A pointer handed from one model thread to another.
+struct Handoff(loom::sync::atomic::AtomicPtr<u8>);
+
+#[test]
+fn a_cache_flush_races_a_cross_thread_free() {
+    use loom::sync::atomic::Ordering;
+    model(|| {
+        // Each thread trims before it ends, flushing its cache: loom drops
+        // thread-locals outside the model, where no flush could run.
+        let common = common(heap(), Routing::BySize, true);
+        let handoff: &'static Handoff = Box::leak(Box::new(Handoff(
+            loom::sync::atomic::AtomicPtr::new(core::ptr::null_mut()),
+        )));
+        let layout = Layout::new::<[u8; 16]>();
+        in_threads(2, move |i| {
+            if i == 1 {
+                // Allocates two blocks (a refill of its cache), hands one over, frees
+                // the other into its cache and flushes the cache to the region.
+                let a = fill(common.alloc(layout).unwrap(), 16, 1);
+                let b = fill(common.alloc(layout).unwrap(), 16, 1);
+                handoff.0.store(a.as_ptr(), Ordering::Release);
+                check_and_free(common, b, layout, 1);
+                common.trim();
+            } else {
+                // Frees the other thread's block into its own cache, then flushes.
+                let a = loop {
+                    if let Some(a) = NonNull::new(handoff.0.load(Ordering::Acquire)) {
+                        break a;
+                    }
+                    loom::thread::yield_now();
+                };
+                check_and_free(common, a, layout, 1);
+                common.trim();
+            }
+        });
+        let s = common.validate().unwrap();
+        assert_eq!((s.live_blocks, s.cached_blocks), (0, 0));
+        destroy(common);
+    });
+}
+
 #[test]
 fn contention_routing_from_two_threads() {
-    loom::model(|| {
-        let common = common(heap(), Routing::Contention { regions: 2 });
+    model(|| {
+        let common = common(heap(), Routing::Contention { regions: 2 }, false);
         // Started on a thread with room on its stack (the model's main thread has
         // 32 KiB).
         in_threads(1, move |_| common.init().unwrap());
