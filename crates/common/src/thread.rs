@@ -38,7 +38,7 @@ pub(crate) const MEDIUM_BINS: usize = 32;
 pub(crate) const BINS: usize = MAX_CLASSES + MEDIUM_BINS;
 /// The largest request the front end serves.
 pub(crate) const MAX_CACHED: usize = 4096;
-/// The bytes a bin holds at most (within 4 to 64 blocks).
+/// The bytes a bin holds at most (within 8 to 64 blocks).
 const BIN_BYTES: usize = 8192;
 
 /// The medium bin of `size` (257 to 4096 bytes): its octave and eighth.
