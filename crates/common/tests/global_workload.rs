@@ -26,6 +26,7 @@ const SCALE: usize = if cfg!(debug_assertions) {
 
 /// The figures with this thread's cache flushed: the blocks of a medium bin in a
 /// cache count at the bin's size, so that live bytes are exact only without them.
+#[cfg(not(miri))]
 fn settled() -> bento_common::CommonStats {
     GLOBAL.trim();
     GLOBAL.stats()
