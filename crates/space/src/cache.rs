@@ -3,13 +3,12 @@
 //!
 //! A chunk freed into the cache keeps its `IN_USE` tag, so its neighbours do not
 //! merge with it and nothing else in the space sees a change; only the figures call
-//! it free. Its first payload word links it to the next cached chunk of its class,
-//! its third to the previous one (the lists are doubly linked, so a chunk leaves its
-//! list in O(1) from anywhere in it), and its second holds [`key`] (its address mixed
-//! with a constant), which is how the walkers and the debug checks tell a cached
-//! chunk from a block in use (then confirmed by walking its class, so a block that
-//! happens to hold the key is never taken for cached). The third word is the next
-//! chunk's `prev_foot`, which belongs to an in-use chunk's payload.
+//! it free. Its head gains the `CACHED` flag, which is how the walkers and the debug
+//! checks tell a cached chunk from a block in use without reading a payload (a
+//! block's bytes may be anything, uninitialised ones included). Its first payload
+//! word links it to the next cached chunk of its class, its second to the previous
+//! one: the lists are doubly linked, so a chunk leaves its list in O(1) from anywhere
+//! in it.
 //!
 //! This is what glibc's tcache and mimalloc's per-page free lists do for speed: a
 //! free and the allocation after it touch the chunk and the cache's slot, not the
@@ -30,6 +29,7 @@
 
 use core::ptr::{self, NonNull};
 
+use crate::chunk::flags::CACHED;
 use crate::chunk::raw;
 use crate::index::{SL_COUNT, list_at_least, list_of, list_start};
 
@@ -44,12 +44,6 @@ pub(crate) const SHARE_SHIFT: u32 = 7;
 pub(crate) const FLOOR: usize = 64 << 10;
 
 const _: () = assert!(list_of(LIMIT).1 == 0, "LIMIT starts a first level");
-
-/// What a cached chunk's second payload word holds.
-#[inline]
-pub(crate) fn key(c: NonNull<u8>) -> usize {
-    c.addr().get() ^ 0x6a09_e667_f3bc_c908_u64 as usize
-}
 
 /// The class chunks of `size` bytes are cached in, if any.
 #[inline]
@@ -90,9 +84,9 @@ pub(crate) const fn class_at_least(size: usize) -> Option<usize> {
 /// The cached chunks, one singly linked list per class.
 pub(crate) struct Cache {
     // Invariant: null or the first of a doubly linked list (each chunk's first
-    // payload word the next, its third the previous; null-terminated both ways) of
-    // `counts[k]` chunks of a live ordinary or base segment, each tagged in use,
-    // holding `key` in its second payload word, counted in its segment's `cached`, of
+    // payload word the next, its second the previous; null-terminated both ways) of
+    // `counts[k]` chunks of a live ordinary or base segment, each tagged in use and
+    // `CACHED`, counted in its segment's `cached`, of
     // at least `class_bytes(k)` bytes, in no other list. Cached chunks count as in
     // use in the space's counters.
     pub(crate) heads: [*mut u8; CLASSES],
@@ -149,24 +143,26 @@ impl Cache {
         self.bytes = 0;
     }
 
-    /// Puts in-use chunk `c` at the front of class `k`.
+    /// Puts in-use chunk `c`, whose head is `head`, at the front of class `k`,
+    /// writing its link words through `own` (see `Core::adopt`).
     ///
     /// # Safety
     ///
     /// The caller must ensure `c` is an in-use chunk of at least `class_bytes(k)`
-    /// bytes of a live ordinary or base segment, not cached, whose segment counts it
-    /// in `cached` once this returns.
+    /// bytes of a live ordinary or base segment, not cached, its head `head`, whose
+    /// segment counts it in `cached` once this returns, and `own` a pointer to it
+    /// that may write its payload.
     #[inline]
-    pub(crate) unsafe fn push(&mut self, k: usize, c: NonNull<u8>) {
+    pub(crate) unsafe fn push(&mut self, k: usize, c: NonNull<u8>, own: NonNull<u8>, head: usize) {
         let first = self.heads[k];
-        // SAFETY: `c` is at least a minimum chunk in use, so its first three payload
-        // words are its own; `first`, when non-null, is a cached chunk.
+        // SAFETY: `c` is at least a minimum chunk in use, so its head and first two
+        // payload words are its own; `first`, when non-null, is a cached chunk.
         unsafe {
-            raw::set_link(c, 0, first);
-            raw::set_key_word(c, key(c));
-            raw::set_link(c, 2, ptr::null_mut());
+            raw::set_head(c, head | CACHED);
+            raw::set_link(own, 0, first);
+            raw::set_link(own, 1, ptr::null_mut());
             if let Some(first) = NonNull::new(first) {
-                raw::set_link(first, 2, c.as_ptr());
+                raw::set_link(first, 1, c.as_ptr());
             }
         }
         self.heads[k] = c.as_ptr();
@@ -175,7 +171,8 @@ impl Cache {
     }
 
     /// Takes the first chunk of class `k` out of the cache, if any; it is an in-use
-    /// chunk again (its key cleared), still counted in its segment's `cached`.
+    /// chunk again (its `CACHED` flag cleared), still counted in its segment's
+    /// `cached`.
     #[inline]
     pub(crate) fn pop(&mut self, k: usize) -> Option<NonNull<u8>> {
         let c = NonNull::new(self.heads[k])?;
@@ -185,9 +182,9 @@ impl Cache {
             let next = raw::link(c, 0);
             self.heads[k] = next;
             if let Some(next) = NonNull::new(next) {
-                raw::set_link(next, 2, ptr::null_mut());
+                raw::set_link(next, 1, ptr::null_mut());
             }
-            raw::set_key_word(c, 0);
+            raw::set_head(c, raw::head(c) & !CACHED);
         }
         self.counts[k] -= 1;
         self.bytes -= class_bytes(k);
@@ -204,37 +201,18 @@ impl Cache {
         // neighbours, cached chunks themselves, or null.
         unsafe {
             let next = raw::link(c, 0);
-            let prev = raw::link(c, 2);
+            let prev = raw::link(c, 1);
             if let Some(next) = NonNull::new(next) {
-                raw::set_link(next, 2, prev);
+                raw::set_link(next, 1, prev);
             }
             match NonNull::new(prev) {
                 Some(prev) => raw::set_link(prev, 0, next),
                 None => self.heads[k] = next,
             }
-            raw::set_key_word(c, 0);
+            raw::set_head(c, raw::head(c) & !CACHED);
         }
         self.counts[k] -= 1;
         self.bytes -= class_bytes(k);
-    }
-
-    /// Whether in-use chunk `c` is cached: it holds its key, and a walk of the class
-    /// its size files it in finds it (a block whose bytes happen to match the key is
-    /// not).
-    ///
-    /// # Safety
-    ///
-    /// The caller must ensure `c` is an in-use chunk of a live segment.
-    pub(crate) unsafe fn holds(&self, c: NonNull<u8>) -> bool {
-        // SAFETY: an in-use chunk is at least the minimum chunk, committed.
-        if unsafe { raw::key_word(c) } != key(c) {
-            return false;
-        }
-        // SAFETY: as above.
-        let Some(k) = class_of(raw::size(unsafe { raw::head(c) })) else {
-            return false;
-        };
-        self.class(k).any(|p| p == c)
     }
 
     /// The chunks of class `k`, first to last.

@@ -25,9 +25,15 @@ pub(crate) mod flags {
     /// on a segment's first chunk, so nothing before it is ever read.
     pub(crate) const PREV_IN_USE: usize = 2;
     /// The chunk is the only one of a dedicated segment; its `prev_foot` holds its
-    /// offset from the segment's base. Never set on a free chunk, except as the
-    /// validation walk's temporary mark.
+    /// offset from the segment's base. On an in-use chunk of any other segment it is
+    /// [`CACHED`]. Never set on a free chunk, except as the validation walk's
+    /// temporary mark.
     pub(crate) const DEDICATED: usize = 4;
+    /// On an in-use chunk of an ordinary or base segment: the chunk is in the block
+    /// cache. It shares `DEDICATED`'s bit, which such a chunk never carries otherwise,
+    /// so a cached chunk is told from a block in use by its tag alone, without
+    /// reading its payload (which may hold anything, initialised or not).
+    pub(crate) const CACHED: usize = DEDICATED;
     /// The chunk lies in the caller's base segment (`with_base`), found through the
     /// space rather than by masking the address.
     pub(crate) const BASE: usize = 8;
@@ -184,17 +190,15 @@ pub(crate) mod raw {
     }
 
     /// Payload word `which` of chunk `c` as a pointer: the `fd` (0) or `bk` (1) link
-    /// of a free chunk; the next (0) or previous (2) link of a cached one.
+    /// of a free chunk; the next (0) or previous (1) link of a cached one.
     ///
     /// # Safety
     ///
     /// The caller must ensure `c` is a free or cached chunk in committed memory and
-    /// `which <= 2` (the third word is the next chunk's `prev_foot`, which only a
-    /// cached chunk, being in use, owns).
+    /// `which <= 1`.
     #[inline]
     pub(crate) unsafe fn link(c: NonNull<u8>, which: usize) -> *mut u8 {
-        // SAFETY: the caller's contract; a chunk is at least 32 bytes, and an in-use
-        // chunk's payload runs over the next chunk's `prev_foot`.
+        // SAFETY: the caller's contract; a chunk is at least 32 bytes.
         unsafe { c.add(PAYLOAD + 8 * which).cast::<*mut u8>().read() }
     }
 
@@ -205,27 +209,6 @@ pub(crate) mod raw {
     pub(crate) unsafe fn set_link(c: NonNull<u8>, which: usize, to: *mut u8) {
         // SAFETY: the caller's contract.
         unsafe { c.add(PAYLOAD + 8 * which).cast::<*mut u8>().write(to) }
-    }
-
-    /// The second payload word of chunk `c` as a number (a cached chunk's key).
-    ///
-    /// # Safety
-    ///
-    /// The caller must ensure `c` is a chunk of at least the minimum size in committed
-    /// memory.
-    #[inline]
-    pub(crate) unsafe fn key_word(c: NonNull<u8>) -> usize {
-        // SAFETY: the caller's contract; a chunk is at least 32 bytes.
-        unsafe { c.add(PAYLOAD + 8).cast::<usize>().read() }
-    }
-
-    /// # Safety
-    ///
-    /// As for [`key_word`].
-    #[inline]
-    pub(crate) unsafe fn set_key_word(c: NonNull<u8>, value: usize) {
-        // SAFETY: the caller's contract.
-        unsafe { c.add(PAYLOAD + 8).cast::<usize>().write(value) }
     }
 }
 

@@ -11,7 +11,7 @@ use crate::chunk::{
 use crate::index::Index;
 use crate::{Misuse, MisuseHook, SpaceStats};
 
-use crate::chunk::flags::{BASE, DEDICATED, IN_USE, PREV_IN_USE};
+use crate::chunk::flags::{BASE, CACHED, DEDICATED, IN_USE, PREV_IN_USE};
 /// The flags that name a chunk's segment kind.
 const KIND_MASK: usize = DEDICATED | BASE;
 
@@ -596,9 +596,40 @@ impl Core {
         }
     }
 
+    /// The chunk of the block whose payload a caller gave as `payload`, as a pointer
+    /// the space may keep and use for tags and headers.
+    ///
+    /// The address is always `payload - 16`. In a build the pointer is derived from
+    /// `payload`. Under Miri it is derived from the space's own pointer to the
+    /// segment that holds it (found by walking the segment list), because a
+    /// caller's pointer carries the caller's borrow: Tree Borrows forbids reading a
+    /// tag or a segment header through it once the space has written those words
+    /// through its own pointers (which it does whenever a neighbour is allocated or
+    /// freed). Only the block's payload is written through the caller's pointer,
+    /// which the caller may still guard while it frees the block (a `Box` dropped in
+    /// the function it was passed to).
+    #[inline]
+    pub(crate) fn adopt(&self, payload: NonNull<u8>) -> NonNull<u8> {
+        let c = raw::chunk_of(payload);
+        #[cfg(miri)]
+        {
+            let addr = c.addr().get();
+            let mut seg = self.segments;
+            while let Some(s) = NonNull::new(seg) {
+                // SAFETY: every header on the list is a live segment's.
+                let (size, next) = unsafe { ((*seg).size, (*seg).next) };
+                if addr.wrapping_sub(s.addr().get()) < size {
+                    return s.cast::<u8>().with_addr(c.addr());
+                }
+                seg = next;
+            }
+        }
+        c
+    }
+
     /// Hands out a cached chunk for a request of chunk size `csize`, if its class
-    /// holds one. Returns the payload. Touches the chunk's link words, the next
-    /// cached chunk's back link and the segment's header, not the chunk's tag.
+    /// holds one. Returns the payload. Touches the chunk's head and link words, the
+    /// next cached chunk's back link and the segment's header, not the neighbours.
     #[inline]
     pub(crate) fn cache_take(&mut self, csize: usize) -> Option<NonNull<u8>> {
         if self.cache.bytes == 0 {
@@ -628,27 +659,34 @@ impl Core {
         }
     }
 
-    /// Puts the block of in-use chunk `c` (of segment `seg`, `size` bytes) in the
+    /// Puts the block of in-use chunk `c` (of segment `seg`, its head `head`) in the
     /// front cache when the cache has room and the segment keeps another block in
     /// use (or is the base segment, which is never released). True when it did.
     ///
     /// # Safety
     ///
-    /// The caller must ensure `c` is an in-use chunk of `size` bytes (its tag's) of
-    /// segment `seg`, live, not dedicated, of this space, and not cached.
+    /// The caller must ensure `c` is an in-use chunk of segment `seg`, live, not
+    /// dedicated, of this space, and not cached, `head` its head, and `own` a pointer
+    /// to it that may write its payload.
     #[inline]
-    unsafe fn try_cache(&mut self, c: NonNull<u8>, seg: *mut Segment, size: usize) -> bool {
-        let Some(k) = cache::class_of(size) else {
+    unsafe fn try_cache(
+        &mut self,
+        c: NonNull<u8>,
+        own: NonNull<u8>,
+        seg: *mut Segment,
+        head: usize,
+    ) -> bool {
+        let Some(k) = cache::class_of(raw::size(head)) else {
             return false;
         };
-        // SAFETY: `seg` is a live segment header and `c` an in-use chunk of `size`
-        // bytes, so of at least class `k`'s (the caller's contract).
+        // SAFETY: `seg` is a live segment header and `c` an in-use chunk whose head's
+        // size is of at least class `k`'s (the caller's contract).
         unsafe {
             let others = (*seg).live - (*seg).cached > 1 || seg == self.base;
             if !others || !self.cache.has_room(k, self.counters.live_bytes) {
                 return false;
             }
-            self.cache.push(k, c);
+            self.cache.push(k, c, own, head);
             (*seg).cached += 1;
         }
         true
@@ -658,28 +696,34 @@ impl Core {
     /// the block's segment keeps another block in use; otherwise through
     /// [`free_chunk`](Self::free_chunk), or, when `c` is the segment's last block in
     /// use but for cached ones, through [`free_emptying`](Self::free_emptying), so
-    /// that the segment empties, and goes back, in this call.
+    /// that the segment empties, and goes back, in this call. `c`'s payload words
+    /// are written through `own` (see [`adopt`](Self::adopt)).
     ///
     /// # Safety
     ///
     /// The caller must ensure `c` is an in-use chunk of a live segment of this space,
-    /// not cached.
+    /// not cached, and `own` a pointer to the same chunk that may write its payload.
     #[inline]
-    pub(crate) unsafe fn free_block(&mut self, pages: &impl PageOps, c: NonNull<u8>) -> Freed {
+    pub(crate) unsafe fn free_block(
+        &mut self,
+        pages: &impl PageOps,
+        c: NonNull<u8>,
+        own: NonNull<u8>,
+    ) -> Freed {
         // SAFETY: `c` is an in-use chunk of a live segment (the caller's contract).
         unsafe {
             let head = raw::head(c);
             let kind = head & KIND_MASK;
             if kind & DEDICATED == 0 {
                 let seg = self.segment_of(c, kind);
-                if self.try_cache(c, seg, raw::size(head)) {
+                if self.try_cache(c, own, seg, head) {
                     return Freed::Kept;
                 }
                 if (*seg).cached != 0 && (*seg).live - (*seg).cached == 1 && seg != self.base {
                     return self.free_emptying(pages, seg, c);
                 }
             }
-            self.free_chunk(pages, c)
+            self.free_chunk(pages, c, own)
         }
     }
 
@@ -779,7 +823,7 @@ impl Core {
                 // of a live ordinary or base segment that counts it in `cached`.
                 unsafe {
                     (*self.segment_at(c)).cached -= 1;
-                    let freed = self.free_chunk(pages, c);
+                    let freed = self.free_chunk(pages, c, c);
                     debug_assert!(
                         matches!(freed, Freed::Kept),
                         "draining the cache emptied a segment"
@@ -803,11 +847,19 @@ impl Core {
     /// next to a large free chunk costs no list operation unless the size crosses
     /// into another list.
     ///
+    /// `c`'s payload words are written through `own` (see [`adopt`](Self::adopt)).
+    ///
     /// # Safety
     ///
-    /// The caller must ensure `c` is an in-use chunk of a live segment of this space.
+    /// The caller must ensure `c` is an in-use chunk of a live segment of this space,
+    /// and `own` a pointer to it that may write its payload.
     #[inline]
-    pub(crate) unsafe fn free_chunk(&mut self, pages: &impl PageOps, c: NonNull<u8>) -> Freed {
+    pub(crate) unsafe fn free_chunk(
+        &mut self,
+        pages: &impl PageOps,
+        c: NonNull<u8>,
+        own: NonNull<u8>,
+    ) -> Freed {
         // SAFETY: `c` is an in-use chunk (the caller's contract): its head is readable.
         let head = unsafe { raw::head(c) };
         debug_assert!(
@@ -831,7 +883,7 @@ impl Core {
         }
         if live == 0 && kind & BASE == 0 {
             // SAFETY: `c` was the last chunk in use of the ordinary segment `seg`.
-            return unsafe { self.free_last(seg, c, head) };
+            return unsafe { self.free_last(seg, c, own, head) };
         }
         // SAFETY: the chunk after `c` is a chunk of the same segment or its end fence
         // (the fence follows the last chunk), its head committed.
@@ -885,7 +937,7 @@ impl Core {
                     self.dv = c.as_ptr();
                     self.dv_size = total;
                 } else {
-                    self.index.replace(next, next_size, c, total);
+                    self.index.replace_own(next, next_size, c, own, total);
                 }
             }
             (c, total, 0)
@@ -893,18 +945,21 @@ impl Core {
             // SAFETY: `c` is now a free chunk of `size` bytes, in no list.
             unsafe {
                 raw::set_head(c, size | PREV_IN_USE | kind);
-                self.index.insert(c, size);
+                self.index.insert_own(c, own, size);
             }
             (c, size, 0)
         };
         // SAFETY: `next`'s head (when it stays a chunk of its own) and the merged
         // chunk's footer (the `prev_foot` of the chunk after it) lie outside every
-        // free interior, committed.
+        // free interior, committed; the footer is `c`'s last payload word (so
+        // written through `own`) unless `next` merged.
         unsafe {
-            if !next_free {
+            if next_free {
+                raw::set_prev_foot(start.add(total), total);
+            } else {
                 raw::set_head(next, next_head & !PREV_IN_USE);
+                raw::set_prev_foot(own.add(size), total);
             }
-            raw::set_prev_foot(start.add(total), total);
         }
         if kind == 0 && self.may_span_page(total) {
             let to = if next_free {
@@ -930,9 +985,16 @@ impl Core {
     /// # Safety
     ///
     /// The caller must ensure `c` (of head `head`) was the last in-use chunk of the
-    /// live ordinary segment `seg`, with `seg.live` and the counters already lowered.
+    /// live ordinary segment `seg`, with `seg.live` and the counters already lowered,
+    /// and `own` a pointer to it that may write its payload.
     #[cold]
-    unsafe fn free_last(&mut self, seg: *mut Segment, c: NonNull<u8>, head: usize) -> Freed {
+    unsafe fn free_last(
+        &mut self,
+        seg: *mut Segment,
+        c: NonNull<u8>,
+        own: NonNull<u8>,
+        head: usize,
+    ) -> Freed {
         let size = raw::size(head);
         // SAFETY: as in `free_chunk`: the neighbours are chunks of the segment, and
         // free (nothing else is in use), so listed.
@@ -950,14 +1012,20 @@ impl Core {
             }
             let next = c.add(size);
             let next_head = raw::head(next);
-            if next_head & IN_USE == 0 {
+            let next_free = next_head & IN_USE == 0;
+            if next_free {
                 let next_size = raw::size(next_head);
                 self.unlist(next, next_size);
                 total += next_size;
                 to = self.interior(next.addr().get(), next_size).0;
             }
             raw::set_head(start, total | PREV_IN_USE);
-            raw::set_prev_foot(start.add(total), total);
+            if next_free {
+                raw::set_prev_foot(start.add(total), total);
+            } else {
+                // The footer is `c`'s last payload word.
+                raw::set_prev_foot(own.add(size), total);
+            }
             debug_assert_eq!(
                 (start.as_ptr(), total),
                 (seg.cast::<u8>().add(HEADER), (*seg).size - HEADER - FENCE),
@@ -1318,7 +1386,7 @@ impl Core {
             if addr >= base + s.first && addr < base + s.size - FENCE {
                 // SAFETY: a live segment of this space, its tags intact (the space's
                 // invariants between calls).
-                return unsafe { Self::check_chunk(&self.cache, sp, addr, payload) };
+                return unsafe { Self::check_chunk(sp, addr, payload) };
             }
             seg = s.next;
         }
@@ -1333,7 +1401,6 @@ impl Core {
     ///
     /// `seg` is a live segment of this space with intact tags.
     unsafe fn check_chunk(
-        cache: &Cache,
         seg: NonNull<Segment>,
         addr: usize,
         payload: NonNull<u8>,
@@ -1344,6 +1411,7 @@ impl Core {
         // stops at the end fence.
         unsafe {
             let (first, size) = ((*seg.as_ptr()).first, (*seg.as_ptr()).size);
+            let dedicated = (*seg.as_ptr()).kind == Kind::Dedicated as usize;
             let fence = seg.addr().get() + size - FENCE;
             let mut c = seg.cast::<u8>().add(first);
             let mut passed_free = false;
@@ -1366,7 +1434,8 @@ impl Core {
                     Misuse::Interior { ptr, block: None }
                 });
             }
-            if raw::head(c) & IN_USE == 0 || cache.holds(c) {
+            let head = raw::head(c);
+            if head & IN_USE == 0 || (head & CACHED != 0 && !dedicated) {
                 return Err(Misuse::DoubleFree { ptr });
             }
             Ok(())

@@ -105,13 +105,26 @@ impl Index {
     /// written) in committed memory of a live segment, and in no list.
     #[inline]
     pub(crate) unsafe fn insert(&mut self, c: NonNull<u8>, size: usize) {
+        // SAFETY: the caller's contract.
+        unsafe { self.insert_own(c, c, size) }
+    }
+
+    /// [`insert`](Self::insert), writing `c`'s own link words through `own` (the
+    /// caller's pointer to a block being freed; see `Core::adopt`) and keeping `c`.
+    ///
+    /// # Safety
+    ///
+    /// As for `insert`, with `own` a pointer to `c` that may write its payload.
+    #[inline]
+    pub(crate) unsafe fn insert_own(&mut self, c: NonNull<u8>, own: NonNull<u8>, size: usize) {
         let (fl, sl) = list_of(size);
         let first = self.heads[fl][sl];
-        // SAFETY: `c` is a free chunk (the caller's contract); `first`, when non-null,
-        // is the free chunk at the head of the list (the invariant of `heads`).
+        // SAFETY: `c` is a free chunk (the caller's contract), its links reachable
+        // through `own`; `first`, when non-null, is the free chunk at the head of the
+        // list (the invariant of `heads`).
         unsafe {
-            raw::set_link(c, 0, first);
-            raw::set_link(c, 1, ptr::null_mut());
+            raw::set_link(own, 0, first);
+            raw::set_link(own, 1, ptr::null_mut());
             match NonNull::new(first) {
                 // A non-empty list: its bits are set already.
                 Some(first) => raw::set_link(first, 1, c.as_ptr()),
@@ -199,21 +212,41 @@ impl Index {
         new: NonNull<u8>,
         new_size: usize,
     ) {
+        // SAFETY: the caller's contract.
+        unsafe { self.replace_own(old, old_size, new, new, new_size) }
+    }
+
+    /// [`replace`](Self::replace), writing `new`'s own link words through `own` (see
+    /// [`insert_own`](Self::insert_own)).
+    ///
+    /// # Safety
+    ///
+    /// As for `replace`, with `own` a pointer to `new` that may write its payload.
+    #[inline]
+    pub(crate) unsafe fn replace_own(
+        &mut self,
+        old: NonNull<u8>,
+        old_size: usize,
+        new: NonNull<u8>,
+        own: NonNull<u8>,
+        new_size: usize,
+    ) {
         if !same_list(old_size, new_size) {
             // SAFETY: the caller's contract.
             unsafe {
                 self.remove(old, old_size);
-                self.insert(new, new_size);
+                self.insert_own(new, own, new_size);
             }
             return;
         }
         // SAFETY: `old` is listed, so its links are its list neighbours (listed free
-        // chunks) or null; `new` is a free chunk whose link words are its own.
+        // chunks) or null; `new` is a free chunk whose link words are its own,
+        // reachable through `own`.
         unsafe {
             let fd = raw::link(old, 0);
             let bk = raw::link(old, 1);
-            raw::set_link(new, 0, fd);
-            raw::set_link(new, 1, bk);
+            raw::set_link(own, 0, fd);
+            raw::set_link(own, 1, bk);
             if let Some(fd) = NonNull::new(fd) {
                 raw::set_link(fd, 1, new.as_ptr());
             }

@@ -434,7 +434,7 @@ impl<P: PageSource> MemorySpace<P> {
         if cfg!(debug_assertions) {
             let checked = inner.core.check_block(ptr).and_then(|()| {
                 // SAFETY: `check_block` found `ptr` a live block of this space.
-                let usable = unsafe { Core::usable(raw::chunk_of(ptr)) };
+                let usable = unsafe { Core::usable(inner.core.adopt(ptr)) };
                 if layout.size() > usable || !ptr.addr().get().is_multiple_of(layout.align()) {
                     Err(Misuse::WrongLayout {
                         ptr,
@@ -503,7 +503,7 @@ impl<P: PageSource> MemorySpace<P> {
                 return Ok(ptr);
             }
             let new = inner.alloc(new_size, CHUNK_ALIGN, 0)?;
-            let keep = Core::usable(raw::chunk_of(ptr)).min(new_size);
+            let keep = Core::usable(inner.core.adopt(ptr)).min(new_size);
             core::ptr::copy_nonoverlapping(ptr.as_ptr(), new.as_ptr(), keep);
             inner.free(ptr);
             Ok(new)
@@ -579,7 +579,7 @@ impl<P: PageSource> MemorySpace<P> {
         }
         // SAFETY: the caller's contract.
         unsafe {
-            if Core::usable(raw::chunk_of(ptr)) >= new_size {
+            if Core::usable(inner.core.adopt(ptr)) >= new_size {
                 return true;
             }
             inner.resize_in_place(ptr, new_size)
@@ -614,7 +614,7 @@ impl<P: PageSource> MemorySpace<P> {
             return 0;
         }
         // SAFETY: the caller's contract.
-        unsafe { Core::usable(raw::chunk_of(ptr)) }
+        unsafe { Core::usable(inner.core.adopt(ptr)) }
     }
 
     /// The space's figures, from its counters (O(1)).
@@ -893,8 +893,9 @@ impl<'a, P: PageSource> Entered<'a, P> {
     #[inline]
     unsafe fn free(&mut self, payload: NonNull<u8>) {
         let pages = self.source();
-        // SAFETY: the caller's contract.
-        let freed = unsafe { self.core.free_block(&pages, raw::chunk_of(payload)) };
+        let c = self.core.adopt(payload);
+        // SAFETY: the caller's contract; `c` and the caller's own view of the chunk.
+        let freed = unsafe { self.core.free_block(&pages, c, raw::chunk_of(payload)) };
         if let Freed::Release(seg) = freed {
             // SAFETY: `free_block` unlinked the empty segment for us to release.
             unsafe { pages.release(&self.core, seg) };
@@ -908,10 +909,11 @@ impl<'a, P: PageSource> Entered<'a, P> {
     /// `payload` is a live block of this space.
     unsafe fn resize_in_place(&mut self, payload: NonNull<u8>, new_size: usize) -> bool {
         let pages = self.source();
+        let c = self.core.adopt(payload);
         // SAFETY: the caller's contract.
         unsafe {
             self.core
-                .resize_in_place(&pages, raw::chunk_of(payload), new_size)
+                .resize_in_place(&pages, c, new_size)
         }
     }
 

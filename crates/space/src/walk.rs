@@ -9,8 +9,7 @@ use bento_pages::PageSource;
 
 use crate::MemorySpace;
 use crate::cache;
-use crate::cache::Cache;
-use crate::chunk::flags::{BASE, DEDICATED, IN_USE, PREV_IN_USE};
+use crate::chunk::flags::{BASE, CACHED, DEDICATED, IN_USE, PREV_IN_USE};
 use crate::chunk::{FENCE, HEADER, IN_USE_OVERHEAD, Kind, MIN_CHUNK, Segment, raw};
 use crate::engine::Core;
 use crate::index::{self, list_of};
@@ -46,8 +45,6 @@ pub struct Block {
 struct Cursor {
     seg: *mut Segment,
     next: Option<NonNull<u8>>,
-    /// The space's block cache, which tells cached chunks from blocks in use.
-    cache: *const Cache,
 }
 
 impl Cursor {
@@ -55,8 +52,7 @@ impl Cursor {
     ///
     /// # Safety
     ///
-    /// The space's segments, tags and cache are intact and unchanged since the cursor
-    /// began.
+    /// The space's segments and tags are intact and unchanged since the cursor began.
     unsafe fn step(&mut self) -> Option<(NonNull<u8>, usize, bool)> {
         loop {
             let seg = NonNull::new(self.seg)?;
@@ -74,10 +70,10 @@ impl Cursor {
                     continue;
                 }
                 self.next = Some(c.add(size));
-                // A chunk is cached only in a segment that is not dedicated; the cache
-                // lives as long as the space the cursor borrows.
-                let free = head & IN_USE == 0 || (head & MARK == 0 && (*self.cache).holds(c));
-                return Some((c, head, free));
+                // An in-use chunk of a segment that is not dedicated carries `CACHED`
+                // only in the block cache.
+                let cached = head & CACHED != 0 && (*seg.as_ptr()).kind != Kind::Dedicated as usize;
+                return Some((c, head, head & IN_USE == 0 || cached));
             }
         }
     }
@@ -358,7 +354,6 @@ impl<P: PageSource> MemorySpace<P> {
         Cursor {
             seg: entered.core.segments,
             next: None,
-            cache: &raw const entered.core.cache,
         }
     }
 
@@ -375,8 +370,9 @@ impl<P: PageSource> MemorySpace<P> {
     /// live block touches is committed), and the page source, counted below the
     /// commit cache, holds exactly those bytes committed plus what the cache parks.
     ///
-    /// It reads the tags only (and a mark bit in free chunks it sets and clears
-    /// again), so a space corrupted by a stray write is reported, not repaired.
+    /// It reads the tags only (and flips a mark bit in free and cached chunks' tags,
+    /// which it restores), so a space corrupted by a stray write is reported, not
+    /// repaired.
     ///
     /// It costs O(chunks + segments · log segments): each list entry's segment is
     /// found by a binary search in a table of the segments sorted by address (8
@@ -413,12 +409,12 @@ impl<P: PageSource> MemorySpace<P> {
         // in one before it is read) and writes only mark bits it clears again.
         unsafe {
             let result = check_lists(core, &finder, limit).and_then(|listed| {
-                check_cache(core, &finder)?;
-                walk_segments(core, listed)
+                let report = walk_segments(core, listed)?;
+                check_cache(core, &finder, report.cached_blocks)?;
+                Ok(report)
             });
             if result.is_err() {
                 unmark_lists(core, &finder, limit);
-                unmark_cache(core, &finder);
             }
             drop(finder);
             let report = result?;
@@ -686,10 +682,11 @@ unsafe fn unmark_lists<P: PageSource>(core: &mut Core, finder: &Finder<'_, P>, l
 }
 
 /// Checks the block cache's lists: every entry a 16-aligned in-use chunk of at least
-/// its class's size in an ordinary or base segment, holding its key, its back link
-/// the entry before it, not marked (so in no list twice), the counts and bytes as
-/// recorded. Marks each entry's head
-/// with `MARK` for the segment walk.
+/// its class's size in an ordinary or base segment, tagged `CACHED`, its back link
+/// the entry before it, in no list twice, the counts and bytes as recorded, and as
+/// many entries as the segment walk found chunks tagged `CACHED` (`walked`), so that
+/// the tagged chunks are exactly the listed ones. Each entry's flag is cleared as it
+/// is checked (a second visit finds it clear) and set again before this returns.
 ///
 /// # Safety
 ///
@@ -697,9 +694,34 @@ unsafe fn unmark_lists<P: PageSource>(core: &mut Core, finder: &Finder<'_, P>, l
 unsafe fn check_cache<P: PageSource>(
     core: &mut Core,
     finder: &Finder<'_, P>,
+    walked: usize,
+) -> Result<(), Corruption> {
+    let mut cleared = (0, 0);
+    // SAFETY: the caller's contract.
+    let result = unsafe { scan_cache(core, finder, walked, &mut cleared) };
+    // SAFETY: `cleared` counts the entries whose flag the scan cleared, checked
+    // chunks of live segments reached through links it read.
+    unsafe { restore_cache(core, cleared) };
+    result
+}
+
+/// `check_cache`'s scan; `cleared` follows it: the entries of classes before
+/// `cleared.0` and the first `cleared.1` of that class had their `CACHED` flag
+/// cleared.
+///
+/// # Safety
+///
+/// As for `check_lists`.
+unsafe fn scan_cache<P: PageSource>(
+    core: &mut Core,
+    finder: &Finder<'_, P>,
+    walked: usize,
+    cleared: &mut (usize, usize),
 ) -> Result<(), Corruption> {
     let mut bytes = 0;
+    let mut total = 0;
     for k in 0..cache::CLASSES {
+        *cleared = (k, 0);
         let entry = |c: NonNull<u8>| Corruption {
             segment: 0,
             offset: c.addr().get(),
@@ -709,9 +731,8 @@ unsafe fn check_cache<P: PageSource>(
         let mut cur = core.cache.heads[k];
         let mut prev: *mut u8 = ptr::null_mut();
         while let Some(c) = NonNull::new(cur) {
-            n += 1;
             // More entries than the cache's bytes allow: a cycle, or a count gone.
-            if n > max_cached(core) {
+            if n >= max_cached(core) {
                 return Err(entry(c));
             }
             let Some(seg) = finder.holding(core, c) else {
@@ -726,17 +747,18 @@ unsafe fn check_cache<P: PageSource>(
             unsafe {
                 let head = raw::head(c);
                 if head & IN_USE == 0
-                    || head & MARK != 0
+                    || head & CACHED == 0
                     || raw::size(head) < cache::class_bytes(k)
-                    || raw::key_word(c) != cache::key(c)
-                    || raw::link(c, 2) != prev
+                    || raw::link(c, 1) != prev
                 {
                     return Err(entry(c));
                 }
-                raw::set_head(c, head | MARK);
+                raw::set_head(c, head & !CACHED);
                 prev = c.as_ptr();
                 cur = raw::link(c, 0);
             }
+            n += 1;
+            *cleared = (k, n);
             bytes += cache::class_bytes(k);
         }
         let recorded = core.cache.counts[k] as usize;
@@ -751,7 +773,9 @@ unsafe fn check_cache<P: PageSource>(
                 },
             });
         }
+        total += n;
     }
+    *cleared = (cache::CLASSES, 0);
     if bytes != core.cache.bytes || bytes > core.cache.limit {
         return Err(Corruption {
             segment: 0,
@@ -760,6 +784,17 @@ unsafe fn check_cache<P: PageSource>(
                 name: "bytes (at most its limit)",
                 counted: bytes,
                 recorded: core.cache.bytes,
+            },
+        });
+    }
+    if total != walked {
+        return Err(Corruption {
+            segment: 0,
+            offset: 0,
+            rule: Rule::CacheCount {
+                name: "chunks (as the tags count them)",
+                counted: walked,
+                recorded: total,
             },
         });
     }
@@ -772,33 +807,27 @@ fn max_cached(core: &Core) -> usize {
     core.cache.limit / MIN_CHUNK + 1
 }
 
-/// Clears the marks `check_cache` set, after a failed validation.
+/// Sets again the `CACHED` flags `scan_cache` cleared: every entry of the classes
+/// before `cleared.0`, and the first `cleared.1` of that class.
 ///
 /// # Safety
 ///
-/// As for `unmark_lists`.
-unsafe fn unmark_cache<P: PageSource>(core: &mut Core, finder: &Finder<'_, P>) {
-    for k in 0..cache::CLASSES {
+/// Those entries are in-use chunks of live segments, their links unchanged since the
+/// scan read them.
+unsafe fn restore_cache(core: &mut Core, cleared: (usize, usize)) {
+    for k in 0..cache::CLASSES.min(cleared.0 + 1) {
         let mut cur = core.cache.heads[k];
-        let mut steps = 0;
+        let mut n = 0;
         while let Some(c) = NonNull::new(cur) {
-            steps += 1;
-            let ordinary = finder
-                .holding(core, c)
-                .is_some_and(|s| s.kind != Kind::Dedicated as usize);
-            if steps > max_cached(core) || !ordinary || !c.addr().get().is_multiple_of(16) {
+            if k == cleared.0 && n == cleared.1 {
                 break;
             }
-            // SAFETY: `c` lies in the chunk area of a live segment that is not
-            // dedicated (checked), where no in-use chunk carries `MARK` but by
-            // `check_cache`.
+            // SAFETY: an entry the scan checked and cleared (the caller's contract).
             unsafe {
-                let head = raw::head(c);
-                if head & IN_USE != 0 {
-                    raw::set_head(c, head & !MARK);
-                }
+                raw::set_head(c, raw::head(c) | CACHED);
                 cur = raw::link(c, 0);
             }
+            n += 1;
         }
     }
 }
@@ -960,12 +989,9 @@ unsafe fn walk_segment(
         }
         if head & IN_USE != 0 {
             let mut head = head;
-            if head & MARK != 0 && kind_bits & MARK == 0 {
-                // A cached chunk, marked by `check_cache`: in use to the tags and the
-                // counters.
-                head &= !MARK;
-                // SAFETY: as below; clears the mark.
-                unsafe { raw::set_head(c, head) };
+            if head & CACHED != 0 && kind_bits & MARK == 0 {
+                // A cached chunk: in use to the tags and the counters.
+                head &= !CACHED;
                 cached += 1;
                 r.cached_blocks += 1;
                 r.cached_bytes += size;

@@ -155,16 +155,16 @@ fn validate_names_a_broken_cache_entry() {
     let b = space.alloc(layout(100)).unwrap();
     // SAFETY: `a` is live, freed once.
     unsafe { space.free(a) };
-    // A write after free over the cached block's key (its second word): validate
-    // says which class holds a bad entry, and leaves no mark behind.
-    let key = a.as_ptr().cast::<usize>().wrapping_add(1);
+    // A write after free over the cached block's back link (its second word):
+    // validate says which class holds a bad entry, and leaves no mark behind.
+    let link = a.as_ptr().cast::<usize>().wrapping_add(1);
     // SAFETY: inside the cached chunk, which stays in the space; the write simulates
     // a stray write by the program.
-    let old = unsafe { key.replace(0) };
+    let old = unsafe { link.replace(0x5a5a_5a50) };
     let err = space.validate().unwrap_err();
     assert!(matches!(err.rule, Rule::CacheEntry { .. }), "{err}");
     // SAFETY: restores the word.
-    unsafe { key.write(old) };
+    unsafe { link.write(old) };
     space.validate().unwrap();
     // SAFETY: live blocks, each freed once.
     unsafe { space.free(b) };
@@ -235,6 +235,37 @@ fn the_cache_holds_a_share_of_the_bytes_in_use() {
     for b in blocks.iter().skip(1).step_by(2) {
         // SAFETY: live, freed once.
         unsafe { space.free(*b) };
+    }
+    assert_eq!(space.stats().segments, 0);
+}
+
+#[test]
+fn blocks_never_written_are_told_from_cached_ones_by_their_tags() {
+    // Blocks whose bytes were never written (uninitialised to Miri), freed beside
+    // cached ones: the debug checks of `free`, the walkers and `validate` tell them
+    // apart by the tags alone, never reading a payload.
+    let mut space = MemorySpace::new(HeapPages::new(), SMALL).unwrap();
+    let blocks: Vec<_> = (0..12)
+        .map(|i| space.alloc(layout(24 + 40 * i)).unwrap())
+        .collect();
+    for p in blocks.iter().step_by(2) {
+        // SAFETY: each block is live and freed once.
+        unsafe { space.free(*p) };
+    }
+    let s = space.stats();
+    assert_eq!((s.cached_blocks, s.live_blocks), (6, 6));
+    let live: Vec<Block> = space.allocations().collect();
+    assert_eq!(
+        live.iter().map(|b| b.ptr).collect::<Vec<_>>(),
+        blocks.iter().skip(1).step_by(2).copied().collect::<Vec<_>>()
+    );
+    assert_eq!(space.free_blocks().filter(|f| f.size < 1024).count(), 6);
+    let report = space.validate().unwrap();
+    assert_eq!((report.cached_blocks, report.live_blocks), (6, 6));
+    for p in blocks.iter().skip(1).step_by(2) {
+        // SAFETY: the blocks still live, each freed once.
+        unsafe { space.free(*p) };
+        space.validate().unwrap();
     }
     assert_eq!(space.stats().segments, 0);
 }
