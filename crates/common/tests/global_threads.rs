@@ -9,7 +9,8 @@ use std::sync::mpsc;
 
 use bento_common::CommonAllocator;
 
-// Over the OS's pages, which Miri does not have: `global_transfer` is the Miri run.
+// Over the OS's pages, which Miri does not have: `global_transfer` is the Miri run,
+// over the system allocator's.
 #[cfg(not(miri))]
 #[global_allocator]
 static GLOBAL: CommonAllocator = CommonAllocator::new();

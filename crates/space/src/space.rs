@@ -911,10 +911,7 @@ impl<'a, P: PageSource> Entered<'a, P> {
         let pages = self.source();
         let c = self.core.adopt(payload);
         // SAFETY: the caller's contract.
-        unsafe {
-            self.core
-                .resize_in_place(&pages, c, new_size)
-        }
+        unsafe { self.core.resize_in_place(&pages, c, new_size) }
     }
 
     /// Reserves an ordinary segment, commits its header page and the page of its end

@@ -257,7 +257,12 @@ fn blocks_never_written_are_told_from_cached_ones_by_their_tags() {
     let live: Vec<Block> = space.allocations().collect();
     assert_eq!(
         live.iter().map(|b| b.ptr).collect::<Vec<_>>(),
-        blocks.iter().skip(1).step_by(2).copied().collect::<Vec<_>>()
+        blocks
+            .iter()
+            .skip(1)
+            .step_by(2)
+            .copied()
+            .collect::<Vec<_>>()
     );
     assert_eq!(space.free_blocks().filter(|f| f.size < 1024).count(), 6);
     let report = space.validate().unwrap();
