@@ -37,7 +37,7 @@ pub use crate::fixed::FixedPages;
 #[cfg(feature = "alloc")]
 pub use crate::heap::HeapPages;
 pub use crate::metered::{Metered, PageStats};
-pub use crate::misuse::{Leaks, Misuse, MisuseHook, panic_on_misuse};
+pub use crate::misuse::{GuardSide, Leaks, Misuse, MisuseHook, panic_on_misuse};
 #[cfg(any(unix, windows))]
 pub use crate::system::SystemPages;
 

@@ -75,8 +75,49 @@ pub enum Misuse<'a> {
         /// The alignment the block is known to have.
         block_align: usize,
     },
+    /// A guard byte in front of or behind a block was overwritten (a heap's
+    /// canaries): a write out of the block's bounds.
+    GuardOverwritten {
+        /// The name of the heap that owns the block.
+        heap: &'static str,
+        /// The block, as its user sees it.
+        ptr: NonNull<u8>,
+        /// The block's size.
+        size: usize,
+        /// Which guard was overwritten.
+        side: GuardSide,
+        /// How far out from the block's edge the changed byte nearest to it lies: 1
+        /// for the byte right before its start (front) or right after its end (back).
+        offset: usize,
+        /// Where the block was allocated, when the heap tracks it.
+        site: Option<&'static core::panic::Location<'static>>,
+    },
     /// The allocator was dropped with blocks still live.
     Leaked(&'a dyn Leaks),
+}
+
+/// Which guard of a block a [`Misuse::GuardOverwritten`] names.
+///
+/// ```
+/// use bento_pages::GuardSide;
+///
+/// assert_eq!(GuardSide::Front.to_string(), "front");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GuardSide {
+    /// The bytes just before the block: an underrun.
+    Front,
+    /// The bytes just after the block: an overrun.
+    Back,
+}
+
+impl fmt::Display for GuardSide {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Front => "front",
+            Self::Back => "back",
+        })
+    }
 }
 
 impl Misuse<'_> {
@@ -99,7 +140,8 @@ impl Misuse<'_> {
             | Self::DoubleFree { ptr }
             | Self::WriteAfterFree { ptr, .. }
             | Self::BrokenLink { ptr }
-            | Self::WrongLayout { ptr, .. } => Some(ptr),
+            | Self::WrongLayout { ptr, .. }
+            | Self::GuardOverwritten { ptr, .. } => Some(ptr),
             Self::Leaked(_) => None,
         }
     }
@@ -135,6 +177,21 @@ impl Misuse<'_> {
                 layout,
                 block_size,
                 block_align,
+            },
+            Self::GuardOverwritten {
+                heap,
+                ptr,
+                size,
+                side,
+                offset,
+                site,
+            } => Misuse::GuardOverwritten {
+                heap,
+                ptr,
+                size,
+                side,
+                offset,
+                site,
             },
             Self::Leaked(_) => return None,
         })
@@ -187,6 +244,28 @@ impl fmt::Display for Misuse<'_> {
                 layout.size(),
                 layout.align()
             ),
+            Self::GuardOverwritten {
+                heap,
+                ptr,
+                size,
+                side,
+                offset,
+                site,
+            } => {
+                write!(
+                    f,
+                    "heap \"{heap}\": the {side} guard of the block at {ptr:p} ({size} bytes) \
+                     was overwritten {offset} byte(s) {}",
+                    match side {
+                        GuardSide::Front => "before its start",
+                        GuardSide::Back => "past its end",
+                    }
+                )?;
+                if let Some(site) = site {
+                    write!(f, "; allocated at {site}")?;
+                }
+                Ok(())
+            }
             Self::Leaked(leaks) => write!(f, "{leaks}"),
         }
     }

@@ -1,0 +1,341 @@
+//! A heap's figures and budget: the [`Account`] every heap keeps (shared with its
+//! children, which charge it too), and [`HeapStats`].
+//!
+//! The hot path touches one of two lanes. The first thread that uses a heap owns its
+//! first lane and updates it with plain loads and stores of atomics (no read-modify-
+//! write: it is the only writer); every other thread updates the second lane with
+//! `fetch_add`. A heap used by one thread therefore pays no atomic instruction, and
+//! two threads never write the same cache line. Without `std` there is no cheap
+//! thread identity, so every thread takes the second lane.
+//!
+//! One comparison covers both the budget and the peak: the live total is compared
+//! with `watermark = min(peak, budget)`, and only an allocation that passes it takes
+//! the slow path, which refuses it (over the budget) or raises the peak.
+
+use alloc::sync::Arc;
+use alloc::vec::Vec;
+use core::fmt;
+
+use bento_pages::lock::SpinMutex;
+
+use crate::sync::{AtomicBool, AtomicUsize, Ordering};
+use crate::track::Leak;
+
+/// A heap's figures, from [`Heap::stats`](crate::Heap::stats). A heap with children
+/// counts their blocks too: its figures are its whole subtree's.
+///
+/// ```
+/// use allocator_api2::alloc::Global;
+/// use bento_heap::HeapBuilder;
+/// use core::alloc::Layout;
+///
+/// let heap = HeapBuilder::new("doc-stats").budget(1 << 20).build(Global);
+/// let p = heap.alloc(Layout::new::<[u8; 100]>()).unwrap();
+/// let s = heap.stats();
+/// assert_eq!((s.live_bytes, s.live_blocks, s.total_allocs), (100, 1, 1));
+/// assert_eq!(s.budget, Some(1 << 20));
+/// // SAFETY: `p` is live, allocated with this layout.
+/// unsafe { heap.free(p, Layout::new::<[u8; 100]>()) };
+/// assert_eq!(heap.stats().peak_bytes, 100);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HeapStats {
+    /// Bytes in live blocks, as requested (guards and rounding not counted).
+    pub live_bytes: usize,
+    /// Live blocks.
+    pub live_blocks: usize,
+    /// The most `live_bytes` has been.
+    pub peak_bytes: usize,
+    /// Blocks allocated so far.
+    pub total_allocs: usize,
+    /// Blocks freed so far.
+    pub total_frees: usize,
+    /// Requests this heap refused or could not serve: over a budget (its own or an
+    /// ancestor's), or refused by the inner allocator.
+    pub failures: usize,
+    /// The budget, if any: the most `live_bytes` may be.
+    pub budget: Option<usize>,
+}
+
+/// One lane of counters, on a cache line of its own.
+#[repr(align(128))]
+struct Lane {
+    // Invariant: bytes allocated minus bytes freed through this lane, wrapping (a
+    // block freed on another lane than it was allocated on leaves one lane "negative").
+    live: AtomicUsize,
+    allocs: AtomicUsize,
+    frees: AtomicUsize,
+}
+
+impl Lane {
+    fn new() -> Self {
+        Self {
+            live: AtomicUsize::new(0),
+            allocs: AtomicUsize::new(0),
+            frees: AtomicUsize::new(0),
+        }
+    }
+}
+
+/// The figures and budget of one heap; its children hold it too.
+pub(crate) struct Account {
+    pub(crate) name: &'static str,
+    // Invariant: `usize::MAX` when there is no budget.
+    budget: usize,
+    // Invariant: the token of the thread whose lane `mine` is (written once, from 0),
+    // or 0 before any thread used the heap.
+    owner: AtomicUsize,
+    // Invariant: written by the owner thread only.
+    mine: Lane,
+    others: Lane,
+    // Invariant: the bytes and blocks of `mine` and `others` that children charged
+    // (always read-modify-write).
+    nested_bytes: AtomicUsize,
+    nested_blocks: AtomicUsize,
+    // Invariant: `min(peak, budget)`.
+    watermark: AtomicUsize,
+    peak: AtomicUsize,
+    failures: AtomicUsize,
+    pub(crate) parent: Option<Arc<Account>>,
+    /// False once the heap is dropped (its children may keep the account).
+    pub(crate) alive: AtomicBool,
+    /// The blocks dropped children left (still counted in the figures).
+    pub(crate) orphans: SpinMutex<Vec<Leak>>,
+}
+
+impl fmt::Debug for Account {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Account")
+            .field("name", &self.name)
+            .field("stats", &self.stats())
+            .finish_non_exhaustive()
+    }
+}
+
+/// This thread's token: the address of a thread-local, never 0; 0 without `std`.
+#[inline]
+fn token() -> usize {
+    #[cfg(all(feature = "std", not(bento_loom)))]
+    {
+        std::thread_local! {
+            static TOKEN: u8 = const { 0 };
+        }
+        TOKEN.with(|t| core::ptr::from_ref(t).addr())
+    }
+    #[cfg(all(feature = "std", bento_loom))]
+    {
+        loom::thread_local! {
+            static TOKEN: u8 = 0;
+        }
+        TOKEN.with(|t| core::ptr::from_ref(t).addr())
+    }
+    #[cfg(not(feature = "std"))]
+    {
+        0
+    }
+}
+
+impl Account {
+    pub(crate) fn new(
+        name: &'static str,
+        budget: Option<usize>,
+        parent: Option<Arc<Self>>,
+    ) -> Self {
+        let budget = budget.unwrap_or(usize::MAX);
+        Self {
+            name,
+            budget,
+            owner: AtomicUsize::new(0),
+            mine: Lane::new(),
+            others: Lane::new(),
+            nested_bytes: AtomicUsize::new(0),
+            nested_blocks: AtomicUsize::new(0),
+            watermark: AtomicUsize::new(0),
+            peak: AtomicUsize::new(0),
+            failures: AtomicUsize::new(0),
+            parent,
+            alive: AtomicBool::new(true),
+            orphans: SpinMutex::new(Vec::new()),
+        }
+    }
+
+    /// The lane this thread writes, and whether it is the owner's (plain stores).
+    #[inline]
+    fn lane(&self) -> (&Lane, bool) {
+        let me = token();
+        if me != 0 {
+            let owner = self.owner.load(Ordering::Relaxed);
+            if owner == me {
+                return (&self.mine, true);
+            }
+            if owner == 0
+                && self
+                    .owner
+                    .compare_exchange(0, me, Ordering::Relaxed, Ordering::Relaxed)
+                    .is_ok()
+            {
+                return (&self.mine, true);
+            }
+        }
+        (&self.others, false)
+    }
+
+    /// Adds `bytes` (and `blocks`, 0 or 1) to this thread's lane; returns the live
+    /// total after.
+    #[inline]
+    fn add(&self, bytes: usize, blocks: usize) -> usize {
+        let (lane, mine) = self.lane();
+        if mine {
+            let live = lane.live.load(Ordering::Relaxed).wrapping_add(bytes);
+            lane.live.store(live, Ordering::Relaxed);
+            let n = lane.allocs.load(Ordering::Relaxed);
+            lane.allocs.store(n + blocks, Ordering::Relaxed);
+            live.wrapping_add(self.others.live.load(Ordering::Relaxed))
+        } else {
+            let live = lane
+                .live
+                .fetch_add(bytes, Ordering::Relaxed)
+                .wrapping_add(bytes);
+            lane.allocs.fetch_add(blocks, Ordering::Relaxed);
+            live.wrapping_add(self.mine.live.load(Ordering::Relaxed))
+        }
+    }
+
+    /// Takes `bytes` (and `blocks` frees, 0 or 1) off this thread's lane.
+    #[inline]
+    fn sub(&self, bytes: usize, blocks: usize) {
+        let (lane, mine) = self.lane();
+        if mine {
+            let live = lane.live.load(Ordering::Relaxed);
+            lane.live.store(live.wrapping_sub(bytes), Ordering::Relaxed);
+            let n = lane.frees.load(Ordering::Relaxed);
+            lane.frees.store(n + blocks, Ordering::Relaxed);
+        } else {
+            lane.live.fetch_sub(bytes, Ordering::Relaxed);
+            lane.frees.fetch_add(blocks, Ordering::Relaxed);
+        }
+    }
+
+    /// Undoes an `add` that the budget refused: bytes back, and the block uncounted.
+    fn unadd(&self, bytes: usize, blocks: usize) {
+        let (lane, mine) = self.lane();
+        if mine {
+            let live = lane.live.load(Ordering::Relaxed);
+            lane.live.store(live.wrapping_sub(bytes), Ordering::Relaxed);
+            let n = lane.allocs.load(Ordering::Relaxed);
+            lane.allocs.store(n - blocks, Ordering::Relaxed);
+        } else {
+            lane.live.fetch_sub(bytes, Ordering::Relaxed);
+            lane.allocs.fetch_sub(blocks, Ordering::Relaxed);
+        }
+    }
+
+    /// Charges `bytes` (and `blocks`) to this account and every ancestor; false (and
+    /// nothing charged) when that passes a budget on the way.
+    #[inline]
+    pub(crate) fn charge(&self, bytes: usize, blocks: usize) -> bool {
+        let live = self.add(bytes, blocks);
+        if live > self.watermark.load(Ordering::Relaxed) && !self.passed(live) {
+            self.unadd(bytes, blocks);
+            return false;
+        }
+        match &self.parent {
+            None => true,
+            Some(parent) => self.charge_parent(parent, bytes, blocks),
+        }
+    }
+
+    #[inline(never)]
+    fn charge_parent(&self, parent: &Self, bytes: usize, blocks: usize) -> bool {
+        if parent.charge(bytes, blocks) {
+            parent.nested_bytes.fetch_add(bytes, Ordering::Relaxed);
+            parent.nested_blocks.fetch_add(blocks, Ordering::Relaxed);
+            true
+        } else {
+            self.unadd(bytes, blocks);
+            false
+        }
+    }
+
+    /// The slow path of a charge that took the live total to `live`, above the
+    /// watermark: false when that passes the budget; else the peak rises to `live`.
+    #[cold]
+    #[inline(never)]
+    fn passed(&self, live: usize) -> bool {
+        if live > self.budget {
+            return false;
+        }
+        let peak = self.peak.fetch_max(live, Ordering::Relaxed).max(live);
+        self.watermark
+            .store(peak.min(self.budget), Ordering::Relaxed);
+        true
+    }
+
+    /// Takes `bytes` (and `blocks` frees) off this account and every ancestor.
+    #[inline]
+    pub(crate) fn release(&self, bytes: usize, blocks: usize) {
+        self.sub(bytes, blocks);
+        if let Some(parent) = &self.parent {
+            Self::release_parent(parent, bytes, blocks);
+        }
+    }
+
+    #[inline(never)]
+    fn release_parent(parent: &Self, bytes: usize, blocks: usize) {
+        parent.release(bytes, blocks);
+        parent.nested_bytes.fetch_sub(bytes, Ordering::Relaxed);
+        parent.nested_blocks.fetch_sub(blocks, Ordering::Relaxed);
+    }
+
+    /// Takes back a charge that the inner allocator then refused (the block was never
+    /// handed out): from this account and every ancestor.
+    pub(crate) fn uncharge(&self, bytes: usize, blocks: usize) {
+        self.unadd(bytes, blocks);
+        if let Some(parent) = &self.parent {
+            parent.uncharge(bytes, blocks);
+            parent.nested_bytes.fetch_sub(bytes, Ordering::Relaxed);
+            parent.nested_blocks.fetch_sub(blocks, Ordering::Relaxed);
+        }
+    }
+
+    /// Counts a refused request.
+    pub(crate) fn fail(&self) {
+        self.failures.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn budget(&self) -> Option<usize> {
+        (self.budget != usize::MAX).then_some(self.budget)
+    }
+
+    /// The figures, summed over the lanes.
+    pub(crate) fn stats(&self) -> HeapStats {
+        let sum = |f: fn(&Lane) -> &AtomicUsize| {
+            f(&self.mine)
+                .load(Ordering::Relaxed)
+                .wrapping_add(f(&self.others).load(Ordering::Relaxed))
+        };
+        let live_bytes = sum(|l| &l.live);
+        let total_allocs = sum(|l| &l.allocs);
+        let total_frees = sum(|l| &l.frees);
+        HeapStats {
+            live_bytes,
+            live_blocks: total_allocs.wrapping_sub(total_frees),
+            peak_bytes: self.peak.load(Ordering::Relaxed).max(live_bytes),
+            total_allocs,
+            total_frees,
+            failures: self.failures.load(Ordering::Relaxed),
+            budget: self.budget(),
+        }
+    }
+
+    /// The bytes and blocks live that this heap allocated itself, not its children.
+    pub(crate) fn own_live(&self) -> (usize, usize) {
+        let s = self.stats();
+        (
+            s.live_bytes
+                .wrapping_sub(self.nested_bytes.load(Ordering::Relaxed)),
+            s.live_blocks
+                .wrapping_sub(self.nested_blocks.load(Ordering::Relaxed)),
+        )
+    }
+}

@@ -1,0 +1,87 @@
+//! The trace hook: an [`EventSink`] a heap tells about every allocation, free and
+//! resize, in order.
+
+use core::fmt;
+
+use crate::policy::Tag;
+
+/// What happened to a block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventKind {
+    /// A block was allocated.
+    Alloc,
+    /// A block was freed.
+    Free,
+    /// A block was resized (moved or not) from `old_addr`, `old_size` bytes.
+    Realloc {
+        /// Where it was.
+        old_addr: usize,
+        /// Its size before.
+        old_size: usize,
+    },
+}
+
+/// One event a heap sends its [`EventSink`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Event {
+    /// The heap's name.
+    pub heap: &'static str,
+    /// The event's number in the heap's sequence, from 0.
+    pub seq: u64,
+    /// What happened.
+    pub kind: EventKind,
+    /// The block's address (after a realloc, its new one).
+    pub addr: usize,
+    /// Its size in bytes (after a realloc, its new one).
+    pub size: usize,
+    /// Its alignment.
+    pub align: usize,
+    /// The tag it carries, if any.
+    pub tag: Option<&'static str>,
+}
+
+/// Where a heap sends its events: a trace writer, a live view. Called on the thread
+/// that allocates, after the operation, with no lock of the heap held; it must not
+/// allocate from the heap it listens to.
+///
+/// ```
+/// use allocator_api2::alloc::Global;
+/// use bento_heap::{Event, EventKind, EventSink, HeapBuilder};
+/// use core::alloc::Layout;
+/// use std::sync::{Arc, Mutex};
+///
+/// #[derive(Default)]
+/// struct Log(Mutex<Vec<Event>>);
+///
+/// impl EventSink for Log {
+///     fn event(&self, event: &Event) {
+///         self.0.lock().unwrap().push(*event);
+///     }
+/// }
+///
+/// let log = Arc::new(Log::default());
+/// let heap = HeapBuilder::new("doc-sink").sink(log.clone()).build(Global);
+/// let layout = Layout::new::<u64>();
+/// let p = heap.alloc(layout).unwrap();
+/// // SAFETY: live, with its layout.
+/// unsafe { heap.free(p, layout) };
+/// let events = log.0.lock().unwrap();
+/// assert_eq!(events.len(), 2);
+/// assert_eq!((events[0].kind, events[1].kind), (EventKind::Alloc, EventKind::Free));
+/// assert_eq!((events[0].seq, events[1].seq), (0, 1));
+/// ```
+pub trait EventSink: Send + Sync {
+    /// Takes one event.
+    fn event(&self, event: &Event);
+}
+
+impl fmt::Debug for dyn EventSink {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("EventSink")
+    }
+}
+
+/// The tag name of an optional tag.
+pub(crate) fn tag_name(tag: Option<&'static Tag>) -> Option<&'static str> {
+    tag.map(Tag::name)
+}

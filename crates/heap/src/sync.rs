@@ -1,0 +1,12 @@
+//! The one place atomics come from: `core`'s normally, loom's under `cfg(bento_loom)`,
+//! so that `cargo xtask loom` model-checks the same code.
+
+#[cfg(bento_loom)]
+pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+
+#[cfg(not(bento_loom))]
+pub(crate) use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+
+/// The current tag of a heap without `std` (no thread-locals there).
+#[cfg(not(feature = "std"))]
+pub(crate) use core::sync::atomic::AtomicPtr;

@@ -1,0 +1,207 @@
+//! Seeded model runs through bento-testkit: heaps with every combination of guards,
+//! tracking, fill and a sink, over a memory space and over a bump, through the heap's
+//! own methods and both allocator-api2 versions, `check()` every few operations, and
+//! nothing live at the end.
+
+use core::alloc::Layout;
+use core::mem::MaybeUninit;
+use core::ptr::NonNull;
+use std::sync::Arc;
+
+use allocator_api2::alloc::Allocator;
+use bento_align::Alignment;
+use bento_heap::{
+    Canaries, Event, EventSink, FillPattern, Guards, Heap, HeapBuilder, NoGuards, Track, Tracking,
+};
+use bento_primitives::Bump;
+use bento_testkit::{Api02, Api04, Caps, End, Figures, SizeGen, Target, cases, run, seeded};
+
+/// A heap as the interpreter drives it, taking turns between `alloc`/`free` and the
+/// allocator-api2 0.2 and 0.4 traits.
+struct HeapTarget<'a, A: Allocator, G: Guards, T: Tracking> {
+    heap: &'a Heap<A, G, T>,
+    turn: usize,
+}
+
+impl<A: Allocator, G: Guards, T: Tracking> HeapTarget<'_, A, G, T> {
+    fn turn(&mut self, n: usize) -> usize {
+        self.turn = self.turn.wrapping_add(1);
+        self.turn % n
+    }
+}
+
+impl<A: Allocator, G: Guards, T: Tracking> Target for HeapTarget<'_, A, G, T> {
+    fn allocate(&mut self, end: End, layout: Layout, zeroed: bool) -> Option<NonNull<[u8]>> {
+        match self.turn(3) {
+            0 => {
+                let p = self.heap.alloc(layout).ok()?;
+                if zeroed {
+                    // SAFETY: a fresh block of `layout.size()` bytes.
+                    unsafe { p.write_bytes(0, layout.size()) };
+                }
+                Some(NonNull::slice_from_raw_parts(p, layout.size()))
+            }
+            1 => Api02::new(&self.heap).allocate(end, layout, zeroed),
+            _ => Api04::new(&self.heap).allocate(end, layout, zeroed),
+        }
+    }
+
+    unsafe fn deallocate(&mut self, end: End, ptr: NonNull<u8>, layout: Layout) {
+        match self.turn(3) {
+            // SAFETY: a live block with its layout (the interpreter's contract; the
+            // heap returns exactly the size asked, so `layout` is the block's).
+            0 => unsafe { self.heap.free(ptr, layout) },
+            // SAFETY: the interpreter upholds `Target::deallocate`'s contract.
+            1 => unsafe { Api02::new(&self.heap).deallocate(end, ptr, layout) },
+            // SAFETY: as above.
+            _ => unsafe { Api04::new(&self.heap).deallocate(end, ptr, layout) },
+        }
+    }
+
+    unsafe fn grow(
+        &mut self,
+        end: End,
+        ptr: NonNull<u8>,
+        old: Layout,
+        new: Layout,
+        zeroed: bool,
+    ) -> Option<NonNull<[u8]>> {
+        if self.turn(2) == 0 {
+            // SAFETY: the interpreter upholds `Target::grow`'s contract.
+            unsafe { Api02::new(&self.heap).grow(end, ptr, old, new, zeroed) }
+        } else {
+            // SAFETY: as above.
+            unsafe { Api04::new(&self.heap).grow(end, ptr, old, new, zeroed) }
+        }
+    }
+
+    unsafe fn shrink(
+        &mut self,
+        end: End,
+        ptr: NonNull<u8>,
+        old: Layout,
+        new: Layout,
+    ) -> Option<NonNull<[u8]>> {
+        if self.turn(2) == 0 {
+            // SAFETY: the interpreter upholds `Target::shrink`'s contract.
+            unsafe { Api02::new(&self.heap).shrink(end, ptr, old, new) }
+        } else {
+            // SAFETY: as above.
+            unsafe { Api04::new(&self.heap).shrink(end, ptr, old, new) }
+        }
+    }
+
+    fn validate(&mut self) -> Result<Figures, String> {
+        let s = self.heap.check().map_err(|e| e.to_string())?;
+        Ok(Figures {
+            live_blocks: Some(s.live_blocks),
+            live_bytes: Some(s.live_bytes),
+        })
+    }
+}
+
+fn caps() -> Caps {
+    Caps::default()
+        .with_sizes(SizeGen::new(cases(48 << 10, 6 << 10)).with_page(4096))
+        .with_max_align(Alignment::new(cases(4096, 512)).unwrap())
+        .with_max_live(cases(100, 8))
+        .with_validate_every(cases(3, 8))
+        .with_max_steps(cases(1500, 80))
+}
+
+/// A sink that counts events.
+#[derive(Default)]
+struct Count(std::sync::atomic::AtomicUsize);
+
+impl EventSink for Count {
+    fn event(&self, _: &Event) {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// Runs the model on `heap`, then checks it holds nothing.
+fn model<A: Allocator, G: Guards, T: Tracking>(heap: &Heap<A, G, T>) {
+    let report = seeded(cases(12, 2), |u| {
+        run(&mut HeapTarget { heap, turn: 0 }, &caps(), u)
+    });
+    assert!(report.allocs > 0, "{report:?}");
+    let s = heap.check().unwrap();
+    assert_eq!((s.live_bytes, s.live_blocks), (0, 0), "{s:?}");
+    assert_eq!(s.total_allocs, s.total_frees);
+}
+
+/// Every policy combination over `inner`.
+fn every_policy<A: Allocator + Copy>(inner: A) {
+    let sink = Arc::new(Count::default());
+    model(&HeapBuilder::new("model-plain").register(false).build(inner));
+    model(
+        &HeapBuilder::new("model-budget")
+            .register(false)
+            .budget(cases(96 << 10, 16 << 10))
+            .build(inner),
+    );
+    model(
+        &HeapBuilder::new("model-guards")
+            .register(false)
+            .guards(Canaries::<16>)
+            .build(inner),
+    );
+    model(
+        &HeapBuilder::new("model-tracked")
+            .register(false)
+            .tracking(Track::Sites)
+            .build(inner),
+    );
+    model(
+        &HeapBuilder::new("model-all")
+            .register(false)
+            .budget(cases(256 << 10, 32 << 10))
+            .guards(Canaries::<8>)
+            .fill(FillPattern::DEBUG)
+            .tracking(Track::Sites)
+            .sink(sink.clone())
+            .build(inner),
+    );
+    model(
+        &HeapBuilder::new("model-fill")
+            .register(false)
+            .guards(NoGuards)
+            .fill(FillPattern::DEBUG)
+            .sink(sink.clone())
+            .build(inner),
+    );
+    assert!(sink.0.load(std::sync::atomic::Ordering::Relaxed) > 0);
+}
+
+#[test]
+fn every_policy_over_a_memory_space() {
+    let space = crate::space();
+    every_policy(&space);
+    space.validate().unwrap();
+    assert_eq!(space.stats().live_blocks, 0);
+}
+
+#[test]
+fn every_policy_over_a_bump() {
+    let mut buf = vec![MaybeUninit::<u8>::uninit(); cases(4 << 20, 256 << 10)];
+    let bump = Bump::new(&mut buf);
+    every_policy(&bump);
+}
+
+#[test]
+fn a_child_heap_under_the_model_keeps_its_parent_exact() {
+    let space = crate::space();
+    let parent = HeapBuilder::new("model-parent")
+        .register(false)
+        .tracking(Track::Sites)
+        .build(&space);
+    let child = HeapBuilder::new("model-child")
+        .register(false)
+        .parent(&parent)
+        .guards(Canaries::<16>)
+        .build(&space);
+    model(&child);
+    let s = parent.check().unwrap();
+    assert_eq!(s.live_blocks, 0);
+    assert_eq!(s.total_allocs, child.stats().total_allocs);
+}

@@ -1,0 +1,168 @@
+//! The tree of heaps: a child's blocks count in every ancestor and against every
+//! budget, its leaks go up to its parent, and the registry reports every heap once,
+//! as a tree sorted by live bytes.
+
+use core::alloc::Layout;
+
+use allocator_api2::alloc::Global;
+use bento_heap::{HeapBuilder, OnLeak, Track};
+
+use crate::{record, seen};
+
+fn bytes(n: usize) -> Layout {
+    Layout::from_size_align(n, 1).unwrap()
+}
+
+#[test]
+fn a_grandchild_counts_in_every_ancestor_and_their_budgets_bind_it() {
+    let game = HeapBuilder::new("tree-game")
+        .register(false)
+        .budget(1000)
+        .build(Global);
+    let level = HeapBuilder::new("tree-level")
+        .register(false)
+        .parent(&game)
+        .build(Global);
+    let audio = HeapBuilder::new("tree-audio")
+        .register(false)
+        .parent(&level)
+        .budget(800)
+        .build(Global);
+    let a = audio.alloc(bytes(700)).unwrap();
+    let g = game.alloc(bytes(250)).unwrap();
+    for heap in [&level.stats(), &audio.stats()] {
+        assert_eq!((heap.live_bytes, heap.live_blocks), (700, 1));
+    }
+    assert_eq!(game.stats().live_bytes, 950);
+    // Within audio's budget, but not game's: refused, and nothing charged anywhere.
+    assert!(audio.alloc(bytes(60)).is_err());
+    assert_eq!(audio.stats().failures, 1);
+    assert_eq!(
+        (game.stats().live_bytes, level.stats().live_bytes),
+        (950, 700)
+    );
+    assert!(audio.alloc(bytes(50)).is_ok_and(|p| {
+        // SAFETY: just allocated, 50 bytes.
+        unsafe { audio.free(p, bytes(50)) };
+        true
+    }));
+    // SAFETY: live blocks with their layouts.
+    unsafe {
+        audio.free(a, bytes(700));
+        game.free(g, bytes(250));
+    }
+    for s in [
+        game.check().unwrap(),
+        level.check().unwrap(),
+        audio.check().unwrap(),
+    ] {
+        assert_eq!((s.live_bytes, s.live_blocks), (0, 0));
+    }
+    assert_eq!(game.stats().total_allocs, 3);
+}
+
+#[test]
+fn a_dropped_childs_leaks_go_up_to_its_parent() {
+    let parent = HeapBuilder::new("tree-parent")
+        .register(false)
+        .tracking(Track::Sites)
+        .misuse_hook(record)
+        .build(Global);
+    let child = HeapBuilder::new("tree-child")
+        .register(false)
+        .parent(&parent)
+        .tracking(Track::Sites)
+        .build(Global);
+    let layout = bytes(33);
+    let leaked = child.alloc(layout).unwrap();
+    let line = line!() - 1;
+    let untracked = HeapBuilder::new("tree-untracked")
+        .register(false)
+        .parent(&parent)
+        .build(Global);
+    let _ = untracked.alloc(bytes(5)).unwrap();
+    drop(child);
+    drop(untracked);
+    // Nothing was reported yet: the reports went to the parent.
+    assert!(seen().is_empty());
+    let leaks = parent.leaks();
+    assert_eq!(leaks.len(), 2);
+    assert_eq!(
+        (leaks[0].heap, leaks[0].ptr, leaks[0].size),
+        ("tree-child", Some(leaked), 33)
+    );
+    assert_eq!(leaks[0].site.unwrap().line(), line);
+    assert_eq!(
+        (leaks[1].heap, leaks[1].blocks, leaks[1].size),
+        ("tree-untracked", 1, 5)
+    );
+    // Leaked bytes stay counted: the memory is gone.
+    assert_eq!(parent.stats().live_bytes, 38);
+    // The parent's own table is empty, so `check` agrees.
+    parent.check().unwrap();
+    drop(parent);
+    let got = seen();
+    assert_eq!(got.len(), 1);
+    assert!(got[0].contains("tree-child: 33 bytes"), "{}", got[0]);
+    assert!(
+        got[0].contains("tree-untracked: 1 blocks, 5 bytes"),
+        "{}",
+        got[0]
+    );
+}
+
+#[test]
+fn the_report_lists_every_heap_once_as_a_sorted_tree() {
+    let root = HeapBuilder::new("report-root").budget(10_000).build(Global);
+    let small = HeapBuilder::new("report-small").parent(&root).build(Global);
+    let big = HeapBuilder::new("report-big")
+        .parent(&root)
+        .budget(4000)
+        .build(Global);
+    let leaf = HeapBuilder::new("report-leaf").parent(&small).build(Global);
+    let hidden = HeapBuilder::new("report-hidden")
+        .register(false)
+        .build(Global);
+    let a = big.alloc(bytes(3000)).unwrap();
+    let b = leaf.alloc(bytes(100)).unwrap();
+    let c = hidden.alloc(bytes(1)).unwrap();
+    let report = bento_heap::report();
+    let rows: Vec<_> = report
+        .rows()
+        .iter()
+        .filter(|r| r.name.starts_with("report-"))
+        .map(|r| (r.name, r.depth, r.stats.live_bytes))
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ("report-root", 0, 3100),
+            ("report-big", 1, 3000),
+            ("report-small", 1, 100),
+            ("report-leaf", 2, 100),
+        ]
+    );
+    let table = report.to_string();
+    assert!(table.contains("report-big"), "{table}");
+    assert!(
+        table
+            .lines()
+            .any(|l| l.contains("report-big") && l.contains("75%")),
+        "{table}"
+    );
+    assert_eq!(table.matches("report-root").count(), 1);
+    // SAFETY: live blocks with their layouts.
+    unsafe {
+        big.free(a, bytes(3000));
+        leaf.free(b, bytes(100));
+        hidden.free(c, bytes(1));
+    }
+    drop(leaf);
+    assert!(
+        !bento_heap::report()
+            .rows()
+            .iter()
+            .any(|r| r.name == "report-leaf")
+    );
+    let _ = OnLeak::Ignore;
+}
