@@ -4,8 +4,15 @@
 
 use crate::step::{Outcome, Step, cargo, root, status};
 
-/// The crates with loom models (`tests/loom.rs` and a `loom` feature).
-const LOOM_CRATES: &[&str] = &["bento-pages", "bento-primitives", "bento-common"];
+/// The crates with loom models (`tests/loom.rs` and a `loom` feature), each with the
+/// features it is built with: its own `loom`, and that of every dev-dependency with
+/// loom models of its own (the cfg reaches them too).
+const LOOM_CRATES: &[(&str, &str)] = &[
+    ("bento-pages", "loom"),
+    ("bento-primitives", "loom"),
+    ("bento-common", "loom"),
+    ("bento-heap", "loom,bento-primitives/loom,bento-common/loom"),
+];
 
 pub(crate) const STEP: Step = Step { name: "loom", run };
 
@@ -13,7 +20,7 @@ fn run() -> Outcome {
     if LOOM_CRATES.is_empty() {
         return Outcome::Empty("no crate lists it yet");
     }
-    for krate in LOOM_CRATES {
+    for (krate, features) in LOOM_CRATES {
         let mut cmd = cargo();
         cmd.args([
             "test",
@@ -21,7 +28,7 @@ fn run() -> Outcome {
             "-p",
             krate,
             "--features",
-            "loom",
+            features,
             "--test",
             "loom",
         ])

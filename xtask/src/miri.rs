@@ -23,6 +23,7 @@ const TREE_BORROWS_CRATES: &[&str] = &[
     "bento-primitives",
     "bento-space",
     "bento-common",
+    "bento-heap",
 ];
 
 /// Threaded tests (crate, test-name filter) run again with each of [`SEEDS`].

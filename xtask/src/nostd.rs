@@ -9,6 +9,7 @@ const NO_STD_CRATES: &[&str] = &[
     "bento-primitives",
     "bento-space",
     "bento-common",
+    "bento-heap",
 ];
 
 const TARGET: &str = "thumbv7em-none-eabihf";

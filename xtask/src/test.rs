@@ -13,6 +13,7 @@ const RELEASE: &[&str] = &[
     "bento-primitives",
     "bento-space",
     "bento-common",
+    "bento-heap",
 ];
 
 fn run() -> Outcome {

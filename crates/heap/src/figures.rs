@@ -16,7 +16,7 @@ use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::fmt;
 
-use bento_pages::lock::SpinMutex;
+use crate::sync::Lock;
 
 use crate::sync::{AtomicBool, AtomicUsize, Ordering};
 use crate::track::Leak;
@@ -100,7 +100,7 @@ pub(crate) struct Account {
     /// False once the heap is dropped (its children may keep the account).
     pub(crate) alive: AtomicBool,
     /// The blocks dropped children left (still counted in the figures).
-    pub(crate) orphans: SpinMutex<Vec<Leak>>,
+    pub(crate) orphans: Lock<Vec<Leak>>,
 }
 
 impl fmt::Debug for Account {
@@ -155,7 +155,7 @@ impl Account {
             failures: AtomicUsize::new(0),
             parent,
             alive: AtomicBool::new(true),
-            orphans: SpinMutex::new(Vec::new()),
+            orphans: Lock::new(Vec::new()),
         }
     }
 

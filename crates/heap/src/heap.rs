@@ -17,7 +17,7 @@ use crate::policy::{
 };
 use crate::report;
 use crate::sink::{Event, EventKind, EventSink, tag_name};
-use crate::sync::{AtomicU64, Ordering};
+use crate::sync::{AtomicUsize, Ordering};
 use crate::track::{Leak, NoTracking, TagStats, Track, Tracked, Tracking};
 
 /// The callback a heap calls before it refuses a request over its budget.
@@ -71,7 +71,7 @@ pub struct Heap<A, G: Guards = NoGuards, T: Tracking = NoTracking> {
 struct Extras {
     fill: FillPattern,
     sink: Option<Arc<dyn EventSink>>,
-    seq: AtomicU64,
+    seq: AtomicUsize,
     #[cfg(feature = "tracy")]
     tracy: Option<&'static core::ffi::CStr>,
 }
@@ -271,7 +271,7 @@ impl<G: Guards, T: Tracking> HeapBuilder<G, T> {
             Box::new(Extras {
                 fill: self.fill,
                 sink: self.sink,
-                seq: AtomicU64::new(0),
+                seq: AtomicUsize::new(0),
                 #[cfg(feature = "tracy")]
                 tracy,
             })
@@ -373,11 +373,12 @@ impl<A: Allocator, G: Guards, T: Tracking> Heap<A, G, T> {
         if size == 0 {
             return;
         }
-        // SAFETY: the caller's contract.
-        if (T::ON || G::BYTES != 0 || self.extras.is_some())
-            && !unsafe { self.note_free(ptr, layout) }
-        {
-            return;
+        if T::ON || G::BYTES != 0 || self.extras.is_some() {
+            // SAFETY: the caller's contract.
+            let held = unsafe { self.note_free(ptr, layout) };
+            if !held {
+                return;
+            }
         }
         self.account.release(size, 1);
         let (outer, front) = Self::outer(layout).unwrap_or((layout, 0));
@@ -562,7 +563,7 @@ impl<A: Allocator, G: Guards, T: Tracking> Heap<A, G, T> {
         if let Some(sink) = &x.sink {
             sink.event(&Event {
                 heap: self.account.name,
-                seq: x.seq.fetch_add(1, Ordering::Relaxed),
+                seq: x.seq.fetch_add(1, Ordering::Relaxed) as u64,
                 kind,
                 addr: user.addr().get(),
                 size: layout.size(),

@@ -1,12 +1,15 @@
 //! The registry of heaps and its [`report`]; the leak report a heap gives when it is
 //! dropped.
 
-use alloc::sync::{Arc, Weak};
+use alloc::sync::Arc;
+#[cfg(not(bento_loom))]
+use alloc::sync::Weak;
 use alloc::vec::Vec;
 use core::fmt;
 use core::ptr::NonNull;
 
-use bento_pages::lock::SpinMutex;
+#[cfg(not(bento_loom))]
+use crate::sync::Lock;
 use bento_pages::{Leaks, Misuse, MisuseHook};
 
 use crate::figures::{Account, HeapStats};
@@ -17,13 +20,32 @@ use crate::track::Leak;
 /// Every registered heap's account, weakly: a dropped heap leaves a dead entry, swept
 /// out at the next registration. The table lives in the global allocator, never in a
 /// heap.
-static REGISTRY: SpinMutex<Vec<Weak<Account>>> = SpinMutex::new(Vec::new());
+#[cfg(not(bento_loom))]
+static REGISTRY: Lock<Vec<Weak<Account>>> = Lock::new(Vec::new());
 
-/// Adds `account` to the registry.
+/// Adds `account` to the registry (under loom, whose locks cannot be `static`,
+/// there is none).
 pub(crate) fn register(account: &Arc<Account>) {
-    let mut heaps = REGISTRY.lock();
-    heaps.retain(|w| w.strong_count() > 0);
-    heaps.push(Arc::downgrade(account));
+    #[cfg(not(bento_loom))]
+    {
+        let mut heaps = REGISTRY.lock();
+        heaps.retain(|w| w.strong_count() > 0);
+        heaps.push(Arc::downgrade(account));
+    }
+    #[cfg(bento_loom)]
+    let _ = account;
+}
+
+/// The registered accounts still held.
+fn registered() -> Vec<Arc<Account>> {
+    #[cfg(not(bento_loom))]
+    {
+        REGISTRY.lock().iter().filter_map(Weak::upgrade).collect()
+    }
+    #[cfg(bento_loom)]
+    {
+        Vec::new()
+    }
 }
 
 /// One heap of a [`Report`].
@@ -75,12 +97,8 @@ impl Report {
 /// The figures of every registered heap alive, as one [`Report`].
 #[must_use]
 pub fn report() -> Report {
-    let accounts: Vec<Arc<Account>> = REGISTRY
-        .lock()
-        .iter()
-        .filter_map(Weak::upgrade)
-        .filter(|a| a.alive.load(Ordering::Relaxed))
-        .collect();
+    let mut accounts = registered();
+    accounts.retain(|a| a.alive.load(Ordering::Relaxed));
     let listed = |a: &Arc<Account>| accounts.iter().any(|b| Arc::ptr_eq(a, b));
     let mut rows = Vec::with_capacity(accounts.len());
     // Roots: heaps without a parent, or whose parent is not listed.

@@ -2,13 +2,12 @@
 //! their size, tag and allocation site, per-tag figures, and the leak report built
 //! from them.
 
-use alloc::boxed::Box;
 use alloc::vec::Vec;
 use core::fmt;
 use core::panic::Location;
 use core::ptr::NonNull;
 
-use bento_pages::lock::SpinMutex;
+use crate::sync::Lock;
 use hashbrown::HashMap;
 
 use crate::policy::Tag;
@@ -33,7 +32,7 @@ pub(crate) struct Record {
     pub(crate) tag: Option<&'static Tag>,
     pub(crate) site: Option<&'static Location<'static>>,
     #[cfg(feature = "std")]
-    pub(crate) backtrace: Option<Box<std::backtrace::Backtrace>>,
+    pub(crate) backtrace: Option<alloc::boxed::Box<std::backtrace::Backtrace>>,
 }
 
 /// A live block's pointer, kept in the table (with its provenance, so that
@@ -143,7 +142,7 @@ impl Tracking for NoTracking {
 /// heap's own). Built by [`HeapBuilder::tracking`](crate::HeapBuilder::tracking).
 pub struct Tracked {
     pub(crate) mode: Track,
-    pub(crate) state: SpinMutex<State>,
+    pub(crate) state: Lock<State>,
 }
 
 pub(crate) struct State {
@@ -173,7 +172,7 @@ impl Tracked {
     pub(crate) fn new(mode: Track) -> Self {
         Self {
             mode,
-            state: SpinMutex::new(State {
+            state: Lock::new(State {
                 live: HashMap::new(),
                 tags: Vec::new(),
             }),
@@ -191,7 +190,7 @@ impl Tracked {
     ) {
         #[cfg(feature = "std")]
         let backtrace = (self.mode == Track::Backtraces)
-            .then(|| Box::new(std::backtrace::Backtrace::force_capture()));
+            .then(|| alloc::boxed::Box::new(std::backtrace::Backtrace::force_capture()));
         let record = Record {
             ptr: BlockPtr(ptr),
             size,

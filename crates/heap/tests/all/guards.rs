@@ -84,11 +84,8 @@ fn fill_patterns_show_after_alloc_and_after_free() {
     let layout = Layout::from_size_align(64, 8).unwrap();
     let p = heap.alloc(layout).unwrap();
     // SAFETY: 64 bytes just allocated.
-    assert!(
-        unsafe { core::slice::from_raw_parts(p.as_ptr(), 64) }
-            .iter()
-            .all(|&b| b == 0xCD)
-    );
+    let fresh = unsafe { core::slice::from_raw_parts(p.as_ptr(), 64) };
+    assert!(fresh.iter().all(|&b| b == 0xCD));
     // A grown block's new bytes get the allocation pattern, its old ones stay.
     // SAFETY: writes inside the block; then grows it with its layout.
     let q = unsafe {

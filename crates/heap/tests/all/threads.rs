@@ -20,7 +20,7 @@ fn figures_stay_exact_with_two_threads_and_blocks_crossing_between_them() {
         .tracking(Track::Sites)
         .build(&space);
     is_sync(&heap);
-    let n = cases(20_000, 200);
+    let n = cases(20_000, 60);
     let (tx, rx) = mpsc::channel::<Vec<u8, &Heap<&SpinSpace<_>, _, Tracked>>>();
     std::thread::scope(|s| {
         s.spawn(|| {
@@ -60,7 +60,7 @@ fn a_heap_over_global_is_shared_by_threads() {
     std::thread::scope(|s| {
         for _ in 0..2 {
             s.spawn(|| {
-                for _ in 0..cases(10_000, 100) {
+                for _ in 0..cases(10_000, 40) {
                     let p = heap.alloc(layout).unwrap();
                     // SAFETY: live, with its layout.
                     unsafe { heap.free(p, layout) };
@@ -69,6 +69,6 @@ fn a_heap_over_global_is_shared_by_threads() {
         }
     });
     let s = heap.stats();
-    assert_eq!((s.live_bytes, s.total_allocs), (0, 2 * cases(10_000, 100)));
+    assert_eq!((s.live_bytes, s.total_allocs), (0, 2 * cases(10_000, 40)));
     assert!(s.peak_bytes >= 32 && s.peak_bytes <= 64);
 }

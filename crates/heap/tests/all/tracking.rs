@@ -3,7 +3,7 @@
 
 use core::alloc::Layout;
 
-use allocator_api2::alloc::Global;
+use allocator_api2::alloc::{Allocator, Global};
 use allocator_api2::boxed::Box;
 use bento_heap::{HeapBuilder, OnLeak, Tag, Track};
 
@@ -44,18 +44,21 @@ fn a_leaked_block_is_reported_with_the_file_and_line_that_allocated_it() {
         "{}",
         got[0]
     );
+    // SAFETY: the leaked block, still live in the heap's inner allocator.
+    unsafe { Global.deallocate(kept, layout) };
 }
 
 #[test]
 fn the_leak_policy_panics_logs_or_ignores() {
     let layout = Layout::new::<u64>();
-    let panics = std::panic::catch_unwind(|| {
+    let mut leaked = Vec::new();
+    let panics = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let heap = HeapBuilder::new("leak-panic")
             .register(false)
             .on_leak(OnLeak::Panic)
             .build(Global);
-        let _ = heap.alloc(layout).unwrap();
-    });
+        leaked.push(heap.alloc(layout).unwrap());
+    }));
     let message = panics.unwrap_err();
     let message = message.downcast_ref::<String>().unwrap();
     assert!(
@@ -69,9 +72,13 @@ fn the_leak_policy_panics_logs_or_ignores() {
             .on_leak(on_leak)
             .misuse_hook(record)
             .build(Global);
-        let _ = heap.alloc(layout).unwrap();
+        leaked.push(heap.alloc(layout).unwrap());
         drop(heap);
         assert!(seen().is_empty());
+    }
+    for p in leaked {
+        // SAFETY: the leaked blocks, still live in the heaps' inner allocator.
+        unsafe { Global.deallocate(p, layout) };
     }
 }
 
@@ -156,6 +163,8 @@ fn backtraces_are_kept_when_asked() {
         .tracking(Track::Backtraces)
         .on_leak(OnLeak::Ignore)
         .build(Global);
-    let _ = heap.alloc(Layout::new::<u32>()).unwrap();
+    let p = heap.alloc(Layout::new::<u32>()).unwrap();
     assert!(heap.leaks()[0].backtrace.is_some());
+    // SAFETY: live, with its layout.
+    unsafe { heap.free(p, Layout::new::<u32>()) };
 }

@@ -4,7 +4,7 @@
 
 use core::alloc::Layout;
 
-use allocator_api2::alloc::Global;
+use allocator_api2::alloc::{Allocator, Global};
 use bento_heap::{HeapBuilder, OnLeak, Track};
 
 use crate::{record, seen};
@@ -80,7 +80,7 @@ fn a_dropped_childs_leaks_go_up_to_its_parent() {
         .register(false)
         .parent(&parent)
         .build(Global);
-    let _ = untracked.alloc(bytes(5)).unwrap();
+    let small = untracked.alloc(bytes(5)).unwrap();
     drop(child);
     drop(untracked);
     // Nothing was reported yet: the reports went to the parent.
@@ -109,6 +109,11 @@ fn a_dropped_childs_leaks_go_up_to_its_parent() {
         "{}",
         got[0]
     );
+    // SAFETY: the leaked blocks, still live in the heaps' inner allocator.
+    unsafe {
+        Global.deallocate(leaked, layout);
+        Global.deallocate(small, bytes(5));
+    }
 }
 
 #[test]
