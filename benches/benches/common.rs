@@ -13,10 +13,9 @@
 //! `#[global_allocator]`.
 
 use std::hint::black_box;
-use std::sync::{Barrier, Mutex};
-use std::time::{Duration, Instant};
 
 use bento_benches::XorShift;
+use bento_benches::threads::{THREAD_STEPS, threaded};
 use bento_benches::heap::{
     GlobalHeap, Heap, fill_with, mixed_drain, mixed_size, replace_with, small_size,
 };
@@ -62,103 +61,6 @@ fn single(c: &mut Criterion) {
         g.throughput(Throughput::Elements(2 * STEPS as u64));
         peers!(g, replace_on, size);
         g.finish();
-    }
-}
-
-/// Steps each thread runs per measured round.
-const THREAD_STEPS: usize = 50_000;
-const THREAD_LIVE: usize = 1000;
-/// One block in this many goes to the other thread.
-const HANDOFF: usize = 16;
-
-/// A block on its way to another thread (the pointer is only freed there).
-struct Sent(std::ptr::NonNull<u8>, usize);
-// SAFETY: a block of a `Sync` allocator, owned by whoever holds the `Sent`.
-unsafe impl Send for Sent {}
-
-/// `threads` threads replacing blocks of 1–512 B and freeing each other's; returns
-/// the time of `rounds` rounds.
-fn threaded<A: std::alloc::GlobalAlloc + Sync>(alloc: &A, threads: usize, rounds: u64) -> Duration {
-    let inboxes: Vec<Mutex<Vec<Sent>>> = (0..threads).map(|_| Mutex::new(Vec::new())).collect();
-    let start = Barrier::new(threads + 1);
-    let done = Barrier::new(threads + 1);
-    let elapsed = std::thread::scope(|s| {
-        for t in 0..threads {
-            let (inboxes, start, done) = (&inboxes, &start, &done);
-            s.spawn(move || {
-                let mut heap = GlobalHeap(Shared(alloc));
-                let mut rng = XorShift(0x9E37_79B9_7F4A_7C15 ^ (t as u64 + 1));
-                let size = |r: u64| 1 + (r as usize & 511);
-                let mut live = fill_with(&mut heap, &mut rng, THREAD_LIVE, size);
-                let mut outbox = Vec::with_capacity(THREAD_STEPS / HANDOFF + 1);
-                start.wait();
-                for _ in 0..rounds {
-                    for step in 0..THREAD_STEPS {
-                        let r = rng.next();
-                        let slot = &mut live[bento_benches::heap::below(r, THREAD_LIVE)];
-                        if step % HANDOFF == 0 {
-                            outbox.push(Sent(slot.0, slot.1));
-                        } else {
-                            // SAFETY: a live block of its recorded size.
-                            unsafe { heap.deallocate(slot.0, layout(slot.1)) };
-                        }
-                        let n = size(r.rotate_left(32));
-                        let p = heap.allocate(layout(n));
-                        // SAFETY: a fresh block of at least 1 byte.
-                        unsafe { p.as_ptr().write(n as u8) };
-                        *slot = (p, n);
-                        if outbox.len() == 64 {
-                            let to = (t + 1) % threads;
-                            inboxes[to].lock().unwrap().append(&mut outbox);
-                            let mine = std::mem::take(&mut *inboxes[t].lock().unwrap());
-                            for Sent(p, n) in mine {
-                                // SAFETY: a live block another thread gave up.
-                                unsafe { heap.deallocate(p, layout(n)) };
-                            }
-                        }
-                    }
-                }
-                done.wait();
-                for (p, n) in live
-                    .drain(..)
-                    .chain(outbox.drain(..).map(|Sent(p, n)| (p, n)))
-                {
-                    // SAFETY: live blocks of their sizes.
-                    unsafe { heap.deallocate(p, layout(n)) };
-                }
-            });
-        }
-        start.wait();
-        let t0 = Instant::now();
-        done.wait();
-        t0.elapsed()
-    });
-    // The inboxes' leftovers, once every thread has stopped sending.
-    for inbox in &inboxes {
-        for Sent(p, n) in inbox.lock().unwrap().drain(..) {
-            // SAFETY: live blocks nobody else holds now.
-            unsafe { alloc.dealloc(p.as_ptr(), layout(n)) };
-        }
-    }
-    elapsed
-}
-
-fn layout(size: usize) -> std::alloc::Layout {
-    std::alloc::Layout::from_size_align(size, 8).expect("a small size")
-}
-
-/// A shared reference to a `GlobalAlloc`, as a `GlobalAlloc`.
-struct Shared<'a, A>(&'a A);
-
-// SAFETY: forwards to `A`.
-unsafe impl<A: std::alloc::GlobalAlloc> std::alloc::GlobalAlloc for Shared<'_, A> {
-    unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
-        // SAFETY: the caller's contract.
-        unsafe { self.0.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
-        // SAFETY: the caller's contract.
-        unsafe { self.0.dealloc(ptr, layout) }
     }
 }
 

@@ -27,7 +27,9 @@ const FRAME: usize = 10_000;
 const LIVE: usize = 10_000;
 
 /// The space modes, `space-<workload>-<peer>` (peers: bento (the space), common,
-/// glibc, dlmalloc, rlsf, talc, mimalloc, jemalloc), each counting one loop of
+/// glibc, dlmalloc, rlsf, talc, mimalloc, jemalloc; heap (a bento-heap over the
+/// space), commonapi (the common allocator through `Allocator`) and heapcommon (a
+/// heap over it)), each counting one loop of
 /// `bento_benches::heap` (`--toggle-collect='bento_benches::heap::<loop>*'`):
 /// - `mixed`: `n` steps of the mixed workload, 10k live (`mixed_replace`; two
 ///   operations a step);
@@ -80,6 +82,20 @@ fn space_mode(which: &str, n: usize) -> Option<u64> {
     }
     Some(match peer {
         "bento" => go(Api(&space), workload, n),
+        "heap" => go(
+            Api(&bento_heap::HeapBuilder::new("insns").build(&space)),
+            workload,
+            n,
+        ),
+        "commonapi" => go(Api(&bento_common::CommonAllocator::new()), workload, n),
+        "heapcommon" => {
+            let common = bento_common::CommonAllocator::new();
+            go(
+                Api(&bento_heap::HeapBuilder::new("insns").build(&common)),
+                workload,
+                n,
+            )
+        }
         "common" => go(
             GlobalHeap(bento_common::CommonAllocator::new()),
             workload,
