@@ -15,10 +15,10 @@
 use std::hint::black_box;
 
 use bento_benches::XorShift;
-use bento_benches::threads::{THREAD_STEPS, threaded};
 use bento_benches::heap::{
     GlobalHeap, Heap, fill_with, mixed_drain, mixed_size, replace_with, small_size,
 };
+use bento_benches::threads::{THREAD_STEPS, threaded};
 use bento_common::CommonAllocator;
 use criterion::{
     BenchmarkGroup, BenchmarkId, Criterion, Throughput, criterion_group, criterion_main,

@@ -16,7 +16,9 @@ use std::hint::black_box;
 
 use allocator_api2::alloc::Allocator;
 use bento_benches::XorShift;
-use bento_benches::heap::{Api, Heap, fill_with, mixed_drain, mixed_size, replace_with, small_size};
+use bento_benches::heap::{
+    Api, Heap, fill_with, mixed_drain, mixed_size, replace_with, small_size,
+};
 use bento_benches::threads::{RawGlobal, THREAD_STEPS, threaded};
 use bento_common::CommonAllocator;
 use bento_heap::{Canaries, FillPattern, HeapBuilder, Track};
@@ -62,13 +64,19 @@ fn over_space(c: &mut Criterion) {
     let h = HeapBuilder::new("bench-budget").budget(1 << 30).build(&s);
     replace_on(&mut g, "heap_budget", Api(&h), size);
     let s = space();
-    let h = HeapBuilder::new("bench-guards").guards(Canaries::<16>).build(&s);
+    let h = HeapBuilder::new("bench-guards")
+        .guards(Canaries::<16>)
+        .build(&s);
     replace_on(&mut g, "heap_canaries16", Api(&h), size);
     let s = space();
-    let h = HeapBuilder::new("bench-tracked").tracking(Track::Sites).build(&s);
+    let h = HeapBuilder::new("bench-tracked")
+        .tracking(Track::Sites)
+        .build(&s);
     replace_on(&mut g, "heap_tracked", Api(&h), size);
     let s = space();
-    let h = HeapBuilder::new("bench-fill").fill(FillPattern::DEBUG).build(&s);
+    let h = HeapBuilder::new("bench-fill")
+        .fill(FillPattern::DEBUG)
+        .build(&s);
     replace_on(&mut g, "heap_fill", Api(&h), size);
     g.finish();
 }
@@ -87,7 +95,9 @@ fn over_common(c: &mut Criterion) {
     let h = HeapBuilder::new("bench-common").build(&common);
     replace_on(&mut g, "heap", Api(&h), size);
     let common = CommonAllocator::new();
-    let h = HeapBuilder::new("bench-common-budget").budget(1 << 30).build(&common);
+    let h = HeapBuilder::new("bench-common-budget")
+        .budget(1 << 30)
+        .build(&common);
     replace_on(&mut g, "heap_budget", Api(&h), size);
     g.finish();
 }
@@ -96,7 +106,11 @@ fn over_common(c: &mut Criterion) {
 fn threads(c: &mut Criterion) {
     let mut g = c.benchmark_group("heap/threads");
     g.sample_size(20);
-    fn on<A: std::alloc::GlobalAlloc + Sync>(g: &mut BenchmarkGroup<'_, WallTime>, name: &str, alloc: A) {
+    fn on<A: std::alloc::GlobalAlloc + Sync>(
+        g: &mut BenchmarkGroup<'_, WallTime>,
+        name: &str,
+        alloc: A,
+    ) {
         for n in [1, 2] {
             g.throughput(Throughput::Elements((2 * THREAD_STEPS * n) as u64));
             g.bench_with_input(BenchmarkId::new(name, n), &n, |b, &n| {
@@ -106,7 +120,9 @@ fn threads(c: &mut Criterion) {
     }
     on(&mut g, "common", CommonAllocator::new());
     let common: &'static CommonAllocator = Box::leak(Box::new(CommonAllocator::new()));
-    let heap = HeapBuilder::new("bench-threads").budget(1 << 30).build(common);
+    let heap = HeapBuilder::new("bench-threads")
+        .budget(1 << 30)
+        .build(common);
     on(&mut g, "heap_over_common", RawGlobal(heap));
     g.finish();
 }

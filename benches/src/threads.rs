@@ -22,7 +22,11 @@ unsafe impl Send for Sent {}
 
 /// `threads` threads replacing blocks of 1–512 B and freeing each other's; returns
 /// the time of `rounds` rounds.
-pub fn threaded<A: std::alloc::GlobalAlloc + Sync>(alloc: &A, threads: usize, rounds: u64) -> Duration {
+pub fn threaded<A: std::alloc::GlobalAlloc + Sync>(
+    alloc: &A,
+    threads: usize,
+    rounds: u64,
+) -> Duration {
     let inboxes: Vec<Mutex<Vec<Sent>>> = (0..threads).map(|_| Mutex::new(Vec::new())).collect();
     let start = Barrier::new(threads + 1);
     let done = Barrier::new(threads + 1);
@@ -105,7 +109,6 @@ unsafe impl<A: std::alloc::GlobalAlloc> std::alloc::GlobalAlloc for Shared<'_, A
         unsafe { self.0.dealloc(ptr, layout) }
     }
 }
-
 
 /// Any bento [`RawAlloc`] (a heap) as a `GlobalAlloc`, for [`threaded`].
 #[derive(Debug)]

@@ -1,7 +1,8 @@
 //! `cargo xtask test`: tier 0, every unit, property, model and doc test; then every
 //! allocator crate's unit and integration tests once more in a release build, where
 //! the debug checks are off and the release-only paths run (the pools keep no count of
-//! chunks in use, the stacks' and the space's figures and `validate` take other paths).
+//! chunks in use, the stacks' and the space's figures and `validate` take other paths);
+//! and bento-heap's Tracy test with the `tracy` feature.
 
 use crate::step::{Outcome, Step, cargo, status};
 
@@ -28,5 +29,20 @@ fn run() -> Outcome {
     for krate in RELEASE {
         cmd.args(["-p", krate]);
     }
+    match status(cmd) {
+        Outcome::Passed => {}
+        other => return other,
+    }
+    // The heaps with the Tracy client built in and started.
+    let mut cmd = cargo();
+    cmd.args([
+        "test",
+        "-p",
+        "bento-heap",
+        "--features",
+        "tracy",
+        "--test",
+        "tracy",
+    ]);
     status(cmd)
 }

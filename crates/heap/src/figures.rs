@@ -1,12 +1,13 @@
 //! A heap's figures and budget: the [`Account`] every heap keeps (shared with its
 //! children, which charge it too), and [`HeapStats`].
 //!
-//! The hot path touches one of two lanes. The first thread that uses a heap owns its
-//! first lane and updates it with plain loads and stores of atomics (no read-modify-
-//! write: it is the only writer); every other thread updates the second lane with
-//! `fetch_add`. A heap used by one thread therefore pays no atomic instruction, and
-//! two threads never write the same cache line. Without `std` there is no cheap
-//! thread identity, so every thread takes the second lane.
+//! The hot path touches one lane of counters, each on its own cache line. The first
+//! thread that uses a heap owns the first lane and updates it with plain loads and
+//! stores of atomics (no read-modify-write: it is the only writer); every other
+//! thread updates one of four shared lanes, chosen by the address of a thread-local,
+//! with `fetch_add`. A heap used by one thread therefore pays no atomic
+//! instruction, and threads seldom write the same cache line. Without `std` there is
+//! no cheap thread identity, so every thread takes the first shared lane.
 //!
 //! One comparison covers both the budget and the peak: the live total is compared
 //! with `watermark = min(peak, budget)`, and only an allocation that passes it takes
@@ -65,7 +66,16 @@ struct Lane {
     live: AtomicUsize,
     allocs: AtomicUsize,
     frees: AtomicUsize,
+    /// The other lanes' `live` as this lane's writers last read it.
+    view: AtomicUsize,
 }
+
+/// Lanes shared by the threads other than the owner (chosen by thread): 4.
+const SHARED_BITS: u32 = 2;
+const SHARED: usize = 1 << SHARED_BITS;
+
+/// A lane reads the other lane afresh at least once in this many allocations.
+const REFRESH: usize = 64;
 
 impl Lane {
     fn new() -> Self {
@@ -73,6 +83,7 @@ impl Lane {
             live: AtomicUsize::new(0),
             allocs: AtomicUsize::new(0),
             frees: AtomicUsize::new(0),
+            view: AtomicUsize::new(0),
         }
     }
 }
@@ -82,14 +93,14 @@ pub(crate) struct Account {
     pub(crate) name: &'static str,
     // Invariant: `usize::MAX` when there is no budget.
     budget: usize,
-    // Invariant: the token of the thread whose lane `mine` is (written once, from 0),
-    // or 0 before any thread used the heap.
+    // Invariant: the token of the thread whose lane is `lanes[0]` (written once,
+    // from 0), or 0 before any thread used the heap.
     owner: AtomicUsize,
-    // Invariant: written by the owner thread only.
-    mine: Lane,
-    others: Lane,
-    // Invariant: the bytes and blocks of `mine` and `others` that children charged
-    // (always read-modify-write).
+    // Invariant: `lanes[0]` is written by the owner thread only, with plain stores;
+    // the others by any thread, with read-modify-writes.
+    lanes: [Lane; 1 + SHARED],
+    // Invariant: the bytes and blocks of the lanes that children charged (always
+    // read-modify-write).
     nested_bytes: AtomicUsize,
     nested_blocks: AtomicUsize,
     // Invariant: `min(peak, budget)`.
@@ -146,8 +157,7 @@ impl Account {
             name,
             budget,
             owner: AtomicUsize::new(0),
-            mine: Lane::new(),
-            others: Lane::new(),
+            lanes: core::array::from_fn(|_| Lane::new()),
             nested_bytes: AtomicUsize::new(0),
             nested_blocks: AtomicUsize::new(0),
             watermark: AtomicUsize::new(0),
@@ -159,53 +169,55 @@ impl Account {
         }
     }
 
-    /// The lane this thread writes, and whether it is the owner's (plain stores).
+    /// The lane this thread writes and its index (0: the owner's, plain stores).
     #[inline]
-    fn lane(&self) -> (&Lane, bool) {
+    fn lane(&self) -> (&Lane, usize) {
         let me = token();
         if me != 0 {
             let owner = self.owner.load(Ordering::Relaxed);
-            if owner == me {
-                return (&self.mine, true);
-            }
-            if owner == 0
-                && self
-                    .owner
-                    .compare_exchange(0, me, Ordering::Relaxed, Ordering::Relaxed)
-                    .is_ok()
+            if owner == me
+                || (owner == 0
+                    && self
+                        .owner
+                        .compare_exchange(0, me, Ordering::Relaxed, Ordering::Relaxed)
+                        .is_ok())
             {
-                return (&self.mine, true);
+                return (&self.lanes[0], 0);
             }
         }
-        (&self.others, false)
+        // A shared lane by the thread's token: distinct threads' thread-locals lie
+        // pages apart.
+        let i = 1 + ((me >> 12).wrapping_mul(0x9E37_79B9) >> (usize::BITS - SHARED_BITS));
+        (&self.lanes[i], i)
     }
 
-    /// Adds `bytes` (and `blocks`, 0 or 1) to this thread's lane; returns the live
-    /// total after.
+    /// Adds `bytes` (and `blocks`, 0 or 1) to `lane`; returns its live bytes and its
+    /// allocation count after.
     #[inline]
-    fn add(&self, bytes: usize, blocks: usize) -> usize {
-        let (lane, mine) = self.lane();
+    fn add(lane: &Lane, mine: bool, bytes: usize, blocks: usize) -> (usize, usize) {
         if mine {
             let live = lane.live.load(Ordering::Relaxed).wrapping_add(bytes);
             lane.live.store(live, Ordering::Relaxed);
-            let n = lane.allocs.load(Ordering::Relaxed);
-            lane.allocs.store(n + blocks, Ordering::Relaxed);
-            live.wrapping_add(self.others.live.load(Ordering::Relaxed))
+            let n = lane.allocs.load(Ordering::Relaxed) + blocks;
+            lane.allocs.store(n, Ordering::Relaxed);
+            (live, n)
         } else {
             let live = lane
                 .live
                 .fetch_add(bytes, Ordering::Relaxed)
                 .wrapping_add(bytes);
-            lane.allocs.fetch_add(blocks, Ordering::Relaxed);
-            live.wrapping_add(self.mine.live.load(Ordering::Relaxed))
+            (
+                live,
+                lane.allocs.fetch_add(blocks, Ordering::Relaxed) + blocks,
+            )
         }
     }
 
     /// Takes `bytes` (and `blocks` frees, 0 or 1) off this thread's lane.
     #[inline]
     fn sub(&self, bytes: usize, blocks: usize) {
-        let (lane, mine) = self.lane();
-        if mine {
+        let (lane, i) = self.lane();
+        if i == 0 {
             let live = lane.live.load(Ordering::Relaxed);
             lane.live.store(live.wrapping_sub(bytes), Ordering::Relaxed);
             let n = lane.frees.load(Ordering::Relaxed);
@@ -218,8 +230,8 @@ impl Account {
 
     /// Undoes an `add` that the budget refused: bytes back, and the block uncounted.
     fn unadd(&self, bytes: usize, blocks: usize) {
-        let (lane, mine) = self.lane();
-        if mine {
+        let (lane, i) = self.lane();
+        if i == 0 {
             let live = lane.live.load(Ordering::Relaxed);
             lane.live.store(live.wrapping_sub(bytes), Ordering::Relaxed);
             let n = lane.allocs.load(Ordering::Relaxed);
@@ -232,10 +244,18 @@ impl Account {
 
     /// Charges `bytes` (and `blocks`) to this account and every ancestor; false (and
     /// nothing charged) when that passes a budget on the way.
+    ///
+    /// The live total is this lane's bytes plus its `view` of the other lane, so the
+    /// fast path reads no line another thread writes; the view is refreshed on the
+    /// slow path and every [`REFRESH`] allocations of the lane.
     #[inline]
     pub(crate) fn charge(&self, bytes: usize, blocks: usize) -> bool {
-        let live = self.add(bytes, blocks);
-        if live > self.watermark.load(Ordering::Relaxed) && !self.passed(live) {
+        let (lane, i) = self.lane();
+        let (live, allocs) = Self::add(lane, i == 0, bytes, blocks);
+        let total = live.wrapping_add(lane.view.load(Ordering::Relaxed));
+        if (total > self.watermark.load(Ordering::Relaxed) || allocs % REFRESH == 0)
+            && !self.passed(lane, i, live)
+        {
             self.unadd(bytes, blocks);
             return false;
         }
@@ -257,17 +277,31 @@ impl Account {
         }
     }
 
-    /// The slow path of a charge that took the live total to `live`, above the
-    /// watermark: false when that passes the budget; else the peak rises to `live`.
+    /// The slow path of a charge that took `lane` (index `i`) to `live` bytes and the
+    /// live total, as the lane saw it, above the watermark (or a periodic refresh):
+    /// reads the other lanes afresh; false when the total passes the budget, else the peak
+    /// rises to it.
     #[cold]
     #[inline(never)]
-    fn passed(&self, live: usize) -> bool {
-        if live > self.budget {
+    fn passed(&self, lane: &Lane, i: usize, live: usize) -> bool {
+        let seen = self
+            .lanes
+            .iter()
+            .enumerate()
+            .filter(|&(j, _)| j != i)
+            .fold(0usize, |sum, (_, l)| {
+                sum.wrapping_add(l.live.load(Ordering::Relaxed))
+            });
+        lane.view.store(seen, Ordering::Relaxed);
+        let total = live.wrapping_add(seen);
+        if total > self.budget {
             return false;
         }
-        let peak = self.peak.fetch_max(live, Ordering::Relaxed).max(live);
-        self.watermark
-            .store(peak.min(self.budget), Ordering::Relaxed);
+        if total > self.peak.load(Ordering::Relaxed) {
+            let peak = self.peak.fetch_max(total, Ordering::Relaxed).max(total);
+            self.watermark
+                .store(peak.min(self.budget), Ordering::Relaxed);
+        }
         true
     }
 
@@ -310,9 +344,9 @@ impl Account {
     /// The figures, summed over the lanes.
     pub(crate) fn stats(&self) -> HeapStats {
         let sum = |f: fn(&Lane) -> &AtomicUsize| {
-            f(&self.mine)
-                .load(Ordering::Relaxed)
-                .wrapping_add(f(&self.others).load(Ordering::Relaxed))
+            self.lanes
+                .iter()
+                .fold(0usize, |s, l| s.wrapping_add(f(l).load(Ordering::Relaxed)))
         };
         let live_bytes = sum(|l| &l.live);
         let total_allocs = sum(|l| &l.allocs);
