@@ -1,13 +1,11 @@
 //! A heap's figures and budget: the [`Account`] every heap keeps (shared with its
 //! children, which charge it too), and [`HeapStats`].
 //!
-//! The hot path touches one lane of counters, each on its own cache line. The first
-//! thread that uses a heap owns the first lane and updates it with plain loads and
-//! stores of atomics (no read-modify-write: it is the only writer); every other
-//! thread updates one of four shared lanes, chosen by the address of a thread-local,
-//! with `fetch_add`. A heap used by one thread therefore pays no atomic
-//! instruction, and threads seldom write the same cache line. Without `std` there is
-//! no cheap thread identity, so every thread takes the first shared lane.
+//! The hot path touches one lane of counters, each on its own cache line: the lane of
+//! the thread's slot (see `slot`), which only that thread writes, with plain loads and
+//! stores of atomics, or the shared lane, with `fetch_add`. Threads therefore pay no
+//! atomic read-modify-write and never write the same cache line (up to 16 threads
+//! at once; more share a lane).
 //!
 //! One comparison covers both the budget and the peak: the live total is compared
 //! with `watermark = min(peak, budget)`, and only an allocation that passes it takes
@@ -17,6 +15,7 @@ use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::fmt;
 
+use crate::slot::{self, LANES, SHARED};
 use crate::sync::Lock;
 
 use crate::sync::{AtomicBool, AtomicUsize, Ordering};
@@ -70,10 +69,6 @@ struct Lane {
     view: AtomicUsize,
 }
 
-/// Lanes shared by the threads other than the owner (chosen by thread): 4.
-const SHARED_BITS: u32 = 2;
-const SHARED: usize = 1 << SHARED_BITS;
-
 /// A lane reads the other lane afresh at least once in this many allocations.
 const REFRESH: usize = 64;
 
@@ -93,12 +88,9 @@ pub(crate) struct Account {
     pub(crate) name: &'static str,
     // Invariant: `usize::MAX` when there is no budget.
     budget: usize,
-    // Invariant: the token of the thread whose lane is `lanes[0]` (written once,
-    // from 0), or 0 before any thread used the heap.
-    owner: AtomicUsize,
-    // Invariant: `lanes[0]` is written by the owner thread only, with plain stores;
-    // the others by any thread, with read-modify-writes.
-    lanes: [Lane; 1 + SHARED],
+    // Invariant: lane `i < OWNED` is written only by the thread that owns slot `i`,
+    // with plain stores; lane `SHARED` by any thread, with read-modify-writes.
+    lanes: [Lane; LANES],
     // Invariant: the bytes and blocks of the lanes that children charged (always
     // read-modify-write).
     nested_bytes: AtomicUsize,
@@ -123,29 +115,6 @@ impl fmt::Debug for Account {
     }
 }
 
-/// This thread's token: the address of a thread-local, never 0; 0 without `std`.
-#[inline]
-fn token() -> usize {
-    #[cfg(all(feature = "std", not(bento_loom)))]
-    {
-        std::thread_local! {
-            static TOKEN: u8 = const { 0 };
-        }
-        TOKEN.with(|t| core::ptr::from_ref(t).addr())
-    }
-    #[cfg(all(feature = "std", bento_loom))]
-    {
-        loom::thread_local! {
-            static TOKEN: u8 = 0;
-        }
-        TOKEN.with(|t| core::ptr::from_ref(t).addr())
-    }
-    #[cfg(not(feature = "std"))]
-    {
-        0
-    }
-}
-
 impl Account {
     pub(crate) fn new(
         name: &'static str,
@@ -156,7 +125,6 @@ impl Account {
         Self {
             name,
             budget,
-            owner: AtomicUsize::new(0),
             lanes: core::array::from_fn(|_| Lane::new()),
             nested_bytes: AtomicUsize::new(0),
             nested_blocks: AtomicUsize::new(0),
@@ -169,25 +137,10 @@ impl Account {
         }
     }
 
-    /// The lane this thread writes and its index (0: the owner's, plain stores).
+    /// The lane this thread writes and its index.
     #[inline]
     fn lane(&self) -> (&Lane, usize) {
-        let me = token();
-        if me != 0 {
-            let owner = self.owner.load(Ordering::Relaxed);
-            if owner == me
-                || (owner == 0
-                    && self
-                        .owner
-                        .compare_exchange(0, me, Ordering::Relaxed, Ordering::Relaxed)
-                        .is_ok())
-            {
-                return (&self.lanes[0], 0);
-            }
-        }
-        // A shared lane by the thread's token: distinct threads' thread-locals lie
-        // pages apart.
-        let i = 1 + ((me >> 12).wrapping_mul(0x9E37_79B9) >> (usize::BITS - SHARED_BITS));
+        let i = slot::current() % LANES;
         (&self.lanes[i], i)
     }
 
@@ -217,7 +170,7 @@ impl Account {
     #[inline]
     fn sub(&self, bytes: usize, blocks: usize) {
         let (lane, i) = self.lane();
-        if i == 0 {
+        if i != SHARED {
             let live = lane.live.load(Ordering::Relaxed);
             lane.live.store(live.wrapping_sub(bytes), Ordering::Relaxed);
             let n = lane.frees.load(Ordering::Relaxed);
@@ -231,7 +184,7 @@ impl Account {
     /// Undoes an `add` that the budget refused: bytes back, and the block uncounted.
     fn unadd(&self, bytes: usize, blocks: usize) {
         let (lane, i) = self.lane();
-        if i == 0 {
+        if i != SHARED {
             let live = lane.live.load(Ordering::Relaxed);
             lane.live.store(live.wrapping_sub(bytes), Ordering::Relaxed);
             let n = lane.allocs.load(Ordering::Relaxed);
@@ -251,7 +204,7 @@ impl Account {
     #[inline]
     pub(crate) fn charge(&self, bytes: usize, blocks: usize) -> bool {
         let (lane, i) = self.lane();
-        let (live, allocs) = Self::add(lane, i == 0, bytes, blocks);
+        let (live, allocs) = Self::add(lane, i != SHARED, bytes, blocks);
         let total = live.wrapping_add(lane.view.load(Ordering::Relaxed));
         if (total > self.watermark.load(Ordering::Relaxed) || allocs % REFRESH == 0)
             && !self.passed(lane, i, live)

@@ -10,6 +10,27 @@ mod heap;
 mod policy;
 mod report;
 mod sink;
+mod slot;
+
+/// The slot protocol of the figures' lanes, for the loom models.
+#[cfg(bento_loom)]
+#[doc(hidden)]
+pub mod __loom {
+    use loom::sync::atomic::AtomicUsize;
+
+    /// Slots threads can own.
+    pub const OWNED: usize = crate::slot::OWNED;
+
+    /// Takes a slot of `bits`.
+    pub fn take(bits: &AtomicUsize) -> usize {
+        crate::slot::take(bits)
+    }
+
+    /// Gives slot `i` back to `bits`.
+    pub fn give(bits: &AtomicUsize, i: usize) {
+        crate::slot::give(bits, i);
+    }
+}
 mod sync;
 mod track;
 

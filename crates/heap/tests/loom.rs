@@ -1,11 +1,14 @@
-//! Loom models of a heap's figures: the first thread to use a heap owns a lane it
-//! writes without read-modify-write, other threads share a lane of `fetch_add`s, and
-//! every sum comes out exact whichever thread claims the lane first, with blocks
-//! freed on another thread than the one that allocated them.
+//! Loom models of a heap's figures: each thread writes the lane of the slot it owns
+//! (plain stores), slots are claimed from a global bitmap and given back when a
+//! thread exits, and every sum comes out exact, with blocks freed on another thread
+//! than the one that allocated them and slots passing from an exited thread to the
+//! next. The model threads alone use the heap (loom tears the main thread's
+//! thread-locals down after the model's statics).
 
 #![cfg(bento_loom)]
 
 use core::alloc::Layout;
+use core::ptr::NonNull;
 use std::rc::Rc;
 
 use allocator_api2::alloc::Global;
@@ -26,45 +29,91 @@ fn heap() -> Rc<Heap<Global>> {
 }
 
 #[test]
-fn two_threads_racing_for_the_lane_keep_every_sum_exact() {
+fn two_threads_keep_every_sum_exact() {
     loom::model(|| {
         let heap = heap();
         let h = heap.clone();
-        let sizes = in_threads(2, move |i| {
+        let kept: Vec<NonNull<u8>> = in_threads(2, move |i| {
             let p = h.alloc(layout(16 * i)).unwrap();
             // SAFETY: live, with its layout.
             unsafe { h.free(p, layout(16 * i)) };
-            let q = h.alloc(layout(8)).unwrap();
-            (q.addr().get(), q)
+            h.alloc(layout(8)).unwrap()
         });
         let s = heap.stats();
         assert_eq!((s.live_bytes, s.live_blocks, s.total_allocs), (16, 2, 4));
         assert!(s.peak_bytes >= 16 + 8 && s.peak_bytes <= 32 + 16);
-        for (_, q) in sizes {
-            // SAFETY: live, with its layout.
-            unsafe { heap.free(q, layout(8)) };
-        }
+        let h = heap.clone();
+        in_threads(1, move |_| {
+            for &q in &kept {
+                // SAFETY: live, with its layout; their threads gave them up.
+                unsafe { h.free(q, layout(8)) };
+            }
+        });
         let s = heap.stats();
         assert_eq!((s.live_bytes, s.total_frees), (0, 4));
     });
 }
 
 #[test]
-fn a_block_freed_on_the_other_thread_leaves_the_sums_exact() {
+fn a_slot_passes_from_an_exited_thread_and_blocks_cross_threads() {
     loom::model(|| {
         let heap = heap();
-        let first = heap.alloc(layout(24)).unwrap();
         let h = heap.clone();
-        // The main thread owns the lane; the other frees its block and allocates.
-        let got = in_threads(1, move |_| {
-            // SAFETY: live, with its layout; the main thread gave it up.
-            unsafe { h.free(first, layout(24)) };
-            h.alloc(layout(40)).unwrap()
+        let first = in_threads(1, move |_| h.alloc(layout(24)).unwrap())[0];
+        // The first thread has exited and given its slot back: the next ones take
+        // it, one of them freeing the block the first allocated.
+        let h = heap.clone();
+        let got = in_threads(2, move |i| {
+            if i == 1 {
+                // SAFETY: live, with its layout; its thread gave it up.
+                unsafe { h.free(first, layout(24)) };
+                None
+            } else {
+                Some(h.alloc(layout(40)).unwrap())
+            }
         });
         let s = heap.stats();
         assert_eq!((s.live_bytes, s.live_blocks), (40, 1));
-        // SAFETY: live, with its layout.
-        unsafe { heap.free(got[0], layout(40)) };
+        let p = got.into_iter().flatten().next().unwrap();
+        let h = heap.clone();
+        in_threads(1, move |_| {
+            // SAFETY: live, with its layout.
+            unsafe { h.free(p, layout(40)) };
+        });
         assert_eq!(heap.stats().live_bytes, 0);
+    });
+}
+
+#[test]
+fn a_slot_hands_its_plainly_written_lane_to_the_next_owner() {
+    use loom::sync::Arc;
+    use loom::sync::atomic::{AtomicUsize, Ordering};
+
+    use bento_heap::__loom::{OWNED, give, take};
+
+    loom::model(|| {
+        // Every slot but one is taken: the two threads take turns owning the last.
+        let bits = Arc::new(AtomicUsize::new(((1 << OWNED) - 1) & !1));
+        let lane = Arc::new(AtomicUsize::new(0));
+        let (b, l) = (bits.clone(), lane.clone());
+        in_threads(2, move |_| {
+            loop {
+                match take(&b) {
+                    0 => {
+                        // The owner writes its lane with a plain load and store: it
+                        // must see the last owner's write, or an increment is lost.
+                        let v = l.load(Ordering::Relaxed);
+                        l.store(v + 1, Ordering::Relaxed);
+                        give(&b, 0);
+                        return;
+                    }
+                    i => {
+                        assert_eq!(i, OWNED, "only slot 0 is free");
+                        loom::thread::yield_now();
+                    }
+                }
+            }
+        });
+        assert_eq!(lane.load(Ordering::Relaxed), 2);
     });
 }

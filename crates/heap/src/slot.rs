@@ -1,0 +1,125 @@
+//! Which lane of every heap's figures this thread writes.
+//!
+//! A thread takes one of [`OWNED`] slots from a global bitmap the first time it uses
+//! any heap, and gives it back when it exits (a second thread-local's destructor,
+//! registered at the claim, which first points the thread at the shared lane: the
+//! slot itself is a plain `const` thread-local, one load on the hot path). Slot `i`
+//! has one owner at a time, so lane `i` of every heap is written by one thread only,
+//! with plain loads and stores of its atomics: no read-modify-write on the hot path.
+//! The release of a slot (`Release`) and its next claim (`Acquire`) hand the lanes'
+//! last values to the next owner. A thread that finds every slot taken, that runs
+//! while its thread-locals are being destroyed, or a build without `std` (no
+//! thread-locals), writes the [`SHARED`] lane with `fetch_add`. Under loom, whose
+//! statics and thread-locals end with each execution, every thread takes the shared
+//! lane, and the models drive [`take`] and [`give`] directly.
+
+use crate::sync::{AtomicUsize, Ordering};
+
+/// Slots threads can own.
+pub(crate) const OWNED: usize = 15;
+/// The lane every thread without a slot writes, with read-modify-writes.
+pub(crate) const SHARED: usize = OWNED;
+/// Lanes per heap (a power of two, so a lane index needs no bounds check).
+pub(crate) const LANES: usize = OWNED + 1;
+
+const _: () = assert!(LANES.is_power_of_two() && OWNED < usize::BITS as usize);
+
+/// Takes the lowest free slot of the bitmap `bits` (`Acquire`: the last owner's
+/// writes to its lanes are visible), or [`SHARED`] when every slot is taken.
+pub(crate) fn take(bits: &AtomicUsize) -> usize {
+    let mut taken = bits.load(Ordering::Relaxed);
+    loop {
+        let free = !taken & ((1 << OWNED) - 1);
+        if free == 0 {
+            return SHARED;
+        }
+        let i = free.trailing_zeros() as usize;
+        match bits.compare_exchange_weak(
+            taken,
+            taken | 1 << i,
+            Ordering::Acquire,
+            Ordering::Relaxed,
+        ) {
+            Ok(_) => return i,
+            Err(now) => taken = now,
+        }
+    }
+}
+
+/// Gives slot `i` back to `bits` (`Release`: the owner's writes to its lanes go to
+/// the next owner); the shared lane is nobody's.
+pub(crate) fn give(bits: &AtomicUsize, i: usize) {
+    if i < OWNED {
+        bits.fetch_and(!(1 << i), Ordering::Release);
+    }
+}
+
+#[cfg(all(feature = "std", not(bento_loom)))]
+mod imp {
+    use core::cell::Cell;
+
+    use super::{SHARED, give, take};
+    use crate::sync::AtomicUsize;
+
+    /// Not claimed yet.
+    const NONE: usize = usize::MAX;
+
+    /// The slots taken.
+    static SLOTS: AtomicUsize = AtomicUsize::new(0);
+
+    /// Gives this thread's slot (its copy of it) back when the thread exits.
+    struct Release(Cell<usize>);
+
+    impl Drop for Release {
+        fn drop(&mut self) {
+            // Whatever runs after this on the thread writes the shared lane.
+            let _ = SLOT.try_with(|s| s.set(SHARED));
+            give(&SLOTS, self.0.get());
+        }
+    }
+
+    std::thread_local! {
+        /// This thread's lane: `NONE` before it claimed one.
+        static SLOT: Cell<usize> = const { Cell::new(NONE) };
+        static RELEASE: Release = const { Release(Cell::new(NONE)) };
+    }
+
+    /// This thread's lane index.
+    #[inline]
+    pub(crate) fn current() -> usize {
+        match SLOT.with(Cell::get) {
+            NONE => claim(),
+            i => i,
+        }
+    }
+
+    /// Takes a slot for this thread (the shared lane when none is free, or when the
+    /// thread is exiting: its destructors may no longer run).
+    #[cold]
+    #[inline(never)]
+    fn claim() -> usize {
+        // The first access to `RELEASE` registers its destructor, unless the thread's
+        // destructors are running already.
+        let i = match RELEASE.try_with(|r| {
+            let i = take(&SLOTS);
+            r.0.set(i);
+            i
+        }) {
+            Ok(i) => i,
+            Err(_) => SHARED,
+        };
+        SLOT.with(|s| s.set(i));
+        i
+    }
+}
+
+#[cfg(any(not(feature = "std"), bento_loom))]
+mod imp {
+    /// Every thread writes the shared lane (see the module's docs).
+    #[inline]
+    pub(crate) fn current() -> usize {
+        super::SHARED
+    }
+}
+
+pub(crate) use imp::current;
