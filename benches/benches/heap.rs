@@ -6,8 +6,8 @@
 //!   space; each step frees a random one and allocates a replacement. Peers: the
 //!   space alone, a heap without policies, with a budget, with 16-byte canaries,
 //!   with a tracking table, with the debug fill.
-//! - `heap/common-small`: the same with 1–256 B on the common allocator, alone and
-//!   under a heap without policies and with a budget.
+//! - `heap/common-small`: the same with 1–256 B on the common allocator (through
+//!   `Allocator`), alone and under a heap with each policy.
 //! - `heap/threads`: the common allocator's `threads` workload (1 and 2 threads, a
 //!   block in 16 freed by the other thread), alone and under one heap with a budget
 //!   shared by the threads.
@@ -99,6 +99,21 @@ fn over_common(c: &mut Criterion) {
         .budget(1 << 30)
         .build(&common);
     replace_on(&mut g, "heap_budget", Api(&h), size);
+    let common = CommonAllocator::new();
+    let h = HeapBuilder::new("bench-common-guards")
+        .guards(Canaries::<16>)
+        .build(&common);
+    replace_on(&mut g, "heap_canaries16", Api(&h), size);
+    let common = CommonAllocator::new();
+    let h = HeapBuilder::new("bench-common-tracked")
+        .tracking(Track::Sites)
+        .build(&common);
+    replace_on(&mut g, "heap_tracked", Api(&h), size);
+    let common = CommonAllocator::new();
+    let h = HeapBuilder::new("bench-common-fill")
+        .fill(FillPattern::DEBUG)
+        .build(&common);
+    replace_on(&mut g, "heap_fill", Api(&h), size);
     g.finish();
 }
 
