@@ -2,8 +2,10 @@
 
 mod format;
 mod reader;
+mod sink;
 mod writer;
 
 pub use crate::format::{Event, MAGIC, MAX_PHASE, Record, VERSION};
 pub use crate::reader::{TraceError, TraceReader};
+pub use crate::sink::TraceSink;
 pub use crate::writer::TraceWriter;

@@ -2,7 +2,9 @@
 
 use std::io::{self, Write};
 
-use crate::format::{ALLOC, Event, FRAME, FREE, MAGIC, MAX_PHASE, PHASE, REALLOC, VERSION, put_varint};
+use crate::format::{
+    ALLOC, Event, FRAME, FREE, MAGIC, MAX_PHASE, PHASE, REALLOC, VERSION, put_varint,
+};
 
 /// Writes a trace to `W` as a stream: each record is encoded into a small buffer and
 /// written whole; nothing is kept. Sequence numbers count from 0, one a record, unless
@@ -92,6 +94,11 @@ impl<W: Write> TraceWriter<W> {
     /// bytes.
     pub fn phase(&mut self, name: &str) -> io::Result<u64> {
         self.push(&Event::Phase(name.to_owned()))
+    }
+
+    /// Records `event` with the next sequence number.
+    pub(crate) fn push_event(&mut self, event: &Event) -> io::Result<u64> {
+        self.push(event)
     }
 
     /// Records `event` with the next sequence number.

@@ -90,7 +90,9 @@ fn a_trace_cut_at_every_byte_is_truncated_at_its_last_record() {
     w.free(1).unwrap();
     let bytes = w.finish().unwrap();
     // Where records end (a whole trace): after the header, and after each record.
-    let ends: Vec<usize> = (9..=bytes.len()).filter(|&cut| read(&bytes[..cut]).is_ok()).collect();
+    let ends: Vec<usize> = (9..=bytes.len())
+        .filter(|&cut| read(&bytes[..cut]).is_ok())
+        .collect();
     assert_eq!(ends.len(), 6, "{ends:?}");
     assert_eq!(read(&bytes).unwrap().len(), 5);
     for cut in 0..bytes.len() {
@@ -98,7 +100,10 @@ fn a_trace_cut_at_every_byte_is_truncated_at_its_last_record() {
         if cut < 8 {
             assert!(matches!(result, Err(TraceError::BadMagic)), "cut {cut}");
         } else if cut == 8 {
-            assert!(matches!(result, Err(TraceError::Truncated { offset: 0 })), "cut {cut}");
+            assert!(
+                matches!(result, Err(TraceError::Truncated { offset: 0 })),
+                "cut {cut}"
+            );
         } else if !ends.contains(&cut) {
             // The record that starts at the last end before the cut is incomplete.
             let start = ends.iter().copied().filter(|&e| e < cut).max().unwrap() as u64;
@@ -115,13 +120,29 @@ fn bad_values_name_their_offset() {
     let header = b"BENTOTRC\x01".to_vec();
     let cases: Vec<(Vec<u8>, u64, &str)> = vec![
         (vec![9, 0], 9, "unknown record kind"),
-        (vec![4, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x02], 10, "a varint above u64::MAX"),
-        (vec![1, 0, 1, 1, 64, 0], 13, "an alignment above 2^63"),
-        (vec![1, 0, 1, 1, 3, 0x80, 0x80, 0x80, 0x80, 0x10], 14, "a tag above u32::MAX"),
-        (vec![5, 0, 0x81, 0x20], 11, "a phase name over 4096 bytes"),
-        (vec![5, 0, 2, 0xC3, 0x28], 12, "a phase name that is not UTF-8"),
         (
-            vec![4, 0xFE, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x01, 4, 0],
+            vec![
+                4, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x02,
+            ],
+            10,
+            "a varint above u64::MAX",
+        ),
+        (vec![1, 0, 1, 1, 64, 0], 13, "an alignment above 2^63"),
+        (
+            vec![1, 0, 1, 1, 3, 0x80, 0x80, 0x80, 0x80, 0x10],
+            14,
+            "a tag above u32::MAX",
+        ),
+        (vec![5, 0, 0x81, 0x20], 11, "a phase name over 4096 bytes"),
+        (
+            vec![5, 0, 2, 0xC3, 0x28],
+            12,
+            "a phase name that is not UTF-8",
+        ),
+        (
+            vec![
+                4, 0xFE, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x01, 4, 0,
+            ],
             21,
             "the sequence number overflows",
         ),
@@ -136,7 +157,10 @@ fn bad_values_name_their_offset() {
             other => panic!("{body:?}: {other:?}"),
         }
     }
-    assert!(matches!(read(b"BENTOTRC\x02"), Err(TraceError::Version { version: 2 })));
+    assert!(matches!(
+        read(b"BENTOTRC\x02"),
+        Err(TraceError::Version { version: 2 })
+    ));
     assert!(matches!(read(b"NOTATRACE"), Err(TraceError::BadMagic)));
 }
 
@@ -149,5 +173,11 @@ fn the_writer_refuses_what_the_format_cannot_hold() {
     assert!(w.record(10, &Event::Frame).is_err());
     assert!(w.record(u64::MAX, &Event::Frame).is_err());
     let bytes = w.finish().unwrap();
-    assert_eq!(read(&bytes).unwrap(), [Record { seq: 10, event: Event::Frame }]);
+    assert_eq!(
+        read(&bytes).unwrap(),
+        [Record {
+            seq: 10,
+            event: Event::Frame
+        }]
+    );
 }

@@ -1,0 +1,166 @@
+//! [`TraceSink`]: a bento-heap [`EventSink`] that records a heap's events as a trace.
+
+use std::collections::HashMap;
+use std::io::{self, Write};
+use std::sync::Mutex;
+
+use bento_heap::{Event as HeapEvent, EventKind, EventSink};
+
+use crate::format::Event;
+use crate::writer::TraceWriter;
+
+/// Records the events of the heaps it is given to ([`HeapBuilder::sink`]) as a trace
+/// on `W`: each live block gets an id (from 1, in allocation order), each tag name a
+/// number (from 1, in order of first use; 0 is no tag, see [`tags`](Self::tags)).
+/// Sequence numbers follow the order the sink receives events in. The first write
+/// error is kept and returned by [`finish`](Self::finish); events after it are dropped.
+///
+/// [`HeapBuilder::sink`]: bento_heap::HeapBuilder::sink
+///
+/// ```
+/// use std::sync::Arc;
+///
+/// use allocator_api2::alloc::Global;
+/// use allocator_api2::boxed::Box;
+/// use bento_heap::HeapBuilder;
+/// use bento_trace::{Event, TraceReader, TraceSink};
+///
+/// let sink = Arc::new(TraceSink::new(Vec::new()).unwrap());
+/// let heap = HeapBuilder::new("doc-trace-sink").sink(sink.clone()).build(Global);
+/// drop(Box::new_in([0u8; 100], &heap));
+/// drop(heap);
+/// let bytes = Arc::into_inner(sink).unwrap().finish().unwrap();
+/// let events: Vec<Event> = TraceReader::new(&bytes[..]).unwrap().map(|r| r.unwrap().event).collect();
+/// assert_eq!(events, [Event::Alloc { id: 1, size: 100, align: 1, tag: 0 }, Event::Free { id: 1 }]);
+/// ```
+#[derive(Debug)]
+pub struct TraceSink<W: Write> {
+    state: Mutex<State<W>>,
+}
+
+#[derive(Debug)]
+struct State<W: Write> {
+    writer: TraceWriter<W>,
+    // Invariant: every live block the sink has seen allocated, by address, with its id.
+    live: HashMap<usize, u64>,
+    next_id: u64,
+    tags: Vec<&'static str>,
+    error: Option<io::Error>,
+}
+
+impl<W: Write> TraceSink<W> {
+    /// A sink writing a trace on `out` (the header now).
+    ///
+    /// # Errors
+    ///
+    /// The error of writing the header.
+    pub fn new(out: W) -> io::Result<Self> {
+        Ok(Self {
+            state: Mutex::new(State {
+                writer: TraceWriter::new(out)?,
+                live: HashMap::new(),
+                next_id: 1,
+                tags: Vec::new(),
+                error: None,
+            }),
+        })
+    }
+
+    /// Records the end of a frame.
+    pub fn frame(&self) {
+        self.write(|w| w.frame().map(drop));
+    }
+
+    /// Records the start of a phase.
+    pub fn phase(&self, name: &str) {
+        self.write(|w| w.phase(name).map(drop));
+    }
+
+    /// The tag names by number: tag `n` is `tags()[n - 1]`.
+    #[must_use]
+    pub fn tags(&self) -> Vec<&'static str> {
+        self.lock().tags.clone()
+    }
+
+    /// Flushes and returns the output.
+    ///
+    /// # Errors
+    ///
+    /// The first error any write met, or the flush's.
+    pub fn finish(self) -> io::Result<W> {
+        let state = self
+            .state
+            .into_inner()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(e) = state.error {
+            return Err(e);
+        }
+        state.writer.finish()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State<W>> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn write(&self, f: impl FnOnce(&mut TraceWriter<W>) -> io::Result<()>) {
+        let mut state = self.lock();
+        if state.error.is_none()
+            && let Err(e) = f(&mut state.writer)
+        {
+            state.error = Some(e);
+        }
+    }
+}
+
+impl<W: Write + Send> EventSink for TraceSink<W> {
+    fn event(&self, event: &HeapEvent) {
+        let mut guard = self.lock();
+        let state = &mut *guard;
+        if state.error.is_some() {
+            return;
+        }
+        let tag = match event.tag {
+            None => 0,
+            Some(name) => match state.tags.iter().position(|t| *t == name) {
+                Some(i) => i + 1,
+                None => {
+                    state.tags.push(name);
+                    state.tags.len()
+                }
+            },
+        };
+        let record = match event.kind {
+            EventKind::Alloc => {
+                let id = state.next_id;
+                state.next_id += 1;
+                state.live.insert(event.addr, id);
+                Event::Alloc {
+                    id,
+                    size: event.size as u64,
+                    align: event.align as u64,
+                    tag: u32::try_from(tag).unwrap_or(u32::MAX),
+                }
+            }
+            EventKind::Free => match state.live.remove(&event.addr) {
+                Some(id) => Event::Free { id },
+                None => return,
+            },
+            EventKind::Realloc { old_addr, .. } => match state.live.remove(&old_addr) {
+                Some(id) => {
+                    state.live.insert(event.addr, id);
+                    Event::Realloc {
+                        id,
+                        new_size: event.size as u64,
+                    }
+                }
+                None => return,
+            },
+        };
+        let seq_result = state.writer.push_event(&record);
+        if let Err(e) = seq_result {
+            state.error = Some(e);
+        }
+    }
+}
