@@ -940,9 +940,12 @@ impl<A, G: Guards, T: Tracking> Drop for Heap<A, G, T> {
         if leaks.is_empty() {
             return;
         }
+        // A parent dropped already reports nothing more: the child reports itself.
         match &self.account.parent {
-            Some(parent) => parent.orphans.lock().extend(leaks),
-            None => crate::report::leaked(self.account.name, leaks, self.on_leak, self.hook),
+            Some(parent) if parent.alive.load(Ordering::Relaxed) => {
+                parent.orphans.lock().extend(leaks);
+            }
+            _ => crate::report::leaked(self.account.name, leaks, self.on_leak, self.hook),
         }
     }
 }

@@ -178,7 +178,8 @@ pub enum Retry {
 
 /// What a heap does when it is dropped with blocks of its own still live (its
 /// children's are theirs to report). A child heap hands its report to its parent
-/// instead, whose [`leaks`](crate::Heap::leaks) then lists them.
+/// instead, whose [`leaks`](crate::Heap::leaks) then lists them, unless the parent
+/// was dropped first.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum OnLeak {
     /// Calls the heap's misuse hook with

@@ -117,6 +117,30 @@ fn a_dropped_childs_leaks_go_up_to_its_parent() {
 }
 
 #[test]
+fn a_child_outliving_its_parent_reports_its_own_leaks() {
+    let parent = HeapBuilder::new("tree-gone").register(false).build(Global);
+    let child = HeapBuilder::new("tree-orphan")
+        .register(false)
+        .parent(&parent)
+        .misuse_hook(record)
+        .build(Global);
+    let p = child.alloc(bytes(21)).unwrap();
+    drop(parent);
+    // The parent's account lives on with the child: its figures still count.
+    assert_eq!(child.stats().live_bytes, 21);
+    drop(child);
+    let got = seen();
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert!(
+        got[0].contains("heap \"tree-orphan\" dropped with 1 live blocks (21 bytes)"),
+        "{}",
+        got[0]
+    );
+    // SAFETY: the leaked block, still live in the heap's inner allocator.
+    unsafe { Global.deallocate(p, bytes(21)) };
+}
+
+#[test]
 fn the_report_lists_every_heap_once_as_a_sorted_tree() {
     let root = HeapBuilder::new("report-root").budget(10_000).build(Global);
     let small = HeapBuilder::new("report-small").parent(&root).build(Global);
