@@ -76,6 +76,40 @@ struct Extras {
     tracy: Option<&'static core::ffi::CStr>,
 }
 
+#[cfg(feature = "tracy")]
+impl Extras {
+    /// Tells a running Tracy client that the heap's pool gained the block at `ptr`.
+    fn tracy_alloc(&self, ptr: NonNull<u8>, size: usize) {
+        if let Some(name) = self.tracy
+            && tracy_client::Client::is_running()
+        {
+            // SAFETY: `name` is a leaked C string, valid for the program.
+            unsafe {
+                tracy_client::sys::___tracy_emit_memory_alloc_named(
+                    ptr.as_ptr().cast(),
+                    size,
+                    name.as_ptr(),
+                );
+            }
+        }
+    }
+
+    /// Tells a running Tracy client that the heap's pool lost the block at `ptr`.
+    fn tracy_free(&self, ptr: NonNull<u8>) {
+        if let Some(name) = self.tracy
+            && tracy_client::Client::is_running()
+        {
+            // SAFETY: `name` is a leaked C string, valid for the program.
+            unsafe {
+                tracy_client::sys::___tracy_emit_memory_free_named(
+                    ptr.as_ptr().cast(),
+                    name.as_ptr(),
+                );
+            }
+        }
+    }
+}
+
 impl<A, G: Guards, T: Tracking> fmt::Debug for Heap<A, G, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Heap")
@@ -536,18 +570,7 @@ impl<A: Allocator, G: Guards, T: Tracking> Heap<A, G, T> {
             }
             self.emit(x, EventKind::Alloc, user, layout, tag);
             #[cfg(feature = "tracy")]
-            if let Some(name) = x.tracy
-                && tracy_client::Client::is_running()
-            {
-                // SAFETY: `name` is a leaked C string, valid for the program.
-                unsafe {
-                    tracy_client::sys::___tracy_emit_memory_alloc_named(
-                        user.as_ptr().cast(),
-                        layout.size(),
-                        name.as_ptr(),
-                    );
-                }
-            }
+            x.tracy_alloc(user, layout.size());
         }
     }
 
@@ -603,17 +626,7 @@ impl<A: Allocator, G: Guards, T: Tracking> Heap<A, G, T> {
             }
             self.emit(x, EventKind::Free, ptr, layout, tag);
             #[cfg(feature = "tracy")]
-            if let Some(name) = x.tracy
-                && tracy_client::Client::is_running()
-            {
-                // SAFETY: `name` is a leaked C string, valid for the program.
-                unsafe {
-                    tracy_client::sys::___tracy_emit_memory_free_named(
-                        ptr.as_ptr().cast(),
-                        name.as_ptr(),
-                    );
-                }
-            }
+            x.tracy_free(ptr);
         }
         true
     }
@@ -753,21 +766,9 @@ impl<A: Allocator, G: Guards, T: Tracking> Heap<A, G, T> {
                 tag,
             );
             #[cfg(feature = "tracy")]
-            if let Some(name) = x.tracy
-                && tracy_client::Client::is_running()
             {
-                // SAFETY: `name` is a leaked C string, valid for the program.
-                unsafe {
-                    tracy_client::sys::___tracy_emit_memory_free_named(
-                        ptr.as_ptr().cast(),
-                        name.as_ptr(),
-                    );
-                    tracy_client::sys::___tracy_emit_memory_alloc_named(
-                        user.as_ptr().cast(),
-                        new.size(),
-                        name.as_ptr(),
-                    );
-                }
+                x.tracy_free(ptr);
+                x.tracy_alloc(user, new.size());
             }
         }
         Ok(user)
