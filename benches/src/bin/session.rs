@@ -1,5 +1,5 @@
 //! The fragmentation figure: a synthetic game session of 100 level cycles
-//! (`bento_testkit::session`, the workload of the space's long-session test) on each
+//! (`bento_trace::workload`, the workload of the space's long-session test) on each
 //! allocator, reporting peak footprint ÷ peak live bytes.
 //!
 //! ```sh
@@ -14,13 +14,12 @@
 //! resident set before the session. Each allocator runs in its own process, so that
 //! one's memory does not count against another.
 
-use std::alloc::{GlobalAlloc, Layout};
 use std::process::Command;
-use std::ptr::NonNull;
 
 use bento_pages::SystemPages;
 use bento_space::{MemorySpace, SpaceConfig};
-use bento_testkit::session::{ApiHeap, Session, SessionConfig, SessionHeap, play};
+use bento_testkit::workload::{Checkpoint, Session, SessionConfig, play};
+use bento_trace::{ApiTarget, GlobalTarget as Global};
 
 const PEERS: &[&str] = &[
     "bento",
@@ -30,36 +29,6 @@ const PEERS: &[&str] = &[
     "mimalloc",
     "jemalloc",
 ];
-
-/// Any `GlobalAlloc` as the session's heap.
-struct Global<A>(A);
-
-impl<A: GlobalAlloc> SessionHeap for Global<A> {
-    fn alloc(&mut self, size: usize, align: usize) -> Option<NonNull<u8>> {
-        // SAFETY: a non-zero size (the session's sizes are at least 16).
-        NonNull::new(unsafe { self.0.alloc(Layout::from_size_align(size, align).ok()?) })
-    }
-
-    unsafe fn realloc(
-        &mut self,
-        ptr: NonNull<u8>,
-        old: usize,
-        align: usize,
-        new: usize,
-    ) -> Option<NonNull<u8>> {
-        let layout = Layout::from_size_align(old, align).ok()?;
-        // SAFETY: the caller's contract.
-        NonNull::new(unsafe { self.0.realloc(ptr.as_ptr(), layout, new) })
-    }
-
-    unsafe fn free(&mut self, ptr: NonNull<u8>, size: usize, align: usize) {
-        // SAFETY: the caller's contract.
-        unsafe {
-            self.0
-                .dealloc(ptr.as_ptr(), Layout::from_size_align_unchecked(size, align))
-        }
-    }
-}
 
 /// The resident set of this process in bytes (0 where `/proc` is missing).
 fn rss() -> usize {
@@ -76,7 +45,7 @@ fn rss() -> usize {
 fn run(peer: &str, config: SessionConfig) {
     let base = rss();
     let mut peak_rss = 0usize;
-    let mut sample = |_: bento_testkit::session::Checkpoint, _: usize| {
+    let mut sample = |_: Checkpoint, _: usize| {
         peak_rss = peak_rss.max(rss().saturating_sub(base));
     };
     let session = Session::new(config);
@@ -88,7 +57,7 @@ fn run(peer: &str, config: SessionConfig) {
                 SpaceConfig::DEFAULT.with_page_size(page),
             )
             .expect("a space");
-            let report = play(&mut ApiHeap(&&space), session, &mut sample);
+            let report = play(&mut ApiTarget(&space), session, &mut sample);
             (report, Some(space.stats().max_committed))
         }
         "common" => {

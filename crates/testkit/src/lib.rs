@@ -8,10 +8,12 @@ pub mod loom;
 mod op;
 mod oracle;
 mod seed;
-pub mod session;
 mod target;
 
 pub use arbitrary::{self, Arbitrary, Unstructured};
+/// The long-running workloads (a game session, an open world, the synthetic ones),
+/// from bento-trace: the space's footprint tests and the benches play them.
+pub use bento_trace::workload;
 
 pub use crate::generate::{AlignGen, SizeGen};
 pub use crate::op::{Caps, Op, Ops};

@@ -2,10 +2,15 @@
 
 mod format;
 mod reader;
+mod replay;
 mod sink;
+pub mod workload;
 mod writer;
 
 pub use crate::format::{Event, MAGIC, MAX_PHASE, Record, VERSION};
 pub use crate::reader::{TraceError, TraceReader};
+pub use crate::replay::{
+    ApiTarget, Footprint, GlobalTarget, Moment, ReplayError, ReplayOptions, ReplayReport, ReplayTarget, replay,
+};
 pub use crate::sink::TraceSink;
 pub use crate::writer::TraceWriter;

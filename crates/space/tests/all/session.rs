@@ -1,4 +1,4 @@
-//! The long-session tests: two synthetic game sessions (bento-testkit's `session`
+//! The long-session tests: two synthetic game sessions (bento-trace's `workload`
 //! workloads) on a memory space with its default settings. The footprint must not
 //! creep, the resident bytes (committed, and what the commit cache parks) must stay
 //! within 10% of the live bytes at their peak, and once the session is over the space
@@ -6,9 +6,8 @@
 
 use bento_pages::{HeapPages, Metered, PageSource};
 use bento_space::{MemorySpace, SpaceConfig};
-use bento_testkit::session::{
-    ApiHeap, Events, OpenWorld, Session, SessionConfig, WorldConfig, play,
-};
+use bento_testkit::workload::{OpenWorld, Session, SessionConfig, WorldConfig, Workload, play};
+use bento_trace::ApiTarget;
 
 /// What a session did to a space.
 #[derive(Debug)]
@@ -28,14 +27,14 @@ impl Footprint {
     }
 }
 
-fn play_on<P: PageSource>(space: &MemorySpace<P>, events: impl Events, levels: usize) -> Footprint {
+fn play_on<P: PageSource>(space: &MemorySpace<P>, events: impl Workload, levels: usize) -> Footprint {
     let mut f = Footprint {
         peaks: vec![0; levels],
         peak_live: 0,
         peak_resident: 0,
     };
     let mut last_level = 0;
-    let report = play(&mut ApiHeap(&space), events, |at, _| {
+    let report = play(&mut ApiTarget(&space), events, |at, _| {
         let resident = space.stats().resident;
         f.peaks[at.level] = f.peaks[at.level].max(resident);
         f.peak_resident = f.peak_resident.max(resident);

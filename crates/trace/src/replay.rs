@@ -1,0 +1,747 @@
+//! Replaying a trace against an allocator: the [`ReplayTarget`] adaptor, [`replay`]
+//! and what it reports.
+
+use std::alloc::{GlobalAlloc, Layout};
+use std::collections::HashMap;
+use std::io::Read;
+use std::ptr::NonNull;
+use std::time::Instant;
+
+use allocator_api2::alloc::Allocator;
+
+use crate::format::Event;
+use crate::reader::{TraceError, TraceReader};
+
+/// What an allocator holds, by its own figures.
+///
+/// ```
+/// use bento_trace::Footprint;
+///
+/// let f = Footprint { committed: 1 << 20, reserved: 4 << 20, os_calls: 12 };
+/// assert!(f.committed <= f.reserved);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Footprint {
+    /// Bytes committed (or otherwise held in memory) for the allocator.
+    pub committed: usize,
+    /// Bytes of address space it holds.
+    pub reserved: usize,
+    /// Calls it made to the operating system (reserve, commit, decommit, release).
+    pub os_calls: u64,
+}
+
+/// An allocator a trace or a workload runs against: the one adaptor every allocator
+/// is replayed through. [`ApiTarget`] makes any allocator-api2 `Allocator` one.
+///
+/// Every block is asked for with its tag (what it is for: see
+/// [`workload::tags`](crate::workload::tags)) and given back with the layout and tag it
+/// was made with, so that a target made of several allocators can route on the tag.
+///
+/// ```
+/// use std::alloc::{GlobalAlloc, Layout, System};
+/// use std::ptr::NonNull;
+/// use bento_trace::ReplayTarget;
+///
+/// /// The system allocator as a target.
+/// struct Sys;
+///
+/// impl ReplayTarget for Sys {
+///     fn alloc(&mut self, layout: Layout, _tag: u32) -> Option<NonNull<u8>> {
+///         // SAFETY: the trait promises a non-zero size.
+///         NonNull::new(unsafe { System.alloc(layout) })
+///     }
+///     unsafe fn realloc(&mut self, p: NonNull<u8>, old: Layout, new: usize, _tag: u32) -> Option<NonNull<u8>> {
+///         // SAFETY: the caller's contract: `p` is live with `old`; `new` is not zero.
+///         NonNull::new(unsafe { System.realloc(p.as_ptr(), old, new) })
+///     }
+///     unsafe fn free(&mut self, p: NonNull<u8>, layout: Layout, _tag: u32) {
+///         // SAFETY: the caller's contract.
+///         unsafe { System.dealloc(p.as_ptr(), layout) }
+///     }
+/// }
+///
+/// let layout = Layout::from_size_align(100, 8).unwrap();
+/// let p = Sys.alloc(layout, 0).unwrap();
+/// // SAFETY: live with `layout`.
+/// unsafe { Sys.free(p, layout, 0) };
+/// ```
+pub trait ReplayTarget {
+    /// A block for `layout` (whose size is never zero), or `None`.
+    fn alloc(&mut self, layout: Layout, tag: u32) -> Option<NonNull<u8>>;
+
+    /// Resizes a block to `new` bytes (never zero) with the same alignment, keeping
+    /// its first `min(old.size(), new)` bytes; `None` leaves the block as it was.
+    ///
+    /// # Safety
+    ///
+    /// The caller must pass a live block of this target made for `old` and `tag`.
+    unsafe fn realloc(
+        &mut self,
+        ptr: NonNull<u8>,
+        old: Layout,
+        new: usize,
+        tag: u32,
+    ) -> Option<NonNull<u8>>;
+
+    /// Frees a block.
+    ///
+    /// # Safety
+    ///
+    /// The caller must pass a live block of this target made for `layout` and `tag`,
+    /// and not use it afterwards.
+    unsafe fn free(&mut self, ptr: NonNull<u8>, layout: Layout, tag: u32);
+
+    /// A frame ended. A target with per-frame memory recycles it here; it returns an
+    /// error, and changes nothing, when memory it would recycle is still live.
+    ///
+    /// # Errors
+    ///
+    /// A sentence naming what is still live.
+    fn frame(&mut self) -> Result<(), String> {
+        Ok(())
+    }
+
+    /// What the allocator holds by its own figures, when it keeps them.
+    fn footprint(&self) -> Option<Footprint> {
+        None
+    }
+}
+
+/// Any allocator-api2 0.2 `Allocator` as a [`ReplayTarget`]: `realloc` is `grow` or
+/// `shrink` (so the block keeps its alignment and the allocator's in-place paths are
+/// tried first). Tags are ignored.
+///
+/// ```
+/// use std::alloc::Layout;
+/// use allocator_api2::alloc::Global;
+/// use bento_trace::{ApiTarget, ReplayTarget};
+///
+/// let mut target = ApiTarget(&Global);
+/// let layout = Layout::from_size_align(64, 16).unwrap();
+/// let p = target.alloc(layout, 0).unwrap();
+/// // SAFETY: live with `layout`.
+/// let q = unsafe { target.realloc(p, layout, 4096, 0) }.unwrap();
+/// // SAFETY: live with the new size.
+/// unsafe { target.free(q, Layout::from_size_align(4096, 16).unwrap(), 0) };
+/// ```
+#[derive(Debug)]
+pub struct ApiTarget<'a, A: ?Sized>(pub &'a A);
+
+impl<A: Allocator + ?Sized> ReplayTarget for ApiTarget<'_, A> {
+    fn alloc(&mut self, layout: Layout, _tag: u32) -> Option<NonNull<u8>> {
+        Some(self.0.allocate(layout).ok()?.cast())
+    }
+
+    unsafe fn realloc(
+        &mut self,
+        ptr: NonNull<u8>,
+        old: Layout,
+        new: usize,
+        _tag: u32,
+    ) -> Option<NonNull<u8>> {
+        let new_layout = Layout::from_size_align(new, old.align()).ok()?;
+        // SAFETY: the caller's contract: `ptr` is live with `old`; the new layout's
+        // size is on the side of `old`'s that each call asks for.
+        let block = unsafe {
+            if new >= old.size() {
+                self.0.grow(ptr, old, new_layout)
+            } else {
+                self.0.shrink(ptr, old, new_layout)
+            }
+        };
+        Some(block.ok()?.cast())
+    }
+
+    unsafe fn free(&mut self, ptr: NonNull<u8>, layout: Layout, _tag: u32) {
+        // SAFETY: the caller's contract.
+        unsafe { self.0.deallocate(ptr, layout) }
+    }
+}
+
+/// Any `GlobalAlloc` (the system allocator, mimalloc, jemalloc) as a
+/// [`ReplayTarget`]. Tags are ignored.
+///
+/// ```
+/// use std::alloc::{Layout, System};
+/// use bento_trace::{GlobalTarget, ReplayTarget};
+///
+/// let mut target = GlobalTarget(System);
+/// let layout = Layout::from_size_align(64, 16).unwrap();
+/// let p = target.alloc(layout, 0).unwrap();
+/// // SAFETY: live with `layout`.
+/// unsafe { target.free(p, layout, 0) };
+/// ```
+#[derive(Debug)]
+pub struct GlobalTarget<A>(pub A);
+
+impl<A: GlobalAlloc> ReplayTarget for GlobalTarget<A> {
+    fn alloc(&mut self, layout: Layout, _tag: u32) -> Option<NonNull<u8>> {
+        // SAFETY: the trait's promise: `layout`'s size is not zero.
+        NonNull::new(unsafe { self.0.alloc(layout) })
+    }
+
+    unsafe fn realloc(
+        &mut self,
+        ptr: NonNull<u8>,
+        old: Layout,
+        new: usize,
+        _tag: u32,
+    ) -> Option<NonNull<u8>> {
+        // `GlobalAlloc::realloc` needs the new layout to be valid.
+        Layout::from_size_align(new, old.align()).ok()?;
+        // SAFETY: the caller's contract: `ptr` is live in this allocator with `old`;
+        // `new` is not zero and forms a valid layout with `old`'s alignment.
+        NonNull::new(unsafe { self.0.realloc(ptr.as_ptr(), old, new) })
+    }
+
+    unsafe fn free(&mut self, ptr: NonNull<u8>, layout: Layout, _tag: u32) {
+        // SAFETY: the caller's contract.
+        unsafe { self.0.dealloc(ptr.as_ptr(), layout) }
+    }
+}
+
+/// A live block of a replay: where it is, its layout and tag.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Live {
+    pub(crate) ptr: NonNull<u8>,
+    pub(crate) layout: Layout,
+    pub(crate) tag: u32,
+}
+
+/// Allocates a block and marks it with `key` (see [`mark`]).
+///
+/// # Safety
+///
+/// None beyond the target's: the block is fresh.
+pub(crate) unsafe fn alloc_marked<T: ReplayTarget + ?Sized>(
+    target: &mut T,
+    layout: Layout,
+    tag: u32,
+    key: usize,
+) -> Option<Live> {
+    let ptr = target.alloc(layout, tag)?;
+    // SAFETY: a fresh block of `layout.size() > 0` bytes.
+    unsafe { mark(ptr, layout.size(), key) };
+    Some(Live { ptr, layout, tag })
+}
+
+/// Checks a block's marks, resizes it, checks its head survived and marks it again.
+///
+/// # Safety
+///
+/// The caller must pass a live block of `target`, marked with `key`.
+pub(crate) unsafe fn realloc_marked<T: ReplayTarget + ?Sized>(
+    target: &mut T,
+    block: Live,
+    new: usize,
+    key: usize,
+) -> Option<Live> {
+    let layout = Layout::from_size_align(new, block.layout.align()).ok()?;
+    // SAFETY: the caller's contract.
+    unsafe { check(block.ptr, block.layout.size(), key) };
+    // SAFETY: as above.
+    let ptr = unsafe { target.realloc(block.ptr, block.layout, new, block.tag)? };
+    // SAFETY: the block keeps its first `min(old, new)` bytes, at least one, and is
+    // `new > 0` bytes now.
+    unsafe {
+        assert_eq!(
+            ptr.as_ptr().read(),
+            key as u8,
+            "realloc lost the head of block {key}"
+        );
+        mark(ptr, new, key);
+    }
+    Some(Live {
+        ptr,
+        layout,
+        tag: block.tag,
+    })
+}
+
+/// Checks a block's marks and frees it.
+///
+/// # Safety
+///
+/// The caller must pass a live block of `target`, marked with `key`.
+pub(crate) unsafe fn free_marked<T: ReplayTarget + ?Sized>(target: &mut T, block: Live, key: usize) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        check(block.ptr, block.layout.size(), key);
+        target.free(block.ptr, block.layout, block.tag);
+    }
+}
+
+/// Writes the first and last bytes of a block from `key` (the first only, when they
+/// are the same byte), and a byte in every 4 KiB
+/// between, as a program filling the block would (so that every page of it is
+/// resident when the footprint is measured as the process's resident set).
+///
+/// # Safety
+///
+/// The caller must pass a block of `size > 0` writable bytes.
+unsafe fn mark(p: NonNull<u8>, size: usize, key: usize) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        for at in (4096..size).step_by(4096) {
+            p.as_ptr().add(at).write(0);
+        }
+        p.as_ptr().add(size - 1).write(!(key as u8));
+        // A one-byte block holds only the head.
+        p.as_ptr().write(key as u8);
+    }
+}
+
+/// Checks what [`mark`] wrote.
+///
+/// # Safety
+///
+/// As for [`mark`], on a block marked with `key`.
+unsafe fn check(p: NonNull<u8>, size: usize, key: usize) {
+    // SAFETY: the caller's contract.
+    let (head, tail) = unsafe { (p.as_ptr().read(), p.as_ptr().add(size - 1).read()) };
+    assert!(
+        head == key as u8 && (size == 1 || tail == !(key as u8)),
+        "block {key} at {p:p} ({size} bytes) was overwritten: {head:#04x} .. {tail:#04x}"
+    );
+}
+
+/// A moment of a replay at which [`replay`] calls its observer: after a frame, a
+/// phase, or every [`ReplayOptions::sample_every`] records.
+///
+/// ```
+/// use bento_trace::Moment;
+///
+/// let m = Moment { seq: 10, live: 4096, live_blocks: 3, frames: 1, phase: None, nanos: 5000 };
+/// assert!(m.phase.is_none());
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Moment<'a> {
+    /// The sequence number of the last record run.
+    pub seq: u64,
+    /// Bytes live (as asked).
+    pub live: u64,
+    /// Blocks live.
+    pub live_blocks: u64,
+    /// Frames ended so far.
+    pub frames: u64,
+    /// The phase that began at this record, if one did.
+    pub phase: Option<&'a str>,
+    /// Nanoseconds spent in the allocator so far (with the marks the replay writes).
+    pub nanos: u64,
+}
+
+/// How [`replay`] runs.
+///
+/// ```
+/// use bento_trace::ReplayOptions;
+///
+/// let o = ReplayOptions { sample_every: 1000, ..ReplayOptions::default() };
+/// assert_eq!(o.sample_every, 1000);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReplayOptions {
+    /// Call the observer every this many records too (0: only at frames and phases).
+    pub sample_every: u64,
+    /// The most records decoded ahead of a timed run of them.
+    pub batch: usize,
+    /// Stop after the record with this sequence number (`u64::MAX`: at the end).
+    /// Blocks live then are left allocated and listed in [`ReplayReport::left`].
+    pub stop_after: u64,
+}
+
+impl Default for ReplayOptions {
+    fn default() -> Self {
+        Self {
+            sample_every: 0,
+            batch: 4096,
+            stop_after: u64::MAX,
+        }
+    }
+}
+
+/// What [`replay`] did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReplayReport {
+    /// Records read.
+    pub records: u64,
+    /// Allocations run (the failed ones included).
+    pub allocs: u64,
+    /// Frees run.
+    pub frees: u64,
+    /// Resizes run (the failed ones included).
+    pub reallocs: u64,
+    /// Frame records.
+    pub frames: u64,
+    /// Phase records.
+    pub phases: u64,
+    /// Allocations and resizes the target refused.
+    pub failures: u64,
+    /// The most bytes live at once, as asked.
+    pub peak_live: u64,
+    /// The sequence number at which `peak_live` was first reached.
+    pub peak_seq: u64,
+    /// The most blocks live at once.
+    pub peak_blocks: u64,
+    /// Bytes live at the end of the trace (freed by the replay afterwards).
+    pub live_at_end: u64,
+    /// Blocks live at the end of the trace.
+    pub blocks_at_end: u64,
+    /// Nanoseconds spent running the records (allocator calls and the replay's
+    /// marks), not reading them or observing.
+    pub nanos: u64,
+    /// With [`ReplayOptions::stop_after`]: the blocks left live, as (address, bytes).
+    pub left: Vec<(usize, usize)>,
+}
+
+/// Why a replay stopped.
+///
+/// ```
+/// use bento_trace::ReplayError;
+///
+/// let e = ReplayError::UnknownId { seq: 4, id: 9 };
+/// assert_eq!(e.to_string(), "record 4 names block 9, which is not live");
+/// ```
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    /// The trace is unreadable.
+    #[error(transparent)]
+    Trace(#[from] TraceError),
+    /// A free or resize names a block that is not live.
+    #[error("record {seq} names block {id}, which is not live")]
+    UnknownId {
+        /// The record.
+        seq: u64,
+        /// The id.
+        id: u64,
+    },
+    /// An allocation reuses the id of a live block.
+    #[error("record {seq} allocates block {id}, which is already live")]
+    DuplicateId {
+        /// The record.
+        seq: u64,
+        /// The id.
+        id: u64,
+    },
+    /// The target refused a frame end.
+    #[error("record {seq}: {why}")]
+    Frame {
+        /// The record.
+        seq: u64,
+        /// The target's sentence.
+        why: String,
+    },
+}
+
+/// A decoded record, with its block named by a slot of the replay's table.
+#[derive(Clone, Copy, Debug)]
+enum Op {
+    /// `layout` is `None` when no allocator can give it.
+    Alloc {
+        seq: u64,
+        slot: usize,
+        layout: Option<Layout>,
+        tag: u32,
+    },
+    Realloc {
+        seq: u64,
+        slot: usize,
+        new: u64,
+    },
+    Free {
+        slot: usize,
+    },
+}
+
+/// Why a batch ended.
+#[derive(Debug)]
+enum Stop {
+    Full,
+    End,
+    Frame,
+    Phase(String),
+    Sample,
+    Limit,
+    Failed(ReplayError),
+}
+
+/// The replay's table of blocks: a slot for each live trace id (slots are reused
+/// once freed), so that running a record indexes a vector rather than hashing.
+#[derive(Debug, Default)]
+struct Table {
+    by_id: HashMap<u64, usize>,
+    free: Vec<usize>,
+    blocks: Vec<Option<Live>>,
+}
+
+impl Table {
+    fn open(&mut self, id: u64, seq: u64) -> Result<usize, ReplayError> {
+        if self.by_id.contains_key(&id) {
+            return Err(ReplayError::DuplicateId { seq, id });
+        }
+        let slot = self.free.pop().unwrap_or_else(|| {
+            self.blocks.push(None);
+            self.blocks.len() - 1
+        });
+        self.by_id.insert(id, slot);
+        Ok(slot)
+    }
+
+    fn find(&self, id: u64, seq: u64) -> Result<usize, ReplayError> {
+        self.by_id
+            .get(&id)
+            .copied()
+            .ok_or(ReplayError::UnknownId { seq, id })
+    }
+
+    fn close(&mut self, id: u64, seq: u64) -> Result<usize, ReplayError> {
+        let slot = self
+            .by_id
+            .remove(&id)
+            .ok_or(ReplayError::UnknownId { seq, id })?;
+        self.free.push(slot);
+        Ok(slot)
+    }
+}
+
+/// Replays the trace `reader` reads against `target`: each allocation, resize and
+/// free in order, with each block's ends (and a byte of each page) written and
+/// checked as in [`play`](crate::workload::play); `observe` is called with the target
+/// at each frame and phase, and every [`ReplayOptions::sample_every`] records. Blocks
+/// the trace leaves live are freed at the end.
+///
+/// Sizes of zero are replayed (and counted) as one byte. An allocation the target
+/// refuses (or a layout no allocator can give) counts as a failure, and the frees and
+/// resizes of its block are skipped. Records are decoded in batches of
+/// [`ReplayOptions::batch`]; only running them is timed.
+///
+/// # Errors
+///
+/// [`ReplayError`]: the trace is unreadable, names a block that is not live, or the
+/// target refused a frame end. The records before the bad one have run, and the
+/// blocks live then are freed before it returns.
+///
+/// # Panics
+///
+/// When a block's marks were overwritten: the target handed out overlapping memory.
+///
+/// ```
+/// use allocator_api2::alloc::Global;
+/// use bento_trace::workload::{record, Session, SessionConfig};
+/// use bento_trace::{replay, ApiTarget, ReplayOptions, TraceReader, TraceWriter};
+///
+/// let config = SessionConfig { levels: 2, frames_per_level: 5, ..SessionConfig::DEMO };
+/// let mut w = TraceWriter::new(Vec::new()).unwrap();
+/// let counts = record(Session::new(config), &mut w).unwrap();
+/// let bytes = w.finish().unwrap();
+///
+/// let mut frames = 0;
+/// let reader = TraceReader::new(&bytes[..]).unwrap();
+/// let report = replay(&mut ApiTarget(&Global), reader, ReplayOptions::default(), |m, _| {
+///     frames = m.frames;
+/// })
+/// .unwrap();
+/// assert_eq!((report.allocs, report.peak_live), (counts.allocs, counts.peak_live));
+/// assert_eq!(frames, 10);
+/// ```
+pub fn replay<R: Read, T: ReplayTarget + ?Sized>(
+    target: &mut T,
+    mut reader: TraceReader<R>,
+    options: ReplayOptions,
+    mut observe: impl FnMut(&Moment<'_>, &T),
+) -> Result<ReplayReport, ReplayError> {
+    let mut table = Table::default();
+    let mut r = ReplayReport::default();
+    let cap = options.batch.max(1);
+    let mut batch: Vec<Op> = Vec::with_capacity(cap);
+    let mut since_sample = 0u64;
+    let mut seq = 0u64;
+    let outcome = loop {
+        batch.clear();
+        let mut stop = Stop::Full;
+        while batch.len() < cap {
+            let record = match reader.next_record() {
+                Ok(Some(record)) => record,
+                Ok(None) => {
+                    stop = Stop::End;
+                    break;
+                }
+                Err(e) => {
+                    stop = Stop::Failed(e.into());
+                    break;
+                }
+            };
+            r.records += 1;
+            seq = record.seq;
+            let decoded = match record.event {
+                Event::Alloc {
+                    id,
+                    size,
+                    align,
+                    tag,
+                } => table.open(id, seq).map(|slot| {
+                    let layout = usize::try_from(size.max(1))
+                        .ok()
+                        .zip(usize::try_from(align).ok())
+                        .and_then(|(size, align)| Layout::from_size_align(size, align).ok());
+                    batch.push(Op::Alloc {
+                        seq,
+                        slot,
+                        layout,
+                        tag,
+                    });
+                    None
+                }),
+                Event::Realloc { id, new_size } => table.find(id, seq).map(|slot| {
+                    batch.push(Op::Realloc {
+                        seq,
+                        slot,
+                        new: new_size,
+                    });
+                    None
+                }),
+                Event::Free { id } => table.close(id, seq).map(|slot| {
+                    batch.push(Op::Free { slot });
+                    None
+                }),
+                Event::Frame => Ok(Some(Stop::Frame)),
+                Event::Phase(name) => Ok(Some(Stop::Phase(name))),
+            };
+            match decoded {
+                Ok(None) => {}
+                Ok(Some(moment)) => {
+                    stop = moment;
+                    break;
+                }
+                Err(e) => {
+                    stop = Stop::Failed(e);
+                    break;
+                }
+            }
+            if seq >= options.stop_after {
+                stop = Stop::Limit;
+                break;
+            }
+            since_sample += 1;
+            if options.sample_every != 0 && since_sample >= options.sample_every {
+                stop = Stop::Sample;
+                break;
+            }
+        }
+        let start = Instant::now();
+        for &op in &batch {
+            // SAFETY: the table's blocks are live in `target`, each marked with its
+            // slot.
+            unsafe { run_op(target, &mut table.blocks, &mut r, op) };
+        }
+        r.nanos += start.elapsed().as_nanos() as u64;
+        let phase = match stop {
+            Stop::Full => continue,
+            Stop::End => break Ok(()),
+            Stop::Limit => break Ok(()),
+            Stop::Failed(e) => break Err(e),
+            Stop::Frame => {
+                r.frames += 1;
+                if let Err(why) = target.frame() {
+                    break Err(ReplayError::Frame { seq, why });
+                }
+                None
+            }
+            Stop::Phase(name) => {
+                r.phases += 1;
+                Some(name)
+            }
+            Stop::Sample => None,
+        };
+        since_sample = 0;
+        let moment = Moment {
+            seq,
+            live: r.live_at_end,
+            live_blocks: r.blocks_at_end,
+            frames: r.frames,
+            phase: phase.as_deref(),
+            nanos: r.nanos,
+        };
+        observe(&moment, target);
+    };
+    let stopped = outcome.is_ok() && seq >= options.stop_after;
+    for (slot, block) in table.blocks.iter_mut().enumerate() {
+        if let Some(live) = block.take() {
+            if stopped {
+                r.left.push((live.ptr.addr().get(), live.layout.size()));
+            } else {
+                // SAFETY: live in `target`, marked with its slot.
+                unsafe { free_marked(target, live, slot) };
+            }
+        }
+    }
+    outcome.map(|()| r)
+}
+
+/// Runs one decoded record, keeping the report's counts.
+///
+/// # Safety
+///
+/// Every block in `blocks` is live in `target` and marked with its slot.
+unsafe fn run_op<T: ReplayTarget + ?Sized>(
+    target: &mut T,
+    blocks: &mut [Option<Live>],
+    r: &mut ReplayReport,
+    op: Op,
+) {
+    match op {
+        Op::Alloc {
+            seq,
+            slot,
+            layout,
+            tag,
+        } => {
+            r.allocs += 1;
+            // SAFETY: the slot is empty: a fresh block.
+            let block = layout.and_then(|layout| unsafe { alloc_marked(target, layout, tag, slot) });
+            match block {
+                Some(block) => {
+                    blocks[slot] = Some(block);
+                    r.live_at_end += block.layout.size() as u64;
+                    r.blocks_at_end += 1;
+                    r.peak_blocks = r.peak_blocks.max(r.blocks_at_end);
+                    if r.live_at_end > r.peak_live {
+                        r.peak_live = r.live_at_end;
+                        r.peak_seq = seq;
+                    }
+                }
+                None => r.failures += 1,
+            }
+        }
+        Op::Realloc { seq, slot, new } => {
+            r.reallocs += 1;
+            let Some(block) = blocks[slot] else {
+                return;
+            };
+            let resized = usize::try_from(new.max(1)).ok().and_then(|new| {
+                // SAFETY: the caller's contract: `block` is live, marked with `slot`.
+                unsafe { realloc_marked(target, block, new, slot) }
+            });
+            match resized {
+                Some(moved) => {
+                    blocks[slot] = Some(moved);
+                    r.live_at_end = r.live_at_end - block.layout.size() as u64
+                        + moved.layout.size() as u64;
+                    if r.live_at_end > r.peak_live {
+                        r.peak_live = r.live_at_end;
+                        r.peak_seq = seq;
+                    }
+                }
+                None => r.failures += 1,
+            }
+        }
+        Op::Free { slot } => {
+            r.frees += 1;
+            if let Some(block) = blocks[slot].take() {
+                // SAFETY: the caller's contract.
+                unsafe { free_marked(target, block, slot) };
+                r.live_at_end -= block.layout.size() as u64;
+                r.blocks_at_end -= 1;
+            }
+        }
+    }
+}

@@ -1,0 +1,385 @@
+//! Replay: a generated trace replays to the counts its generator knows, on any
+//! allocator; a trace that names a block that is not live, or an unreadable one, is
+//! an error and leaves nothing allocated; a target that overlaps blocks is caught.
+
+use std::alloc::{Layout, System};
+use std::cell::Cell;
+use std::ptr::NonNull;
+
+use allocator_api2::alloc::Global;
+use bento_trace::workload::{
+    LifoBatches, LifoConfig, Mixed, MixedConfig, OpenWorld, Recorded, Session, SessionConfig,
+    WorldConfig, Workload, record, tags,
+};
+use bento_trace::{
+    ApiTarget, GlobalTarget, ReplayError, ReplayOptions, ReplayReport, ReplayTarget, TraceReader,
+    TraceWriter, replay,
+};
+
+fn trace(workload: impl Workload) -> (Vec<u8>, Recorded) {
+    let mut w = TraceWriter::new(Vec::new()).unwrap();
+    let counts = record(workload, &mut w).unwrap();
+    (w.finish().unwrap(), counts)
+}
+
+/// The system allocator, counting its live blocks.
+#[derive(Default)]
+struct Counting {
+    live: Cell<i64>,
+    frames: u64,
+    tags: Vec<u32>,
+}
+
+impl ReplayTarget for Counting {
+    fn alloc(&mut self, layout: Layout, tag: u32) -> Option<NonNull<u8>> {
+        if !self.tags.contains(&tag) {
+            self.tags.push(tag);
+        }
+        let block = GlobalTarget(System).alloc(layout, tag)?;
+        self.live.set(self.live.get() + 1);
+        Some(block)
+    }
+
+    unsafe fn realloc(
+        &mut self,
+        ptr: NonNull<u8>,
+        old: Layout,
+        new: usize,
+        tag: u32,
+    ) -> Option<NonNull<u8>> {
+        // SAFETY: the caller's contract.
+        unsafe { GlobalTarget(System).realloc(ptr, old, new, tag) }
+    }
+
+    unsafe fn free(&mut self, ptr: NonNull<u8>, layout: Layout, tag: u32) {
+        self.live.set(self.live.get() - 1);
+        // SAFETY: the caller's contract.
+        unsafe { GlobalTarget(System).free(ptr, layout, tag) }
+    }
+
+    fn frame(&mut self) -> Result<(), String> {
+        self.frames += 1;
+        Ok(())
+    }
+}
+
+fn check_counts(report: &ReplayReport, counts: &Recorded) {
+    assert_eq!(report.records, counts.records);
+    assert_eq!(report.allocs, counts.allocs);
+    assert_eq!(report.frees, counts.frees);
+    assert_eq!(report.reallocs, counts.reallocs);
+    assert_eq!(report.frames, counts.frames);
+    assert_eq!(report.phases, counts.phases);
+    assert_eq!(report.peak_live, counts.peak_live);
+    assert_eq!(report.peak_blocks, counts.peak_blocks);
+    assert_eq!(report.live_at_end, counts.live_at_end);
+    assert_eq!(report.failures, 0);
+}
+
+#[test]
+fn every_workload_replays_to_the_counts_its_generator_knows() {
+    let small = if cfg!(miri) { 1 } else { 3 };
+    let traces = [
+        trace(Session::new(SessionConfig {
+            levels: small,
+            frames_per_level: 8,
+            resident_blocks: 200,
+            ..SessionConfig::DEMO
+        })),
+        trace(OpenWorld::new(WorldConfig {
+            cells: small + 1,
+            frames_per_cell: 6,
+            cell_blocks: 300,
+            ..WorldConfig::WORLD
+        })),
+        trace(Mixed::new(MixedConfig {
+            ops: 3000,
+            live: 200,
+            ..MixedConfig::DEFAULT
+        })),
+        trace(LifoBatches::new(LifoConfig {
+            batches: 30,
+            ..LifoConfig::DEFAULT
+        })),
+    ];
+    for (bytes, counts) in &traces {
+        assert!(counts.allocs > 0 && counts.allocs == counts.frees);
+        let mut target = Counting::default();
+        let mut last = None;
+        let report = replay(
+            &mut target,
+            TraceReader::new(&bytes[..]).unwrap(),
+            ReplayOptions::default(),
+            |m, t| {
+                assert_eq!(m.live_blocks as i64, t.live.get());
+                last = Some((m.seq, m.frames));
+            },
+        )
+        .unwrap();
+        check_counts(&report, counts);
+        assert_eq!(target.live.get(), 0, "every block is given back");
+        assert_eq!(target.frames, counts.frames);
+        if counts.frames > 0 {
+            assert_eq!(last.unwrap().1, counts.frames);
+        }
+        // The same trace through the allocator-api2 adaptor.
+        let again = replay(
+            &mut ApiTarget(&Global),
+            TraceReader::new(&bytes[..]).unwrap(),
+            ReplayOptions::default(),
+            |_, _| {},
+        )
+        .unwrap();
+        check_counts(&again, counts);
+    }
+    // The session's tags reach the target.
+    let mut target = Counting::default();
+    replay(
+        &mut target,
+        TraceReader::new(&traces[0].0[..]).unwrap(),
+        ReplayOptions::default(),
+        |_, _| {},
+    )
+    .unwrap();
+    for tag in [tags::LEVEL, tags::FRAME, tags::PARTICLE, tags::GROWER, tags::GLOBAL] {
+        assert!(target.tags.contains(&tag), "tag {}", tags::name(tag));
+    }
+}
+
+#[test]
+fn samples_come_every_n_records_and_at_each_frame_and_phase() {
+    let (bytes, counts) = trace(Mixed::new(MixedConfig {
+        ops: 1000,
+        live: 50,
+        ..MixedConfig::DEFAULT
+    }));
+    let mut seqs = Vec::new();
+    let options = ReplayOptions {
+        sample_every: 100,
+        batch: 7,
+        ..ReplayOptions::default()
+    };
+    let report = replay(
+        &mut ApiTarget(&Global),
+        TraceReader::new(&bytes[..]).unwrap(),
+        options,
+        |m, _| seqs.push(m.seq),
+    )
+    .unwrap();
+    check_counts(&report, &counts);
+    assert_eq!(seqs.len() as u64, counts.records / 100);
+    assert!(seqs.iter().enumerate().all(|(i, &s)| s == 100 * i as u64 + 99));
+}
+
+#[test]
+fn stop_after_leaves_the_blocks_live_then() {
+    let (bytes, _) = trace(Mixed::new(MixedConfig {
+        ops: 500,
+        live: 40,
+        ..MixedConfig::DEFAULT
+    }));
+    let options = ReplayOptions {
+        stop_after: 299,
+        ..ReplayOptions::default()
+    };
+    let mut target = Counting::default();
+    let report = replay(
+        &mut target,
+        TraceReader::new(&bytes[..]).unwrap(),
+        options,
+        |_, _| {},
+    )
+    .unwrap();
+    assert_eq!(report.records, 300);
+    assert_eq!(report.left.len() as u64, report.blocks_at_end);
+    assert_eq!(target.live.get(), report.left.len() as i64);
+    let bytes_left: usize = report.left.iter().map(|&(_, n)| n).sum();
+    assert_eq!(bytes_left as u64, report.live_at_end);
+    // The blocks left are the test's to leak: the report keeps no layouts.
+}
+
+/// Writes a trace of `events` by hand.
+fn hand(f: impl FnOnce(&mut TraceWriter<Vec<u8>>)) -> Vec<u8> {
+    let mut w = TraceWriter::new(Vec::new()).unwrap();
+    f(&mut w);
+    w.finish().unwrap()
+}
+
+#[test]
+fn bad_ids_are_errors_naming_the_record_and_nothing_is_left() {
+    let cases: [(Vec<u8>, &str); 3] = [
+        (
+            hand(|w| {
+                w.alloc(1, 10, 8, 0).unwrap();
+                w.free(2).unwrap();
+            }),
+            "record 1 names block 2, which is not live",
+        ),
+        (
+            hand(|w| {
+                w.alloc(1, 10, 8, 0).unwrap();
+                w.alloc(1, 10, 8, 0).unwrap();
+            }),
+            "record 1 allocates block 1, which is already live",
+        ),
+        (
+            hand(|w| {
+                w.alloc(1, 10, 8, 0).unwrap();
+                w.free(1).unwrap();
+                w.realloc(1, 20).unwrap();
+            }),
+            "record 2 names block 1, which is not live",
+        ),
+    ];
+    for (bytes, message) in cases {
+        let mut target = Counting::default();
+        let err = replay(
+            &mut target,
+            TraceReader::new(&bytes[..]).unwrap(),
+            ReplayOptions::default(),
+            |_, _| {},
+        )
+        .unwrap_err();
+        assert_eq!(err.to_string(), message);
+        assert_eq!(target.live.get(), 0);
+    }
+}
+
+#[test]
+fn a_corrupt_trace_is_an_error_with_its_offset_and_nothing_is_left() {
+    let (mut bytes, _) = trace(Mixed::new(MixedConfig {
+        ops: 200,
+        live: 20,
+        ..MixedConfig::DEFAULT
+    }));
+    let at = bytes.len() / 2;
+    bytes.truncate(at);
+    bytes.push(0x7f); // not a record kind
+    let mut target = Counting::default();
+    let err = replay(
+        &mut target,
+        TraceReader::new(&bytes[..]).unwrap(),
+        ReplayOptions::default(),
+        |_, _| {},
+    )
+    .unwrap_err();
+    let ReplayError::Trace(e) = &err else {
+        panic!("{err}");
+    };
+    let offset = e.offset().unwrap();
+    assert!(offset as usize <= at, "{err}");
+    assert!(err.to_string().contains(&format!("byte {offset}")), "{err}");
+    assert_eq!(target.live.get(), 0);
+}
+
+#[test]
+fn refused_and_impossible_requests_are_failures_and_their_frees_are_skipped() {
+    let bytes = hand(|w| {
+        w.alloc(1, u64::MAX, 8, 0).unwrap(); // no allocator can give it
+        w.alloc(2, 0, 1 << 40, 0).unwrap(); // nor this alignment here
+        w.alloc(3, 0, 8, 0).unwrap(); // zero: one byte
+        w.realloc(1, 10).unwrap();
+        w.realloc(3, u64::MAX).unwrap();
+        w.free(1).unwrap();
+        w.free(2).unwrap();
+        w.free(3).unwrap();
+    });
+    let mut target = Counting::default();
+    let report = replay(
+        &mut target,
+        TraceReader::new(&bytes[..]).unwrap(),
+        ReplayOptions::default(),
+        |_, _| {},
+    )
+    .unwrap();
+    assert_eq!((report.allocs, report.reallocs, report.frees), (3, 2, 3));
+    assert_eq!(report.failures, 3);
+    assert_eq!((report.peak_live, report.live_at_end), (1, 0));
+    assert_eq!(target.live.get(), 0);
+}
+
+/// A target that refuses every frame end.
+struct Stubborn(Counting);
+
+impl ReplayTarget for Stubborn {
+    fn alloc(&mut self, layout: Layout, tag: u32) -> Option<NonNull<u8>> {
+        self.0.alloc(layout, tag)
+    }
+
+    unsafe fn realloc(
+        &mut self,
+        ptr: NonNull<u8>,
+        old: Layout,
+        new: usize,
+        tag: u32,
+    ) -> Option<NonNull<u8>> {
+        // SAFETY: the caller's contract.
+        unsafe { self.0.realloc(ptr, old, new, tag) }
+    }
+
+    unsafe fn free(&mut self, ptr: NonNull<u8>, layout: Layout, tag: u32) {
+        // SAFETY: the caller's contract.
+        unsafe { self.0.free(ptr, layout, tag) }
+    }
+
+    fn frame(&mut self) -> Result<(), String> {
+        Err("frame memory is still live".into())
+    }
+}
+
+#[test]
+fn a_refused_frame_end_stops_the_replay_and_frees_what_is_live() {
+    let bytes = hand(|w| {
+        w.alloc(1, 100, 8, tags::FRAME).unwrap();
+        w.frame().unwrap();
+        w.free(1).unwrap();
+    });
+    let mut target = Stubborn(Counting::default());
+    let err = replay(
+        &mut target,
+        TraceReader::new(&bytes[..]).unwrap(),
+        ReplayOptions::default(),
+        |_, _| {},
+    )
+    .unwrap_err();
+    assert_eq!(err.to_string(), "record 1: frame memory is still live");
+    assert_eq!(target.0.live.get(), 0);
+}
+
+/// Hands out the same block twice: the replay must notice.
+struct Overlapping {
+    block: NonNull<u8>,
+}
+
+impl ReplayTarget for Overlapping {
+    fn alloc(&mut self, _: Layout, _: u32) -> Option<NonNull<u8>> {
+        Some(self.block)
+    }
+
+    unsafe fn realloc(&mut self, p: NonNull<u8>, _: Layout, _: usize, _: u32) -> Option<NonNull<u8>> {
+        Some(p)
+    }
+
+    unsafe fn free(&mut self, _: NonNull<u8>, _: Layout, _: u32) {}
+}
+
+#[test]
+#[should_panic(expected = "was overwritten")]
+fn a_target_handing_out_overlapping_blocks_is_caught() {
+    let mut buf = [0u8; 256];
+    let bytes = hand(|w| {
+        w.alloc(1, 64, 8, 0).unwrap();
+        w.alloc(2, 64, 8, 0).unwrap();
+        w.free(1).unwrap();
+        w.free(2).unwrap();
+    });
+    let mut target = Overlapping {
+        block: NonNull::from(&mut buf).cast(),
+    };
+    let _ = replay(
+        &mut target,
+        TraceReader::new(&bytes[..]).unwrap(),
+        ReplayOptions::default(),
+        |_, _| {},
+    );
+}
