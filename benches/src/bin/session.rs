@@ -57,7 +57,7 @@ fn run(peer: &str, config: SessionConfig) {
                 SpaceConfig::DEFAULT.with_page_size(page),
             )
             .expect("a space");
-            let report = play(&mut ApiTarget(&space), session, &mut sample);
+            let report = play(&mut ApiTarget(&&space), session, &mut sample);
             (report, Some(space.stats().max_committed))
         }
         "common" => {
