@@ -20,7 +20,10 @@ pub use bento_pages::{AllocError, Misuse, MisuseHook, panic_on_misuse};
 pub use crate::config::{SpaceConfig, SpaceError};
 pub use crate::locked::{LockedSpace, SpaceGuard, SpinSpace};
 pub use crate::space::MemorySpace;
-pub use crate::walk::{Allocations, Block, Corruption, FreeBlocks, Rule, ValidateReport};
+pub use crate::walk::{
+    Allocations, Block, ChunkInfo, ChunkState, Chunks, Corruption, FreeBlocks, Rule, SegmentKind,
+    ValidateReport,
+};
 
 /// A space's figures, kept as counters as it works; [`MemorySpace::stats`] adds up
 /// only the blocks in the block cache (a walk of it), and

@@ -302,6 +302,124 @@ pub struct Corruption {
     pub rule: Rule,
 }
 
+/// What a segment is for, as [`Chunks`] reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SegmentKind {
+    /// An ordinary segment of `segment_granularity` bytes (or more), shared by many
+    /// blocks; its free chunks' interior pages are decommitted.
+    Ordinary,
+    /// A segment of its own for one large or strongly aligned block.
+    Dedicated,
+    /// The caller's memory of [`MemorySpace::with_base`]: always committed, never
+    /// released.
+    Base,
+}
+
+/// What a chunk holds, as [`Chunks`] reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChunkState {
+    /// A live block.
+    Live,
+    /// A free chunk in the index.
+    Free,
+    /// A freed block kept whole in the block cache for reuse.
+    Cached,
+}
+
+/// One chunk of a space, with its segment: what a map of the space draws.
+///
+/// ```
+/// use core::alloc::Layout;
+/// use bento_pages::HeapPages;
+/// use bento_space::{ChunkState, MemorySpace, SpaceConfig};
+///
+/// let mut space = MemorySpace::new(HeapPages::new(), SpaceConfig::DEFAULT.with_page_size(4096)).unwrap();
+/// let p = space.alloc(Layout::new::<[u8; 100]>()).unwrap();
+/// let chunks: Vec<_> = space.chunks().collect();
+/// assert_eq!(chunks[0].state, ChunkState::Live);
+/// assert_eq!(chunks[1].state, ChunkState::Free); // the rest of the segment
+/// assert!(chunks[1].decommitted.len() > 0);       // most of it decommitted
+/// // SAFETY: live.
+/// unsafe { space.free(p) };
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChunkInfo {
+    /// The base of the chunk's segment.
+    pub segment: NonNull<u8>,
+    /// The segment's size in bytes (header and end fence included).
+    pub segment_size: usize,
+    /// What the segment is for.
+    pub kind: SegmentKind,
+    /// Where the chunk starts (its tags included).
+    pub ptr: NonNull<u8>,
+    /// Its size in bytes.
+    pub size: usize,
+    /// What it holds.
+    pub state: ChunkState,
+    /// The bytes of the chunk, as offsets from `ptr`, whose pages are decommitted
+    /// (empty but for free chunks of ordinary segments with a whole page inside).
+    pub decommitted: core::ops::Range<usize>,
+}
+
+/// Every chunk of every segment, in address order within each segment. From
+/// [`MemorySpace::chunks`].
+pub struct Chunks<'a> {
+    cursor: Cursor,
+    page_mask: usize,
+    _space: PhantomData<&'a mut ()>,
+}
+
+impl Iterator for Chunks<'_> {
+    type Item = ChunkInfo;
+
+    fn next(&mut self) -> Option<ChunkInfo> {
+        // SAFETY: the iterator borrows the space exclusively, so nothing changes its
+        // tags while it walks.
+        let (c, head, free) = unsafe { self.cursor.step()? };
+        // `step` leaves the cursor on the segment of the chunk it returned.
+        let seg = NonNull::new(self.cursor.seg)?;
+        // SAFETY: a live segment's header.
+        let s = unsafe { seg.as_ref() };
+        let kind = match s.kind {
+            k if k == Kind::Dedicated as usize => SegmentKind::Dedicated,
+            k if k == Kind::Base as usize => SegmentKind::Base,
+            _ => SegmentKind::Ordinary,
+        };
+        let size = raw::size(head);
+        let state = match (free, head & IN_USE != 0) {
+            (false, _) => ChunkState::Live,
+            (true, true) => ChunkState::Cached,
+            (true, false) => ChunkState::Free,
+        };
+        let mut decommitted = 0..0;
+        if state == ChunkState::Free && kind == SegmentKind::Ordinary {
+            // As `Core::interior`: the pages past the head and links, before the page
+            // of the footer.
+            let addr = c.addr().get();
+            let m = self.page_mask;
+            let (lo, hi) = ((addr + MIN_CHUNK + m) & !m, (addr + size) & !m);
+            if lo < hi {
+                decommitted = lo - addr..hi - addr;
+            }
+        }
+        Some(ChunkInfo {
+            segment: seg.cast(),
+            segment_size: s.size,
+            kind,
+            ptr: c,
+            size,
+            state,
+            decommitted,
+        })
+    }
+}
+
+impl fmt::Debug for Chunks<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Chunks").finish_non_exhaustive()
+    }
+}
+
 impl<P: PageSource> MemorySpace<P> {
     /// Every live block, as payload and usable size. Borrows the space exclusively, so
     /// nothing can allocate or free while it walks.
@@ -345,6 +463,35 @@ impl<P: PageSource> MemorySpace<P> {
     pub fn free_blocks(&mut self) -> FreeBlocks<'_> {
         FreeBlocks {
             cursor: self.cursor(),
+            _space: PhantomData,
+        }
+    }
+
+    /// Every chunk of every segment — live, free and cached, with the pages of each
+    /// that are decommitted — in address order within each segment: the picture of
+    /// the space that `bento map` draws. Borrows the space exclusively.
+    ///
+    /// ```
+    /// use core::alloc::Layout;
+    /// use bento_pages::HeapPages;
+    /// use bento_space::{ChunkState, MemorySpace, SpaceConfig};
+    ///
+    /// let mut space = MemorySpace::new(HeapPages::new(), SpaceConfig::DEFAULT.with_page_size(4096)).unwrap();
+    /// let p = space.alloc(Layout::new::<[u8; 100]>()).unwrap();
+    /// let s = space.stats();
+    /// let chunks: Vec<_> = space.chunks().collect();
+    /// let free: usize = chunks.iter().filter(|c| c.state != ChunkState::Live).map(|c| c.size).sum();
+    /// let decommitted: usize = chunks.iter().map(|c| c.decommitted.len()).sum();
+    /// assert_eq!(free, s.free_bytes);
+    /// assert_eq!(decommitted, s.reserved - s.committed);
+    /// // SAFETY: live.
+    /// unsafe { space.free(p) };
+    /// ```
+    pub fn chunks(&mut self) -> Chunks<'_> {
+        let page_mask = self.entered().core.page_mask;
+        Chunks {
+            cursor: self.cursor(),
+            page_mask,
             _space: PhantomData,
         }
     }

@@ -4,7 +4,7 @@ use core::alloc::Layout;
 use core::ptr::NonNull;
 
 use bento_pages::{HeapPages, Metered};
-use bento_space::{Block, MemorySpace, SpaceConfig};
+use bento_space::{Block, ChunkInfo, ChunkState, MemorySpace, SegmentKind, SpaceConfig};
 
 use crate::SMALL;
 
@@ -150,6 +150,73 @@ fn walking_finds_every_block_and_every_free_chunk() {
         unsafe { space.free(b.ptr) };
     }
     assert_eq!(space.stats().segments, 0);
+}
+
+#[test]
+fn the_chunk_map_tiles_every_segment_and_matches_the_figures() {
+    let mut space = MemorySpace::new(HeapPages::new(), SMALL).unwrap();
+    let mut blocks: Vec<_> = (1..200)
+        .map(|i| space.alloc(layout((i * 397) % 30_000 + 1)).unwrap())
+        .collect();
+    // A large block gets a segment of its own.
+    blocks.push(space.alloc(layout(SMALL.segment_threshold + 1)).unwrap());
+    for p in blocks.iter().step_by(2) {
+        // SAFETY: live, freed once.
+        unsafe { space.free(*p) };
+    }
+    let stats = space.stats();
+    let chunks: Vec<ChunkInfo> = space.chunks().collect();
+    // The chunks of each segment follow one another from its header to its fence.
+    let mut segments = 0;
+    let mut overhead = 0;
+    for (i, c) in chunks.iter().enumerate() {
+        let first = i == 0 || chunks[i - 1].segment != c.segment;
+        if first {
+            segments += 1;
+            overhead += c.segment_size;
+        } else {
+            let prev = &chunks[i - 1];
+            assert_eq!(prev.ptr.addr().get() + prev.size, c.ptr.addr().get());
+        }
+        overhead -= c.size;
+        assert!(c.ptr.addr().get() + c.size <= c.segment.addr().get() + c.segment_size);
+        assert!(c.decommitted.end <= c.size);
+        if c.state == ChunkState::Live {
+            assert!(c.decommitted.is_empty());
+        }
+    }
+    assert_eq!(segments, stats.segments);
+    // Large blocks have segments of their own: one chunk each.
+    let dedicated: Vec<_> = chunks
+        .iter()
+        .filter(|c| c.kind == SegmentKind::Dedicated)
+        .collect();
+    assert!(!dedicated.is_empty());
+    for c in &dedicated {
+        assert_eq!(c.state, ChunkState::Live);
+        assert_eq!(chunks.iter().filter(|d| d.segment == c.segment).count(), 1);
+    }
+    let sum = |state| -> usize {
+        chunks
+            .iter()
+            .filter(|c| c.state == state)
+            .map(|c| c.size)
+            .sum()
+    };
+    let live_chunks = chunks.iter().filter(|c| c.state == ChunkState::Live).count();
+    assert_eq!(live_chunks, stats.live_blocks);
+    // A live chunk's head is its overhead; the rest is the block.
+    assert_eq!(sum(ChunkState::Live) - 8 * live_chunks, stats.live_bytes);
+    assert_eq!(sum(ChunkState::Free) + sum(ChunkState::Cached), stats.free_bytes);
+    let decommitted: usize = chunks.iter().map(|c| c.decommitted.len()).sum();
+    assert_eq!(stats.reserved - decommitted, stats.committed);
+    let report = space.validate().unwrap();
+    assert_eq!(overhead, report.overhead - 8 * live_chunks);
+    for p in blocks.iter().skip(1).step_by(2) {
+        // SAFETY: the blocks still live, each freed once.
+        unsafe { space.free(*p) };
+    }
+    assert_eq!(space.chunks().count(), 0);
 }
 
 #[test]
