@@ -10,7 +10,8 @@ mod writer;
 pub use crate::format::{Event, MAGIC, MAX_PHASE, Record, VERSION};
 pub use crate::reader::{TraceError, TraceReader};
 pub use crate::replay::{
-    ApiTarget, Footprint, GlobalTarget, Moment, ReplayError, ReplayOptions, ReplayReport, ReplayTarget, replay,
+    ApiTarget, Footprint, GlobalTarget, Moment, ReplayError, ReplayOptions, ReplayReport,
+    ReplayTarget, replay,
 };
 pub use crate::sink::TraceSink;
 pub use crate::writer::TraceWriter;

@@ -17,13 +17,16 @@ use crate::reader::{TraceError, TraceReader};
 /// ```
 /// use bento_trace::Footprint;
 ///
-/// let f = Footprint { committed: 1 << 20, reserved: 4 << 20, os_calls: 12 };
-/// assert!(f.committed <= f.reserved);
+/// let f = Footprint { committed: 1 << 20, peak_committed: 2 << 20, reserved: 4 << 20, os_calls: 12 };
+/// assert!(f.committed <= f.peak_committed && f.peak_committed <= f.reserved);
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Footprint {
     /// Bytes committed (or otherwise held in memory) for the allocator.
     pub committed: usize,
+    /// The most `committed` has been, as the allocator counts it (between samples
+    /// too).
+    pub peak_committed: usize,
     /// Bytes of address space it holds.
     pub reserved: usize,
     /// Calls it made to the operating system (reserve, commit, decommit, release).
@@ -263,7 +266,11 @@ pub(crate) unsafe fn realloc_marked<T: ReplayTarget + ?Sized>(
 /// # Safety
 ///
 /// The caller must pass a live block of `target`, marked with `key`.
-pub(crate) unsafe fn free_marked<T: ReplayTarget + ?Sized>(target: &mut T, block: Live, key: usize) {
+pub(crate) unsafe fn free_marked<T: ReplayTarget + ?Sized>(
+    target: &mut T,
+    block: Live,
+    key: usize,
+) {
     // SAFETY: the caller's contract.
     unsafe {
         check(block.ptr, block.layout.size(), key);
@@ -697,7 +704,8 @@ unsafe fn run_op<T: ReplayTarget + ?Sized>(
         } => {
             r.allocs += 1;
             // SAFETY: the slot is empty: a fresh block.
-            let block = layout.and_then(|layout| unsafe { alloc_marked(target, layout, tag, slot) });
+            let block =
+                layout.and_then(|layout| unsafe { alloc_marked(target, layout, tag, slot) });
             match block {
                 Some(block) => {
                     blocks[slot] = Some(block);
@@ -724,8 +732,8 @@ unsafe fn run_op<T: ReplayTarget + ?Sized>(
             match resized {
                 Some(moved) => {
                     blocks[slot] = Some(moved);
-                    r.live_at_end = r.live_at_end - block.layout.size() as u64
-                        + moved.layout.size() as u64;
+                    r.live_at_end =
+                        r.live_at_end - block.layout.size() as u64 + moved.layout.size() as u64;
                     if r.live_at_end > r.peak_live {
                         r.peak_live = r.live_at_end;
                         r.peak_seq = seq;

@@ -87,10 +87,10 @@ impl SessionConfig {
         seed: 0x6a09_e667_f3bc_c908,
     };
 
-    /// [`GAME`](Self::GAME) with particles (up to 2,000 alive) and 8 levels of 4
-    /// kinds: the session `bento demo` plays, a few seconds on any allocator.
+    /// [`GAME`](Self::GAME) with particles (up to 2,000 alive) and 24 levels of 4
+    /// kinds: the session `bento demo` plays, a second or two on any allocator.
     pub const DEMO: Self = Self {
-        levels: 8,
+        levels: 24,
         level_kinds: 4,
         particles: 2000,
         ..Self::GAME
@@ -847,8 +847,8 @@ impl Mixed {
         if grow {
             let u = (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
             let (lo, hi) = (c.min_size.max(1), c.max_size.max(c.min_size.max(1)));
-            let size = ((lo as f64 * (u * (hi as f64 / lo as f64).log2()).exp2()) as usize)
-                .clamp(lo, hi);
+            let size =
+                ((lo as f64 * (u * (hi as f64 / lo as f64).log2()).exp2()) as usize).clamp(lo, hi);
             let align = if r & 0x30 == 0 { 64 } else { 16 };
             let id = self.free_ids.pop().unwrap_or(0);
             self.live.push(id);

@@ -9,7 +9,7 @@ use std::ptr::NonNull;
 use allocator_api2::alloc::Global;
 use bento_trace::workload::{
     LifoBatches, LifoConfig, Mixed, MixedConfig, OpenWorld, Recorded, Session, SessionConfig,
-    WorldConfig, Workload, record, tags,
+    Workload, WorldConfig, record, tags,
 };
 use bento_trace::{
     ApiTarget, GlobalTarget, ReplayError, ReplayOptions, ReplayReport, ReplayTarget, TraceReader,
@@ -141,7 +141,13 @@ fn every_workload_replays_to_the_counts_its_generator_knows() {
         |_, _| {},
     )
     .unwrap();
-    for tag in [tags::LEVEL, tags::FRAME, tags::PARTICLE, tags::GROWER, tags::GLOBAL] {
+    for tag in [
+        tags::LEVEL,
+        tags::FRAME,
+        tags::PARTICLE,
+        tags::GROWER,
+        tags::GLOBAL,
+    ] {
         assert!(target.tags.contains(&tag), "tag {}", tags::name(tag));
     }
 }
@@ -168,7 +174,11 @@ fn samples_come_every_n_records_and_at_each_frame_and_phase() {
     .unwrap();
     check_counts(&report, &counts);
     assert_eq!(seqs.len() as u64, counts.records / 100);
-    assert!(seqs.iter().enumerate().all(|(i, &s)| s == 100 * i as u64 + 99));
+    assert!(
+        seqs.iter()
+            .enumerate()
+            .all(|(i, &s)| s == 100 * i as u64 + 99)
+    );
 }
 
 #[test]
@@ -356,7 +366,13 @@ impl ReplayTarget for Overlapping {
         Some(self.block)
     }
 
-    unsafe fn realloc(&mut self, p: NonNull<u8>, _: Layout, _: usize, _: u32) -> Option<NonNull<u8>> {
+    unsafe fn realloc(
+        &mut self,
+        p: NonNull<u8>,
+        _: Layout,
+        _: usize,
+        _: u32,
+    ) -> Option<NonNull<u8>> {
         Some(p)
     }
 

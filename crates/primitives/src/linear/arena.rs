@@ -551,6 +551,23 @@ impl<P: PageSource> Arena<P> {
         self.top.get() - self.base.addr().get()
     }
 
+    /// Whether `ptr` lies in the arena's reservation: a block it handed out (live
+    /// or not) rather than another allocator's. A frame's memory tells its blocks
+    /// from a heap's this way.
+    ///
+    /// ```
+    /// use bento_primitives::Arena;
+    ///
+    /// let arena = Arena::new(1 << 20).unwrap();
+    /// let x = arena.alloc(7u32).unwrap();
+    /// assert!(arena.contains(core::ptr::NonNull::from(&*x).cast()));
+    /// assert!(!arena.contains(core::ptr::NonNull::from(&0u8)));
+    /// ```
+    #[must_use]
+    pub fn contains(&self, ptr: NonNull<u8>) -> bool {
+        ptr.addr().get().wrapping_sub(self.base.addr().get()) < self.reserved
+    }
+
     /// Bytes committed: pages that hold memory.
     ///
     /// ```

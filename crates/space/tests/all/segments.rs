@@ -203,11 +203,17 @@ fn the_chunk_map_tiles_every_segment_and_matches_the_figures() {
             .map(|c| c.size)
             .sum()
     };
-    let live_chunks = chunks.iter().filter(|c| c.state == ChunkState::Live).count();
+    let live_chunks = chunks
+        .iter()
+        .filter(|c| c.state == ChunkState::Live)
+        .count();
     assert_eq!(live_chunks, stats.live_blocks);
     // A live chunk's head is its overhead; the rest is the block.
     assert_eq!(sum(ChunkState::Live) - 8 * live_chunks, stats.live_bytes);
-    assert_eq!(sum(ChunkState::Free) + sum(ChunkState::Cached), stats.free_bytes);
+    assert_eq!(
+        sum(ChunkState::Free) + sum(ChunkState::Cached),
+        stats.free_bytes
+    );
     let decommitted: usize = chunks.iter().map(|c| c.decommitted.len()).sum();
     assert_eq!(stats.reserved - decommitted, stats.committed);
     let report = space.validate().unwrap();

@@ -6,7 +6,7 @@
 
 use bento_pages::{HeapPages, Metered, PageSource};
 use bento_space::{MemorySpace, SpaceConfig};
-use bento_testkit::workload::{OpenWorld, Session, SessionConfig, WorldConfig, Workload, play};
+use bento_testkit::workload::{OpenWorld, Session, SessionConfig, Workload, WorldConfig, play};
 use bento_trace::ApiTarget;
 
 /// What a session did to a space.
@@ -27,7 +27,11 @@ impl Footprint {
     }
 }
 
-fn play_on<P: PageSource>(space: &MemorySpace<P>, events: impl Workload, levels: usize) -> Footprint {
+fn play_on<P: PageSource>(
+    space: &MemorySpace<P>,
+    events: impl Workload,
+    levels: usize,
+) -> Footprint {
     let mut f = Footprint {
         peaks: vec![0; levels],
         peak_live: 0,

@@ -1,0 +1,217 @@
+//! The SVG charts: memory over time, one line per allocator, and the map of a memory
+//! space, one row per segment.
+
+use std::path::Path;
+
+use plotters::prelude::*;
+
+use crate::map::{Category, SegmentRow};
+use crate::run::{Run, bytes};
+
+const MIB: f64 = (1 << 20) as f64;
+
+/// Line colours, one per allocator in order.
+const COLOURS: [RGBColor; 6] = [
+    RGBColor(0x44, 0x77, 0xaa),
+    RGBColor(0xee, 0x66, 0x77),
+    RGBColor(0x22, 0x88, 0x33),
+    RGBColor(0xcc, 0xbb, 0x44),
+    RGBColor(0xaa, 0x33, 0x77),
+    RGBColor(0x66, 0xcc, 0xee),
+];
+
+fn draw_err<E: std::fmt::Debug>(e: E) -> String {
+    format!("cannot draw the chart: {e:?}")
+}
+
+/// Committed bytes over the trace, one line per run, the live bytes as a dashed
+/// line, and each phase (a level loaded) as a vertical mark.
+pub(crate) fn memory_chart(runs: &[Run], title: &str, out: &Path) -> Result<(), String> {
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (1100, 540)).into_drawing_area();
+        root.fill(&WHITE).map_err(draw_err)?;
+        // The chart on the left, its legend on the right, clear of the lines.
+        let (area, legend) = root.split_horizontally(880);
+        let mut entries: Vec<(String, ShapeStyle)> = Vec::new();
+        let x_max = runs
+            .iter()
+            .flat_map(|r| r.samples.last())
+            .map(|s| s.seq)
+            .max()
+            .unwrap_or(1)
+            .max(1) as f64;
+        let y_max = runs
+            .iter()
+            .flat_map(|r| &r.samples)
+            .map(|s| s.committed.max(s.live))
+            .max()
+            .unwrap_or(1) as f64
+            / MIB
+            * 1.1;
+        let mut chart = ChartBuilder::on(&area)
+            .caption(title, ("sans-serif", 22))
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(64)
+            .build_cartesian_2d(0f64..x_max, 0f64..y_max.max(1.0))
+            .map_err(draw_err)?;
+        chart
+            .configure_mesh()
+            .x_desc("records replayed")
+            .y_desc("MiB")
+            .x_label_formatter(&|x| crate::run::count(*x))
+            .draw()
+            .map_err(draw_err)?;
+        // Level boundaries, from the first run's phases.
+        if let Some(first) = runs.first() {
+            let mark = ShapeStyle::from(&BLACK.mix(0.25)).stroke_width(1);
+            // Every phase gets a line; a label at most every 60 pixels or so.
+            let every = first.phases.len().div_ceil(12).max(1);
+            for (k, (seq, name)) in first.phases.iter().enumerate() {
+                let x = *seq as f64;
+                chart
+                    .draw_series(std::iter::once(PathElement::new(
+                        vec![(x, 0.0), (x, y_max)],
+                        mark,
+                    )))
+                    .map_err(draw_err)?;
+                if k % every != 0 {
+                    continue;
+                }
+                let label = name.trim_end_matches(" loaded");
+                chart
+                    .draw_series(std::iter::once(Text::new(
+                        label.to_owned(),
+                        (x, y_max * 0.98),
+                        ("sans-serif", 11).into_font().color(&BLACK.mix(0.6)),
+                    )))
+                    .map_err(draw_err)?;
+            }
+            let live = first
+                .samples
+                .iter()
+                .map(|s| (s.seq as f64, s.live as f64 / MIB));
+            let style = ShapeStyle::from(&BLACK.mix(0.7)).stroke_width(1);
+            chart
+                .draw_series(DashedLineSeries::new(live, 6, 4, style))
+                .map_err(draw_err)?;
+            entries.push(("live (asked)".to_owned(), style));
+        }
+        for (i, run) in runs.iter().enumerate() {
+            let colour = COLOURS[i % COLOURS.len()];
+            let what = if run.peak_committed.is_some() {
+                "committed"
+            } else {
+                "RSS growth"
+            };
+            let points = run
+                .samples
+                .iter()
+                .map(|s| (s.seq as f64, s.committed as f64 / MIB));
+            chart
+                .draw_series(LineSeries::new(points, colour.stroke_width(2)))
+                .map_err(draw_err)?;
+            entries.push((
+                format!("{} ({what})", run.allocator),
+                colour.stroke_width(2),
+            ));
+        }
+        for (i, (label, style)) in entries.into_iter().enumerate() {
+            let y = 60 + 22 * i as i32;
+            legend
+                .draw(&PathElement::new(vec![(0, y + 6), (24, y + 6)], style))
+                .map_err(draw_err)?;
+            legend
+                .draw(&Text::new(label, (30, y), ("sans-serif", 12).into_font()))
+                .map_err(draw_err)?;
+        }
+        root.present().map_err(draw_err)?;
+    }
+    write(out, &svg)
+}
+
+fn write(out: &Path, svg: &str) -> Result<(), String> {
+    std::fs::write(out, svg).map_err(|e| format!("cannot write {}: {e}", out.display()))
+}
+
+/// Colour of each byte category of the map, and its legend.
+fn category_colour(c: Category) -> RGBColor {
+    match c {
+        Category::Live => RGBColor(0x44, 0x77, 0xaa),
+        Category::FreeCommitted => RGBColor(0xee, 0xaa, 0x33),
+        Category::Decommitted => RGBColor(0xdd, 0xdd, 0xdd),
+        Category::Overhead => RGBColor(0x55, 0x55, 0x55),
+    }
+}
+
+/// Pixels across a segment's row.
+const ROW_WIDTH: u32 = 900;
+const ROW_HEIGHT: u32 = 14;
+const LABEL_WIDTH: u32 = 170;
+/// The most rows drawn; the rest are counted in a last line.
+pub(crate) const MAX_ROWS: usize = 400;
+
+/// The map: one row per segment, each drawn to its own scale (its size is written
+/// beside it), coloured by what each pixel's bytes mostly are.
+pub(crate) fn map_chart(rows: &[SegmentRow], title: &str, out: &Path) -> Result<(), String> {
+    let shown = rows.len().min(MAX_ROWS);
+    let extra = u32::from(rows.len() > shown);
+    let height = 70 + (shown as u32 + extra) * (ROW_HEIGHT + 4) + 20;
+    let width = LABEL_WIDTH + ROW_WIDTH + 20;
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (width, height)).into_drawing_area();
+        root.fill(&WHITE).map_err(draw_err)?;
+        let font = ("sans-serif", 12).into_font();
+        root.draw(&Text::new(
+            title.to_owned(),
+            (10, 10),
+            ("sans-serif", 18).into_font(),
+        ))
+        .map_err(draw_err)?;
+        // The legend.
+        let mut x = 10;
+        for c in [
+            Category::Live,
+            Category::FreeCommitted,
+            Category::Decommitted,
+            Category::Overhead,
+        ] {
+            root.draw(&Rectangle::new(
+                [(x, 40), (x + 12, 52)],
+                category_colour(c).filled(),
+            ))
+            .map_err(draw_err)?;
+            root.draw(&Text::new(c.name().to_owned(), (x + 16, 40), font.clone()))
+                .map_err(draw_err)?;
+            x += 40 + 8 * c.name().len() as i32;
+        }
+        for (i, row) in rows.iter().take(shown).enumerate() {
+            let y = 70 + i as i32 * (ROW_HEIGHT + 4) as i32;
+            let label = format!("{} {}", row.kind, bytes(row.size as u64));
+            root.draw(&Text::new(label, (10, y), font.clone()))
+                .map_err(draw_err)?;
+            for (start, end, c) in row.runs(ROW_WIDTH as usize) {
+                let x0 = (LABEL_WIDTH as usize + start) as i32;
+                let x1 = (LABEL_WIDTH as usize + end) as i32;
+                root.draw(&Rectangle::new(
+                    [(x0, y), (x1, y + ROW_HEIGHT as i32)],
+                    category_colour(c).filled(),
+                ))
+                .map_err(draw_err)?;
+            }
+        }
+        if extra == 1 {
+            let y = 70 + shown as i32 * (ROW_HEIGHT + 4) as i32;
+            root.draw(&Text::new(
+                format!("… and {} more segments", rows.len() - shown),
+                (10, y),
+                font,
+            ))
+            .map_err(draw_err)?;
+        }
+        root.present().map_err(draw_err)?;
+    }
+    write(out, &svg)
+}

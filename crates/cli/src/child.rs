@@ -1,0 +1,192 @@
+//! Each allocator replays in a fresh child process (this program, run with the hidden
+//! `__replay-child` command), so that one allocator's memory never counts against
+//! another's resident set. The child writes its [`Run`] as JSON to a file the parent
+//! names, and its progress to stderr as `progress <records>` lines.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use bento_trace::{Footprint, GlobalTarget, ReplayOptions, ReplayTarget, TraceReader, replay};
+use indicatif::ProgressBar;
+
+use crate::run::{Run, Sample, rss};
+use crate::setup::{self, Bento, Linear, Measured, Parts};
+
+/// How often the child reports progress, in records.
+const PROGRESS_EVERY: u64 = 20_000;
+
+/// The child's side: replays `trace` on `allocator` and writes the run to `result`.
+pub(crate) fn child(
+    trace: &Path,
+    allocator: &str,
+    result: &Path,
+    sample_every: u64,
+) -> Result<(), String> {
+    setup::check_name(allocator)?;
+    let run = match allocator {
+        "system" => measure(
+            allocator,
+            trace,
+            sample_every,
+            &mut GlobalTarget(std::alloc::System),
+        )?,
+        #[cfg(feature = "mimalloc")]
+        "mimalloc" => measure(
+            allocator,
+            trace,
+            sample_every,
+            &mut GlobalTarget(mimalloc::MiMalloc),
+        )?,
+        "space" => {
+            let space = setup::new_space()?;
+            let handle = &space;
+            let mut target = Measured::new(&handle, || setup::space_footprint(&space));
+            measure(allocator, trace, sample_every, &mut target)?
+        }
+        "common" => {
+            let common = bento_common::CommonAllocator::new();
+            let handle = &common;
+            let mut target = Measured::new(&handle, || setup::common_footprint(&common));
+            measure(allocator, trace, sample_every, &mut target)?
+        }
+        _ => {
+            let parts = Parts::new();
+            let linear = Linear::new(&parts)?;
+            let mut target = Bento::new(&parts, &linear)?;
+            let mut run = measure(allocator, trace, sample_every, &mut target)?;
+            run.heaps = Some(target.heap_report());
+            run
+        }
+    };
+    let json = serde_json::to_vec(&run).map_err(|e| e.to_string())?;
+    std::fs::write(result, json).map_err(|e| format!("cannot write {}: {e}", result.display()))
+}
+
+/// Replays `trace` on `target`, sampling its figures and the resident set.
+fn measure<T: ReplayTarget>(
+    allocator: &str,
+    trace: &Path,
+    sample_every: u64,
+    target: &mut T,
+) -> Result<Run, String> {
+    let reader = open(trace)?;
+    let base = rss();
+    let mut samples = Vec::new();
+    let mut phases = Vec::new();
+    let mut peak_rss = 0;
+    let mut last_progress = 0;
+    let options = ReplayOptions {
+        sample_every,
+        ..ReplayOptions::default()
+    };
+    let report = replay(target, reader, options, |m, t| {
+        let grown = rss().saturating_sub(base);
+        peak_rss = peak_rss.max(grown);
+        let own = t.footprint().map(|f: Footprint| f.committed as u64);
+        samples.push(Sample {
+            seq: m.seq,
+            live: m.live,
+            committed: own.unwrap_or(grown),
+            rss: grown,
+        });
+        if let Some(name) = m.phase {
+            phases.push((m.seq, name.to_owned()));
+        }
+        if m.seq - last_progress >= PROGRESS_EVERY {
+            last_progress = m.seq;
+            eprintln!("progress {}", m.seq + 1);
+        }
+    })
+    .map_err(|e| format!("{}: {e}", trace.display()))?;
+    peak_rss = peak_rss.max(rss().saturating_sub(base));
+    let footprint = target.footprint();
+    Ok(Run {
+        allocator: allocator.to_owned(),
+        records: report.records,
+        ops: report.allocs + report.frees + report.reallocs,
+        failures: report.failures,
+        nanos: report.nanos,
+        peak_live: report.peak_live,
+        peak_committed: footprint.map(|f| f.peak_committed as u64),
+        peak_rss,
+        os_calls: footprint.map(|f| f.os_calls),
+        samples,
+        phases,
+        heaps: None,
+    })
+}
+
+/// Opens a trace, with a one-line error naming the file.
+pub(crate) fn open(trace: &Path) -> Result<TraceReader<File>, String> {
+    let file = File::open(trace).map_err(|e| format!("cannot open {}: {e}", trace.display()))?;
+    TraceReader::new(file).map_err(|e| format!("{}: {e}", trace.display()))
+}
+
+/// The parent's side: runs each allocator's replay of `trace` (of `records` records)
+/// in a child, one after the other, with a progress bar.
+pub(crate) fn replay_all(
+    trace: &Path,
+    allocators: &[String],
+    records: u64,
+    scratch: &Path,
+) -> Result<Vec<Run>, String> {
+    let me = std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
+    let bar = ProgressBar::new(records * allocators.len() as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{msg:>10} [{bar:40}] {percent:>3}% {elapsed}")
+            .expect("a valid template")
+            .progress_chars("=> "),
+    );
+    // Samples for the chart: about 1,000 a run, besides each frame and phase.
+    let sample_every = (records / 1000).max(1);
+    let mut runs = Vec::new();
+    for (i, name) in allocators.iter().enumerate() {
+        bar.set_message(name.clone());
+        let done = records * i as u64;
+        bar.set_position(done);
+        let result = scratch.join(format!(".bento-run-{}-{name}.json", std::process::id()));
+        let mut child = Command::new(&me)
+            .arg("__replay-child")
+            .arg(trace)
+            .args(["--allocator", name])
+            .arg("--result")
+            .arg(&result)
+            .args(["--sample-every", &sample_every.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("cannot start a replay: {e}"))?;
+        let mut last = String::new();
+        if let Some(err) = child.stderr.take() {
+            for line in BufReader::new(err).lines().map_while(Result::ok) {
+                match line
+                    .strip_prefix("progress ")
+                    .and_then(|n| n.parse::<u64>().ok())
+                {
+                    Some(n) => bar.set_position(done + n.min(records)),
+                    None => {
+                        bar.suspend(|| {
+                            let _ = writeln!(std::io::stderr(), "{line}");
+                        });
+                        last = line;
+                    }
+                }
+            }
+        }
+        let status = child.wait().map_err(|e| e.to_string())?;
+        let run = std::fs::read(&result);
+        let _ = std::fs::remove_file(&result);
+        if !status.success() {
+            bar.abandon();
+            let why = last.trim_start_matches("bento: ");
+            return Err(format!("the replay on {name} failed: {why}"));
+        }
+        let run: Run = serde_json::from_slice(&run.map_err(|e| e.to_string())?)
+            .map_err(|e| format!("the replay on {name} reported nonsense: {e}"))?;
+        runs.push(run);
+    }
+    bar.finish_and_clear();
+    Ok(runs)
+}

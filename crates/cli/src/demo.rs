@@ -1,0 +1,201 @@
+//! `bento demo`, `bento gen` and `bento replay`.
+
+use crate::out;
+use std::fs::File;
+use std::io::BufWriter;
+use std::path::Path;
+
+use bento_trace::TraceWriter;
+use bento_trace::workload::{
+    LifoBatches, LifoConfig, Mixed, MixedConfig, OpenWorld, Recorded, Session, SessionConfig,
+    Workload, WorldConfig, record,
+};
+
+use crate::Profile;
+use crate::child::replay_all;
+use crate::inspect::scan;
+use crate::run::{Run, bytes, runs_table};
+use crate::setup::{self, ALLOCATORS};
+
+/// Writes a workload's trace to `output`.
+pub(crate) fn generate(
+    profile: Profile,
+    levels: Option<usize>,
+    seed: Option<u64>,
+    output: &Path,
+) -> Result<Recorded, String> {
+    if levels == Some(0) {
+        return Err("--levels must be at least 1".into());
+    }
+    match profile {
+        Profile::Game => {
+            let d = SessionConfig::DEMO;
+            write(
+                Session::new(SessionConfig {
+                    levels: levels.unwrap_or(d.levels),
+                    seed: seed.unwrap_or(d.seed),
+                    ..d
+                }),
+                output,
+            )
+        }
+        Profile::World => {
+            let d = WorldConfig::WORLD;
+            write(
+                OpenWorld::new(WorldConfig {
+                    cells: levels.unwrap_or(d.cells),
+                    seed: seed.unwrap_or(d.seed),
+                    ..d
+                }),
+                output,
+            )
+        }
+        Profile::Mixed => {
+            let d = MixedConfig::DEFAULT;
+            write(
+                Mixed::new(MixedConfig {
+                    ops: levels.map_or(d.ops, |k| k * 1000),
+                    seed: seed.unwrap_or(d.seed),
+                    ..d
+                }),
+                output,
+            )
+        }
+        Profile::Lifo => {
+            let d = LifoConfig::DEFAULT;
+            write(
+                LifoBatches::new(LifoConfig {
+                    batches: levels.map_or(d.batches, |k| k * 100),
+                    seed: seed.unwrap_or(d.seed),
+                    ..d
+                }),
+                output,
+            )
+        }
+    }
+}
+
+fn write(workload: impl Workload, output: &Path) -> Result<Recorded, String> {
+    let fail = |e: std::io::Error| format!("cannot write {}: {e}", output.display());
+    let file = File::create(output).map_err(fail)?;
+    let mut writer = TraceWriter::new(BufWriter::new(file)).map_err(fail)?;
+    let counts = record(workload, &mut writer).map_err(fail)?;
+    let mut out = writer.finish().map_err(fail)?;
+    std::io::Write::flush(&mut out).map_err(fail)?;
+    Ok(counts)
+}
+
+/// `bento replay`.
+pub(crate) fn replay_command(
+    trace: &Path,
+    allocators: &[String],
+    svg: Option<&Path>,
+    json: bool,
+) -> Result<(), String> {
+    for name in allocators {
+        setup::check_name(name)?;
+    }
+    let records = scan(trace)?.records;
+    let runs = replay_all(trace, allocators, records, &std::env::temp_dir())?;
+    if json {
+        let summaries: Vec<_> = runs.iter().map(Run::summary).collect();
+        out!(
+            "{}",
+            serde_json::to_string_pretty(&summaries).map_err(|e| e.to_string())?
+        );
+    } else {
+        out!("{}", runs_table(&runs));
+    }
+    if let Some(svg) = svg {
+        let title = format!(
+            "{}: memory over time",
+            trace
+                .file_name()
+                .map_or("trace".into(), |n| n.to_string_lossy())
+        );
+        crate::chart::memory_chart(&runs, &title, svg)?;
+        if !json {
+            out!("wrote {}", svg.display());
+        }
+    }
+    Ok(())
+}
+
+/// `bento demo`: the main job.
+pub(crate) fn demo(levels: usize, seed: u64, out: &Path, json: bool) -> Result<(), String> {
+    if levels == 0 {
+        return Err("--levels must be at least 1".into());
+    }
+    std::fs::create_dir_all(out).map_err(|e| format!("cannot make {}: {e}", out.display()))?;
+    let trace = out.join("demo.trace");
+    let counts = generate(Profile::Game, Some(levels), Some(seed), &trace)?;
+    if !json {
+        out!(
+            "A game session: {levels} levels of {} frames ({} records, {} allocations, peak \
+             live {}), replayed on each allocator in a fresh process.\n",
+            SessionConfig::DEMO.frames_per_level,
+            counts.records,
+            counts.allocs,
+            bytes(counts.peak_live)
+        );
+    }
+    let allocators: Vec<String> = ALLOCATORS.iter().map(|s| s.to_string()).collect();
+    let runs = replay_all(&trace, &allocators, counts.records, out)?;
+    for run in &runs {
+        if run.failures > 0 {
+            return Err(format!(
+                "{} refused {} requests of the session",
+                run.allocator, run.failures
+            ));
+        }
+    }
+    let memory_svg = out.join("demo-memory.svg");
+    crate::chart::memory_chart(
+        &runs,
+        &format!("A game session of {levels} levels: memory held over time"),
+        &memory_svg,
+    )?;
+    let peak = scan(&trace)?.peak_seq;
+    let rows = crate::map::map_at(&trace, peak)?;
+    let map_svg = out.join("demo-heapmap.svg");
+    crate::chart::map_chart(
+        &rows,
+        &format!("The memory space at the session's peak (record {peak})"),
+        &map_svg,
+    )?;
+    let heaps = runs
+        .iter()
+        .find_map(|r| r.heaps.clone())
+        .unwrap_or_default();
+    if json {
+        let doc = serde_json::json!({
+            "levels": levels,
+            "seed": seed,
+            "records": counts.records,
+            "allocations": counts.allocs,
+            "peak_live": counts.peak_live,
+            "runs": runs.iter().map(Run::summary).collect::<Vec<_>>(),
+            "heaps": heaps,
+            "memory_svg": memory_svg,
+            "heapmap_svg": map_svg,
+        });
+        out!(
+            "{}",
+            serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?
+        );
+        return Ok(());
+    }
+    out!("{}\n", runs_table(&runs));
+    out!("The bento set-up's subsystem heaps, at the end of the session:\n{heaps}");
+    out!(
+        "The memory space at the peak: {}",
+        crate::map::summary(&rows)
+    );
+    out!(
+        "\nwrote {}, {} and {}",
+        trace.display(),
+        memory_svg.display(),
+        map_svg.display()
+    );
+    Ok(())
+}

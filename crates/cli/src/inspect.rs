@@ -1,0 +1,211 @@
+//! `bento inspect`: what a trace asks for, without replaying it.
+
+use crate::out;
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+
+use bento_trace::Event;
+use bento_trace::workload::tags;
+use serde::Serialize;
+
+use crate::child::open;
+use crate::run::{bytes, count, table};
+
+/// Power-of-two buckets: bucket `k` counts values in `[2^k, 2^(k+1))` (0 in bucket 0).
+#[derive(Clone, Debug, Default, Serialize)]
+pub(crate) struct Histogram {
+    /// (bucket, count, sum of the values).
+    buckets: BTreeMap<u32, (u64, u64)>,
+}
+
+impl Histogram {
+    fn add(&mut self, v: u64) {
+        let k = if v == 0 { 0 } else { v.ilog2() };
+        let e = self.buckets.entry(k).or_default();
+        e.0 += 1;
+        e.1 += v;
+    }
+}
+
+/// Per tag: allocations and bytes asked.
+#[derive(Clone, Debug, Default, Serialize)]
+struct TagFigures {
+    allocs: u64,
+    bytes: u64,
+    peak_live: u64,
+    live: u64,
+}
+
+/// A trace's figures, read in one pass.
+#[derive(Clone, Debug, Default, Serialize)]
+pub(crate) struct Scan {
+    pub(crate) records: u64,
+    pub(crate) allocs: u64,
+    pub(crate) frees: u64,
+    pub(crate) reallocs: u64,
+    pub(crate) frames: u64,
+    pub(crate) phases: u64,
+    pub(crate) peak_live: u64,
+    /// The record at which `peak_live` was first reached.
+    pub(crate) peak_seq: u64,
+    pub(crate) peak_blocks: u64,
+    /// The last record's sequence number.
+    pub(crate) last_seq: u64,
+    /// The last record before the frees that end the trace: the moment `map --at
+    /// end` draws.
+    pub(crate) before_final_frees: u64,
+    /// Blocks the trace never frees, and their bytes.
+    pub(crate) never_freed: u64,
+    pub(crate) never_freed_bytes: u64,
+    sizes: Histogram,
+    /// Records from a block's allocation to its free.
+    lifetimes: Histogram,
+    tags: BTreeMap<u32, TagFigures>,
+}
+
+/// Reads the whole trace into a [`Scan`].
+pub(crate) fn scan(trace: &Path) -> Result<Scan, String> {
+    let mut reader = open(trace)?;
+    let mut s = Scan::default();
+    // Live blocks: (size, tag, seq of the allocation).
+    let mut live: HashMap<u64, (u64, u32, u64)> = HashMap::new();
+    let (mut live_bytes, mut in_final_frees) = (0u64, false);
+    while let Some(record) = reader
+        .next_record()
+        .map_err(|e| format!("{}: {e}", trace.display()))?
+    {
+        s.records += 1;
+        s.last_seq = record.seq;
+        let is_free = matches!(record.event, Event::Free { .. });
+        if !is_free {
+            in_final_frees = false;
+        } else if !in_final_frees {
+            in_final_frees = true;
+            s.before_final_frees = record.seq.saturating_sub(1);
+        }
+        match record.event {
+            Event::Alloc { id, size, tag, .. } => {
+                s.allocs += 1;
+                s.sizes.add(size);
+                let t = s.tags.entry(tag).or_default();
+                t.allocs += 1;
+                t.bytes += size;
+                t.live += size;
+                t.peak_live = t.peak_live.max(t.live);
+                if let Some((old, old_tag, _)) = live.insert(id, (size, tag, record.seq)) {
+                    // A duplicate id: the replayer refuses it; count the block once.
+                    live_bytes -= old;
+                    if let Some(t) = s.tags.get_mut(&old_tag) {
+                        t.live -= old;
+                    }
+                }
+                live_bytes += size;
+            }
+            Event::Free { id } => {
+                s.frees += 1;
+                if let Some((size, tag, born)) = live.remove(&id) {
+                    live_bytes -= size;
+                    s.lifetimes.add(record.seq - born);
+                    if let Some(t) = s.tags.get_mut(&tag) {
+                        t.live -= size;
+                    }
+                }
+            }
+            Event::Realloc { id, new_size } => {
+                s.reallocs += 1;
+                if let Some((size, tag, _)) = live.get_mut(&id) {
+                    live_bytes = live_bytes - *size + new_size;
+                    if let Some(t) = s.tags.get_mut(tag) {
+                        t.live = t.live - *size + new_size;
+                        t.peak_live = t.peak_live.max(t.live);
+                    }
+                    *size = new_size;
+                }
+            }
+            Event::Frame => s.frames += 1,
+            Event::Phase(_) => s.phases += 1,
+        }
+        if live_bytes > s.peak_live {
+            s.peak_live = live_bytes;
+            s.peak_seq = record.seq;
+        }
+        s.peak_blocks = s.peak_blocks.max(live.len() as u64);
+    }
+    if !in_final_frees {
+        s.before_final_frees = s.last_seq;
+    }
+    s.never_freed = live.len() as u64;
+    s.never_freed_bytes = live.values().map(|v| v.0).sum();
+    Ok(s)
+}
+
+fn histogram_table(h: &Histogram, what: &str, unit: impl Fn(u64) -> String) -> String {
+    let total: u64 = h.buckets.values().map(|v| v.0).sum();
+    let rows: Vec<Vec<String>> = h
+        .buckets
+        .iter()
+        .map(|(&k, &(n, _))| {
+            let lo = if k == 0 { 0 } else { 1u64 << k };
+            let share = n as f64 / total.max(1) as f64;
+            vec![
+                format!("{} – {}", unit(lo), unit((1u64 << (k + 1)) - 1)),
+                n.to_string(),
+                format!("{:.1}%", 100.0 * share),
+                "#".repeat((share * 40.0).ceil() as usize),
+            ]
+        })
+        .collect();
+    table(&[what, "count", "share", ""], &rows)
+}
+
+/// `bento inspect`.
+pub(crate) fn inspect(trace: &Path, json: bool) -> Result<(), String> {
+    let s = scan(trace)?;
+    if json {
+        out!(
+            "{}",
+            serde_json::to_string_pretty(&s).map_err(|e| e.to_string())?
+        );
+        return Ok(());
+    }
+    out!("{}", trace.display());
+    out!(
+        "{} records: {} allocations, {} frees, {} resizes, {} frames, {} phases",
+        s.records,
+        s.allocs,
+        s.frees,
+        s.reallocs,
+        s.frames,
+        s.phases
+    );
+    out!(
+        "peak live: {} in {} blocks (at record {}); never freed: {} blocks, {}\n",
+        bytes(s.peak_live),
+        count(s.peak_blocks as f64),
+        s.peak_seq,
+        s.never_freed,
+        bytes(s.never_freed_bytes)
+    );
+    out!("{}\n", histogram_table(&s.sizes, "size", bytes));
+    out!(
+        "{}\n",
+        histogram_table(&s.lifetimes, "lifetime (records)", |v| v.to_string())
+    );
+    let rows: Vec<Vec<String>> = s
+        .tags
+        .iter()
+        .map(|(&tag, t)| {
+            vec![
+                tags::name(tag).into_owned(),
+                t.allocs.to_string(),
+                bytes(t.bytes),
+                bytes(t.peak_live),
+            ]
+        })
+        .collect();
+    out!(
+        "{}",
+        table(&["tag", "allocations", "bytes asked", "peak live"], &rows)
+    );
+    Ok(())
+}

@@ -1,0 +1,217 @@
+//! One allocator's replay, as the child process reports it, and the table of them.
+
+use serde::{Deserialize, Serialize};
+
+/// A moment of a replay.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
+pub(crate) struct Sample {
+    /// The record's sequence number.
+    pub(crate) seq: u64,
+    /// Bytes live, as asked.
+    pub(crate) live: u64,
+    /// The allocator's committed bytes by its own figures, or the growth of the
+    /// process's resident set when it keeps none.
+    pub(crate) committed: u64,
+    /// The growth of the process's resident set since the replay began.
+    pub(crate) rss: u64,
+}
+
+/// What one allocator did with a trace.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(crate) struct Run {
+    pub(crate) allocator: String,
+    pub(crate) records: u64,
+    /// Allocations, resizes and frees.
+    pub(crate) ops: u64,
+    pub(crate) failures: u64,
+    /// Nanoseconds running the records.
+    pub(crate) nanos: u64,
+    pub(crate) peak_live: u64,
+    /// The allocator's own peak of committed bytes, where it keeps figures.
+    pub(crate) peak_committed: Option<u64>,
+    /// The most the process's resident set grew over the replay.
+    pub(crate) peak_rss: u64,
+    /// Calls to the OS, where the allocator counts them.
+    pub(crate) os_calls: Option<u64>,
+    pub(crate) samples: Vec<Sample>,
+    /// Phases, as (sequence number, name).
+    pub(crate) phases: Vec<(u64, String)>,
+    /// The subsystem heaps' report, for the bento set-up.
+    pub(crate) heaps: Option<String>,
+}
+
+impl Run {
+    /// Peak committed bytes: the allocator's own figure, or the resident set's growth.
+    pub(crate) fn footprint(&self) -> u64 {
+        self.peak_committed.unwrap_or(self.peak_rss)
+    }
+
+    /// Footprint ÷ live bytes at their peaks.
+    pub(crate) fn fragmentation(&self) -> f64 {
+        self.footprint() as f64 / self.peak_live.max(1) as f64
+    }
+
+    pub(crate) fn ops_per_sec(&self) -> f64 {
+        self.ops as f64 / (self.nanos.max(1) as f64 / 1e9)
+    }
+
+    /// The figures a script reads (`--json`), without the samples.
+    pub(crate) fn summary(&self) -> serde_json::Value {
+        serde_json::json!({
+            "allocator": self.allocator,
+            "records": self.records,
+            "ops": self.ops,
+            "failures": self.failures,
+            "seconds": self.nanos as f64 / 1e9,
+            "ops_per_sec": self.ops_per_sec(),
+            "peak_live": self.peak_live,
+            "peak_committed": self.peak_committed,
+            "peak_rss_growth": self.peak_rss,
+            "fragmentation": self.fragmentation(),
+            "os_calls": self.os_calls,
+        })
+    }
+}
+
+/// Bytes in binary units, three significant figures.
+pub(crate) fn bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n as f64;
+    let mut unit = 0;
+    while v >= 1024.0 && unit < UNITS.len() - 1 {
+        v /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{n} B")
+    } else if v < 10.0 {
+        format!("{v:.2} {}", UNITS[unit])
+    } else if v < 100.0 {
+        format!("{v:.1} {}", UNITS[unit])
+    } else {
+        format!("{v:.0} {}", UNITS[unit])
+    }
+}
+
+/// A count with a k/M suffix.
+pub(crate) fn count(v: f64) -> String {
+    if v >= 1e6 {
+        format!("{:.2} M", v / 1e6)
+    } else if v >= 1e3 {
+        format!("{:.1} k", v / 1e3)
+    } else {
+        format!("{v:.0}")
+    }
+}
+
+/// Lays out rows under a header, each column as wide as its widest cell; the first
+/// column to the left, the others to the right.
+pub(crate) fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: &[String]| {
+        let mut s = String::new();
+        for (i, (cell, w)) in cells.iter().zip(&widths).enumerate() {
+            if i == 0 {
+                s.push_str(&format!("{cell:<w$}"));
+            } else {
+                s.push_str(&format!("  {cell:>w$}"));
+            }
+        }
+        s.trim_end().to_owned()
+    };
+    let mut out = line(&header.iter().map(|h| h.to_string()).collect::<Vec<_>>());
+    out.push('\n');
+    out.push_str(&"-".repeat(widths.iter().sum::<usize>() + 2 * (widths.len() - 1)));
+    for row in rows {
+        out.push('\n');
+        out.push_str(&line(row));
+    }
+    out
+}
+
+/// The table of runs `demo` and `replay` print.
+pub(crate) fn runs_table(runs: &[Run]) -> String {
+    let header = [
+        "allocator",
+        "time",
+        "ops/s",
+        "peak live",
+        "peak committed",
+        "peak RSS growth",
+        "committed ÷ live",
+        "OS calls",
+    ];
+    let rows: Vec<Vec<String>> = runs
+        .iter()
+        .map(|r| {
+            vec![
+                r.allocator.clone(),
+                format!("{:.1} ms", r.nanos as f64 / 1e6),
+                count(r.ops_per_sec()),
+                bytes(r.peak_live),
+                match r.peak_committed {
+                    Some(c) => bytes(c),
+                    None => format!("{} (RSS)", bytes(r.peak_rss)),
+                },
+                bytes(r.peak_rss),
+                format!("{:.3}", r.fragmentation()),
+                r.os_calls.map_or("-".to_owned(), |c| c.to_string()),
+            ]
+        })
+        .collect();
+    let mut out = table(&header, &rows);
+    out.push_str(
+        "\n\ntime: in the allocator, writing each block's ends and a byte of each page; \
+         peak committed: the allocator's own figure (for `bento`, the sum of its parts' \
+         peaks), or the growth of the process's resident set where it keeps none; \
+         OS calls: reserve, commit, decommit and release.",
+    );
+    out
+}
+
+/// The resident set of this process, in bytes (0 where `/proc` is missing).
+pub(crate) fn rss() -> u64 {
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
+    let pages: u64 = statm
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    pages * page_size()
+}
+
+fn page_size() -> u64 {
+    use bento_pages::PageSource;
+    bento_pages::SystemPages::new().page_size() as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bytes_read_as_a_person_writes_them() {
+        assert_eq!(bytes(0), "0 B");
+        assert_eq!(bytes(1023), "1023 B");
+        assert_eq!(bytes(1536), "1.50 KiB");
+        assert_eq!(bytes(50 << 20), "50.0 MiB");
+        assert_eq!(bytes(300 << 30), "300 GiB");
+    }
+
+    #[test]
+    fn a_table_lines_up_its_columns() {
+        let t = table(
+            &["name", "n"],
+            &[
+                vec!["a".into(), "100".into()],
+                vec!["long".into(), "2".into()],
+            ],
+        );
+        assert_eq!(t, "name    n\n---------\na     100\nlong    2");
+    }
+}

@@ -1,0 +1,384 @@
+//! The allocators a trace replays on, each as a [`ReplayTarget`] that reports its
+//! own figures where it keeps them, and the bento set-up a game would use.
+
+use std::alloc::Layout;
+use std::ptr::NonNull;
+
+use allocator_api2::alloc::Allocator;
+use bento_common::CommonAllocator;
+use bento_heap::{Heap, HeapBuilder};
+use bento_pages::{Metered, PageSource, SystemPages};
+use bento_primitives::{ArenaConfig, Frame, FrameArena, GrowingPool};
+use bento_space::{MemorySpace, SpaceConfig};
+use bento_trace::workload::{PARTICLE_SIZE, tags};
+use bento_trace::{ApiTarget, Footprint, ReplayTarget};
+
+/// The allocators `replay` and `demo` know, in the order their tables list them.
+pub(crate) const ALLOCATORS: &[&str] = &[
+    "system",
+    #[cfg(feature = "mimalloc")]
+    "mimalloc",
+    "space",
+    "common",
+    "bento",
+];
+
+/// What each allocator is, for `--help` and the tables' notes.
+pub(crate) const ABOUT: &str = "\
+system    the C library's malloc (glibc here)
+mimalloc  mimalloc, when built with the `mimalloc` feature
+space     one bento MemorySpace over the OS pages
+common    bento's CommonAllocator: 20 size-class regions and a large one
+bento     a game's set-up: subsystem heaps with budgets over the common allocator,
+          a frame arena for frame temporaries and a pool for particles";
+
+/// Checks that `name` is an allocator this build knows.
+pub(crate) fn check_name(name: &str) -> Result<(), String> {
+    if ALLOCATORS.contains(&name) {
+        Ok(())
+    } else if name == "mimalloc" {
+        Err("mimalloc is not built in: build bento-cli with `--features mimalloc`".into())
+    } else {
+        Err(format!(
+            "unknown allocator `{name}`: expected one of {}",
+            ALLOCATORS.join(", ")
+        ))
+    }
+}
+
+/// A target that is an allocator-api2 allocator, with a function for its figures.
+pub(crate) struct Measured<'a, A: ?Sized, F> {
+    api: ApiTarget<'a, A>,
+    figures: F,
+}
+
+impl<'a, A: ?Sized, F: Fn() -> Footprint> Measured<'a, A, F> {
+    pub(crate) fn new(allocator: &'a A, figures: F) -> Self {
+        Self {
+            api: ApiTarget(allocator),
+            figures,
+        }
+    }
+}
+
+impl<A: Allocator + ?Sized, F: Fn() -> Footprint> ReplayTarget for Measured<'_, A, F> {
+    fn alloc(&mut self, layout: Layout, tag: u32) -> Option<NonNull<u8>> {
+        self.api.alloc(layout, tag)
+    }
+
+    unsafe fn realloc(
+        &mut self,
+        ptr: NonNull<u8>,
+        old: Layout,
+        new: usize,
+        tag: u32,
+    ) -> Option<NonNull<u8>> {
+        // SAFETY: the caller's contract, passed on.
+        unsafe { self.api.realloc(ptr, old, new, tag) }
+    }
+
+    unsafe fn free(&mut self, ptr: NonNull<u8>, layout: Layout, tag: u32) {
+        // SAFETY: the caller's contract, passed on.
+        unsafe { self.api.free(ptr, layout, tag) }
+    }
+
+    fn footprint(&self) -> Option<Footprint> {
+        Some((self.figures)())
+    }
+}
+
+/// A memory space's figures: what it holds in the OS (committed, and what its commit
+/// cache parks).
+pub(crate) fn space_footprint<P: PageSource>(space: &MemorySpace<P>) -> Footprint {
+    let s = space.stats();
+    Footprint {
+        committed: s.resident,
+        peak_committed: s.max_committed.max(s.resident),
+        reserved: s.source.reserved,
+        os_calls: calls(&s.source),
+    }
+}
+
+/// The common allocator's figures: what it holds in the OS, its tables included.
+pub(crate) fn common_footprint(common: &CommonAllocator) -> Footprint {
+    let s = common.stats();
+    Footprint {
+        committed: s.resident,
+        peak_committed: s.max_resident,
+        reserved: s.source.reserved,
+        os_calls: calls(&s.source),
+    }
+}
+
+fn calls(s: &bento_pages::PageStats) -> u64 {
+    (s.reserves + s.releases + s.commits + s.decommits) as u64
+}
+
+/// A new memory space over the OS, with the default settings.
+pub(crate) fn new_space() -> Result<MemorySpace<SystemPages>, String> {
+    MemorySpace::new(SystemPages::new(), SpaceConfig::DEFAULT)
+        .map_err(|e| format!("cannot make a memory space: {e}"))
+}
+
+/// The pages the frame arena and the particle pool take from the OS, counted.
+pub(crate) type Pages = Metered<SystemPages>;
+
+/// The parts of the bento set-up that outlive its frames: made first, then lent to
+/// [`Bento`].
+pub(crate) struct Parts {
+    pub(crate) common: CommonAllocator,
+    pub(crate) pages: Pages,
+}
+
+impl Parts {
+    pub(crate) fn new() -> Self {
+        Self {
+            common: CommonAllocator::new(),
+            pages: Metered::new(SystemPages::new()),
+        }
+    }
+}
+
+/// Budgets of the subsystem heaps: generous for the demo's session (their report
+/// shows how much of each it used).
+const LEVEL_BUDGET: usize = 512 << 20;
+const STREAM_BUDGET: usize = 64 << 20;
+const GAME_BUDGET: usize = 64 << 20;
+/// Each of the two frame arenas reserves this much.
+const FRAME_RESERVE: usize = 64 << 20;
+/// The most particles alive at once.
+const PARTICLES: usize = 1 << 16;
+
+/// A game's memory set-up on bento: level data, streamed assets and the rest in
+/// subsystem heaps with budgets over the common allocator, each frame's temporaries
+/// in a frame arena (two in rotation, as a frame's memory may be read during the
+/// next), particles in a pool of 64-byte chunks.
+///
+/// Blocks are routed by tag and layout, so a block's free goes where its allocation
+/// went: [`tags::FRAME`] to the frame arena, [`tags::PARTICLE`] blocks that fit a
+/// chunk to the pool, [`tags::LEVEL`] to the "level" heap, [`tags::STREAM`] to
+/// "streaming", everything else to "game".
+pub(crate) struct Bento<'a> {
+    parts: &'a Parts,
+    level: Heap<&'a CommonAllocator>,
+    streaming: Heap<&'a CommonAllocator>,
+    game: Heap<&'a CommonAllocator>,
+    frames: &'a FrameArena<&'a Pages, 2>,
+    // Invariant: `Some` but while `frame` swaps them.
+    current: Option<Frame<'a, &'a Pages>>,
+    previous: Option<Frame<'a, &'a Pages>>,
+    // Frame blocks live in the current and the previous frame.
+    current_live: u64,
+    previous_live: u64,
+    particles: &'a GrowingPool<&'a Pages>,
+}
+
+/// The frame arena and particle pool of a [`Bento`], made from its [`Parts`].
+pub(crate) struct Linear<'a> {
+    pub(crate) frames: FrameArena<&'a Pages, 2>,
+    pub(crate) particles: GrowingPool<&'a Pages>,
+}
+
+impl<'a> Linear<'a> {
+    pub(crate) fn new(parts: &'a Parts) -> Result<Self, String> {
+        let config = ArenaConfig {
+            reserve: FRAME_RESERVE,
+            ..ArenaConfig::default()
+        };
+        let frames = FrameArena::with_source(&parts.pages, config)
+            .map_err(|e| format!("cannot reserve the frame arenas: {e}"))?;
+        let chunk = Layout::from_size_align(PARTICLE_SIZE, 16).expect("a valid layout");
+        let particles = GrowingPool::with_source(&parts.pages, chunk, PARTICLES)
+            .map_err(|e| format!("cannot reserve the particle pool: {e}"))?;
+        Ok(Self { frames, particles })
+    }
+}
+
+/// Where a block goes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Route {
+    Frame,
+    Pool,
+    Level,
+    Streaming,
+    Game,
+}
+
+impl<'a> Bento<'a> {
+    pub(crate) fn new(parts: &'a Parts, linear: &'a Linear<'a>) -> Result<Self, String> {
+        let heap = |name, budget| HeapBuilder::new(name).budget(budget).build(&parts.common);
+        let current = linear
+            .frames
+            .next_frame()
+            .map_err(|e| format!("cannot begin a frame: {e}"))?;
+        Ok(Self {
+            parts,
+            level: heap("level", LEVEL_BUDGET),
+            streaming: heap("streaming", STREAM_BUDGET),
+            game: heap("game", GAME_BUDGET),
+            frames: &linear.frames,
+            current: Some(current),
+            previous: None,
+            current_live: 0,
+            previous_live: 0,
+            particles: &linear.particles,
+        })
+    }
+
+    fn route(layout: Layout, tag: u32) -> Route {
+        match tag {
+            tags::FRAME => Route::Frame,
+            tags::PARTICLE if layout.size() <= PARTICLE_SIZE && layout.align() <= 16 => Route::Pool,
+            tags::LEVEL => Route::Level,
+            tags::STREAM => Route::Streaming,
+            _ => Route::Game,
+        }
+    }
+
+    fn heap(&self, route: Route) -> &Heap<&'a CommonAllocator> {
+        match route {
+            Route::Level => &self.level,
+            Route::Streaming => &self.streaming,
+            _ => &self.game,
+        }
+    }
+
+    /// The frame whose arena holds `ptr`: true for the current one.
+    fn in_current(&self, ptr: NonNull<u8>) -> bool {
+        self.current.as_ref().is_some_and(|f| f.contains(ptr))
+    }
+
+    /// The subsystem heaps' report, as a table.
+    pub(crate) fn heap_report(&self) -> String {
+        bento_heap::report().to_string()
+    }
+}
+
+impl ReplayTarget for Bento<'_> {
+    fn alloc(&mut self, layout: Layout, tag: u32) -> Option<NonNull<u8>> {
+        match Self::route(layout, tag) {
+            Route::Frame => {
+                let block = self.current.as_ref()?.alloc_layout(layout).ok()?;
+                self.current_live += 1;
+                Some(block)
+            }
+            Route::Pool => self.particles.alloc(),
+            route => Some(self.heap(route).allocate(layout).ok()?.cast()),
+        }
+    }
+
+    unsafe fn realloc(
+        &mut self,
+        ptr: NonNull<u8>,
+        old: Layout,
+        new: usize,
+        tag: u32,
+    ) -> Option<NonNull<u8>> {
+        let new_layout = Layout::from_size_align(new, old.align()).ok()?;
+        let (from, to) = (Self::route(old, tag), Self::route(new_layout, tag));
+        if from == Route::Frame {
+            // A frame block stays in its frame's arena.
+            let current = self.in_current(ptr);
+            let frame = if current {
+                &self.current
+            } else {
+                &self.previous
+            };
+            let arena: &bento_primitives::Arena<&Pages> = frame.as_ref()?;
+            // SAFETY: the caller's contract: `ptr` is live with `old` in this arena
+            // (the frame that holds it is alive).
+            let block = unsafe {
+                if new >= old.size() {
+                    arena.grow(ptr, old, new_layout)
+                } else {
+                    arena.shrink(ptr, old, new_layout)
+                }
+            };
+            return Some(block.ok()?.cast());
+        }
+        if from == to && from != Route::Pool {
+            let heap = self.heap(from);
+            // SAFETY: the caller's contract: `ptr` is live with `old` in this heap.
+            let block = unsafe {
+                if new >= old.size() {
+                    heap.grow(ptr, old, new_layout)
+                } else {
+                    heap.shrink(ptr, old, new_layout)
+                }
+            };
+            return Some(block.ok()?.cast());
+        }
+        if from == Route::Pool && to == Route::Pool {
+            // A chunk holds any size that routes to the pool.
+            return Some(ptr);
+        }
+        // The block changes allocator (a particle grown past a chunk, or shrunk
+        // into one): a new block, the contents, the old block freed.
+        let moved = self.alloc(new_layout, tag)?;
+        // SAFETY: `ptr` holds `old.size()` bytes and `moved` at least `new`; they are
+        // different blocks of live allocators.
+        unsafe {
+            core::ptr::copy_nonoverlapping(ptr.as_ptr(), moved.as_ptr(), old.size().min(new));
+            self.free(ptr, old, tag);
+        }
+        Some(moved)
+    }
+
+    unsafe fn free(&mut self, ptr: NonNull<u8>, layout: Layout, tag: u32) {
+        match Self::route(layout, tag) {
+            Route::Frame => {
+                // The arena takes its memory back when its frame comes round again.
+                if self.in_current(ptr) {
+                    self.current_live -= 1;
+                } else {
+                    self.previous_live -= 1;
+                }
+            }
+            // SAFETY: the caller's contract: a live chunk of the pool (the route of
+            // a layout and tag is the same at its allocation and its free).
+            Route::Pool => unsafe { self.particles.free(ptr) },
+            // SAFETY: as above, a live block of this heap.
+            route => unsafe { self.heap(route).deallocate(ptr, layout) },
+        }
+    }
+
+    fn frame(&mut self) -> Result<(), String> {
+        if self.previous_live > 0 {
+            let n = self.previous.as_ref().map_or(0, |f| f.number());
+            return Err(format!(
+                "{} blocks of frame {n} are still live two frames later; the frame \
+                 arena would recycle them",
+                self.previous_live
+            ));
+        }
+        self.previous = None;
+        self.previous = self.current.take();
+        self.previous_live = self.current_live;
+        self.current_live = 0;
+        let next = self.frames.next_frame().map_err(|e| e.to_string());
+        match next {
+            Ok(frame) => {
+                self.current = Some(frame);
+                Ok(())
+            }
+            Err(e) => {
+                // Not reachable with two arenas and one older handle; keep the
+                // invariant anyway.
+                self.current = self.previous.take();
+                Err(e)
+            }
+        }
+    }
+
+    fn footprint(&self) -> Option<Footprint> {
+        let common = common_footprint(&self.parts.common);
+        let pages = self.parts.pages.stats();
+        Some(Footprint {
+            committed: common.committed + pages.committed,
+            // The sum of the parts' peaks: an upper bound of the peak of the sum.
+            peak_committed: common.peak_committed + pages.max_committed,
+            reserved: common.reserved + pages.reserved,
+            os_calls: common.os_calls + calls(&pages),
+        })
+    }
+}
