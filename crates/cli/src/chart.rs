@@ -6,7 +6,7 @@ use std::path::Path;
 use plotters::prelude::*;
 
 use crate::map::{Category, SegmentRow};
-use crate::run::{Run, bytes};
+use crate::run::{Run, Sample, bytes};
 
 const MIB: f64 = (1 << 20) as f64;
 
@@ -24,7 +24,7 @@ fn draw_err<E: std::fmt::Debug>(e: E) -> String {
     format!("cannot draw the chart: {e:?}")
 }
 
-/// Committed bytes over the trace, one line per run, the live bytes as a dashed
+/// Committed bytes over the trace, one line per run, the live bytes as a wide grey
 /// line, and each phase (a level loaded) as a vertical mark.
 pub(crate) fn memory_chart(runs: &[Run], title: &str, out: &Path) -> Result<(), String> {
     let mut svg = String::new();
@@ -88,13 +88,10 @@ pub(crate) fn memory_chart(runs: &[Run], title: &str, out: &Path) -> Result<(), 
                     )))
                     .map_err(draw_err)?;
             }
-            let live = first
-                .samples
-                .iter()
-                .map(|s| (s.seq as f64, s.live as f64 / MIB));
-            let style = ShapeStyle::from(&BLACK.mix(0.7)).stroke_width(1);
+            let live = decimate(&first.samples, |s| s.live, x_max);
+            let style = ShapeStyle::from(&BLACK.mix(0.45)).stroke_width(3);
             chart
-                .draw_series(DashedLineSeries::new(live, 6, 4, style))
+                .draw_series(LineSeries::new(live, style))
                 .map_err(draw_err)?;
             entries.push(("live (asked)".to_owned(), style));
         }
@@ -105,10 +102,7 @@ pub(crate) fn memory_chart(runs: &[Run], title: &str, out: &Path) -> Result<(), 
             } else {
                 "RSS growth"
             };
-            let points = run
-                .samples
-                .iter()
-                .map(|s| (s.seq as f64, s.committed as f64 / MIB));
+            let points = decimate(&run.samples, |s| s.committed, x_max);
             chart
                 .draw_series(LineSeries::new(points, colour.stroke_width(2)))
                 .map_err(draw_err)?;
@@ -129,6 +123,47 @@ pub(crate) fn memory_chart(runs: &[Run], title: &str, out: &Path) -> Result<(), 
         root.present().map_err(draw_err)?;
     }
     write(out, &svg)
+}
+
+/// Buckets across the x axis: a line keeps each bucket's lowest and highest point.
+const BUCKETS: f64 = 500.0;
+
+/// The points of a series in MiB, at most two a bucket (its lowest and highest, in
+/// order), so that a chart of thousands of samples stays small and keeps every peak
+/// and trough.
+fn decimate(samples: &[Sample], y: impl Fn(&Sample) -> u64, x_max: f64) -> Vec<(f64, f64)> {
+    let mut points: Vec<(f64, f64)> = Vec::new();
+    let flush = |(lo, hi): (Sample, Sample), points: &mut Vec<(f64, f64)>| {
+        let (first, second) = if lo.seq <= hi.seq { (lo, hi) } else { (hi, lo) };
+        points.push((first.seq as f64, y(&first) as f64 / MIB));
+        if second.seq != first.seq {
+            points.push((second.seq as f64, y(&second) as f64 / MIB));
+        }
+    };
+    let mut bucket: Option<(u64, Sample, Sample)> = None;
+    for &s in samples {
+        let k = (s.seq as f64 / x_max * BUCKETS) as u64;
+        match &mut bucket {
+            Some((b, lo, hi)) if *b == k => {
+                if y(&s) < y(lo) {
+                    *lo = s;
+                }
+                if y(&s) > y(hi) {
+                    *hi = s;
+                }
+            }
+            _ => {
+                if let Some((_, lo, hi)) = bucket.take() {
+                    flush((lo, hi), &mut points);
+                }
+                bucket = Some((k, s, s));
+            }
+        }
+    }
+    if let Some((_, lo, hi)) = bucket {
+        flush((lo, hi), &mut points);
+    }
+    points
 }
 
 fn write(out: &Path, svg: &str) -> Result<(), String> {

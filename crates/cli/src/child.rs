@@ -12,7 +12,7 @@ use bento_trace::{Footprint, GlobalTarget, ReplayOptions, ReplayTarget, TraceRea
 use indicatif::ProgressBar;
 
 use crate::run::{Run, Sample, rss};
-use crate::setup::{self, Bento, Linear, Measured, Parts};
+use crate::setup::{self, Bento, Linear, Measured, Parts, Report};
 
 /// How often the child reports progress, in records.
 const PROGRESS_EVERY: u64 = 20_000;
@@ -55,9 +55,7 @@ pub(crate) fn child(
             let parts = Parts::new();
             let linear = Linear::new(&parts)?;
             let mut target = Bento::new(&parts, &linear)?;
-            let mut run = measure(allocator, trace, sample_every, &mut target)?;
-            run.heaps = Some(target.heap_report());
-            run
+            measure(allocator, trace, sample_every, &mut target)?
         }
     };
     let json = serde_json::to_vec(&run).map_err(|e| e.to_string())?;
@@ -65,7 +63,7 @@ pub(crate) fn child(
 }
 
 /// Replays `trace` on `target`, sampling its figures and the resident set.
-fn measure<T: ReplayTarget>(
+fn measure<T: ReplayTarget + Report>(
     allocator: &str,
     trace: &Path,
     sample_every: u64,
@@ -77,6 +75,8 @@ fn measure<T: ReplayTarget>(
     let mut phases = Vec::new();
     let mut peak_rss = 0;
     let mut last_progress = 0;
+    // The heaps' report at the busiest moment sampled.
+    let (mut heaps, mut busiest) = (None, 0);
     let options = ReplayOptions {
         sample_every,
         ..ReplayOptions::default()
@@ -93,6 +93,10 @@ fn measure<T: ReplayTarget>(
         });
         if let Some(name) = m.phase {
             phases.push((m.seq, name.to_owned()));
+        }
+        if m.live > busiest {
+            busiest = m.live;
+            heaps = t.heap_report();
         }
         if m.seq - last_progress >= PROGRESS_EVERY {
             last_progress = m.seq;
@@ -114,7 +118,7 @@ fn measure<T: ReplayTarget>(
         os_calls: footprint.map(|f| f.os_calls),
         samples,
         phases,
-        heaps: None,
+        heaps,
     })
 }
 

@@ -186,7 +186,7 @@ pub(crate) fn demo(levels: usize, seed: u64, out: &Path, json: bool) -> Result<(
         return Ok(());
     }
     out!("{}\n", runs_table(&runs));
-    out!("The bento set-up's subsystem heaps, at the end of the session:\n{heaps}");
+    out!("The bento set-up's subsystem heaps at the session's busiest moment:\n{heaps}");
     out!(
         "The memory space at the peak: {}",
         crate::map::summary(&rows)

@@ -247,10 +247,23 @@ impl<'a> Bento<'a> {
     fn in_current(&self, ptr: NonNull<u8>) -> bool {
         self.current.as_ref().is_some_and(|f| f.contains(ptr))
     }
+}
 
-    /// The subsystem heaps' report, as a table.
-    pub(crate) fn heap_report(&self) -> String {
-        bento_heap::report().to_string()
+/// A replay target whose set-up may have subsystem heaps to report.
+pub(crate) trait Report {
+    /// The heaps' report as a table, when there are heaps.
+    fn heap_report(&self) -> Option<String> {
+        None
+    }
+}
+
+impl<A: ?Sized, F> Report for Measured<'_, A, F> {}
+
+impl<A> Report for bento_trace::GlobalTarget<A> {}
+
+impl Report for Bento<'_> {
+    fn heap_report(&self) -> Option<String> {
+        Some(bento_heap::report().to_string())
     }
 }
 

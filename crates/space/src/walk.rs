@@ -303,6 +303,19 @@ pub struct Corruption {
 }
 
 /// What a segment is for, as [`Chunks`] reports it.
+///
+/// ```
+/// use core::alloc::Layout;
+/// use bento_pages::HeapPages;
+/// use bento_space::{MemorySpace, SegmentKind, SpaceConfig};
+///
+/// let config = SpaceConfig::DEFAULT.with_page_size(4096);
+/// let mut space = MemorySpace::new(HeapPages::new(), config).unwrap();
+/// let big = space.alloc(Layout::from_size_align(config.segment_threshold, 8).unwrap()).unwrap();
+/// assert_eq!(space.chunks().next().unwrap().kind, SegmentKind::Dedicated);
+/// // SAFETY: live.
+/// unsafe { space.free(big) };
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SegmentKind {
     /// An ordinary segment of `segment_granularity` bytes (or more), shared by many
@@ -316,6 +329,19 @@ pub enum SegmentKind {
 }
 
 /// What a chunk holds, as [`Chunks`] reports it.
+///
+/// ```
+/// use core::alloc::Layout;
+/// use bento_pages::HeapPages;
+/// use bento_space::{ChunkState, MemorySpace, SpaceConfig};
+///
+/// let mut space = MemorySpace::new(HeapPages::new(), SpaceConfig::DEFAULT.with_page_size(4096)).unwrap();
+/// let p = space.alloc(Layout::new::<u64>()).unwrap();
+/// let states: Vec<ChunkState> = space.chunks().map(|c| c.state).collect();
+/// assert_eq!(states, [ChunkState::Live, ChunkState::Free]);
+/// // SAFETY: live.
+/// unsafe { space.free(p) };
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ChunkState {
     /// A live block.
@@ -363,6 +389,14 @@ pub struct ChunkInfo {
 
 /// Every chunk of every segment, in address order within each segment. From
 /// [`MemorySpace::chunks`].
+///
+/// ```
+/// use bento_pages::HeapPages;
+/// use bento_space::{MemorySpace, SpaceConfig};
+///
+/// let mut space = MemorySpace::new(HeapPages::new(), SpaceConfig::DEFAULT).unwrap();
+/// assert_eq!(space.chunks().count(), 0); // no segment yet
+/// ```
 pub struct Chunks<'a> {
     cursor: Cursor,
     page_mask: usize,

@@ -367,6 +367,20 @@ impl Default for ReplayOptions {
 }
 
 /// What [`replay`] did.
+///
+/// ```
+/// use allocator_api2::alloc::Global;
+/// use bento_trace::{replay, ApiTarget, ReplayOptions, TraceReader, TraceWriter};
+///
+/// let mut w = TraceWriter::new(Vec::new()).unwrap();
+/// w.alloc(1, 100, 8, 0).unwrap();
+/// w.alloc(2, 50, 8, 0).unwrap();
+/// w.free(1).unwrap();
+/// let bytes = w.finish().unwrap();
+/// let reader = TraceReader::new(&bytes[..]).unwrap();
+/// let r = replay(&mut ApiTarget(&Global), reader, ReplayOptions::default(), |_, _| {}).unwrap();
+/// assert_eq!((r.peak_live, r.peak_seq, r.live_at_end, r.blocks_at_end), (150, 1, 50, 1));
+/// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ReplayReport {
     /// Records read.

@@ -496,10 +496,22 @@ impl Iterator for Session {
     }
 }
 
-/// A stream of session [`Event`]s that names its blocks by ids below a bound, which
-/// [`play`] sizes its table with.
+/// A stream of [`Step`]s that names its blocks by ids below a bound, which [`play`]
+/// and [`record`] size their tables with.
+///
+/// ```
+/// use bento_trace::workload::{Mixed, MixedConfig, Step, Workload};
+///
+/// let w = Mixed::new(MixedConfig { ops: 100, live: 10, ..MixedConfig::DEFAULT });
+/// let bound = w.ids();
+/// for step in w {
+///     if let Step::Alloc { id, .. } = step {
+///         assert!(id < bound);
+///     }
+/// }
+/// ```
 pub trait Workload: Iterator<Item = Step> {
-    /// An upper bound of the ids the session uses.
+    /// An upper bound of the ids the workload uses.
     fn ids(&self) -> usize;
 }
 
@@ -1008,6 +1020,16 @@ fn xorshift(mut x: u64) -> u64 {
 
 /// What a workload asked for, counted by [`record`] as it wrote the trace: what a
 /// replay of the trace must find.
+///
+/// ```
+/// use bento_trace::TraceWriter;
+/// use bento_trace::workload::{record, LifoBatches, LifoConfig};
+///
+/// let mut w = TraceWriter::new(Vec::new()).unwrap();
+/// let counts = record(LifoBatches::new(LifoConfig { batches: 3, ..LifoConfig::DEFAULT }), &mut w).unwrap();
+/// assert_eq!((counts.frames, counts.live_at_end), (3, 0));
+/// assert!(counts.peak_blocks <= 256);
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Recorded {
     /// Records written.
@@ -1103,6 +1125,16 @@ pub fn record<W: std::io::Write>(
 }
 
 /// What [`play`] saw.
+///
+/// ```
+/// use allocator_api2::alloc::Global;
+/// use bento_trace::ApiTarget;
+/// use bento_trace::workload::{play, Mixed, MixedConfig};
+///
+/// let w = Mixed::new(MixedConfig { ops: 500, live: 20, ..MixedConfig::DEFAULT });
+/// let report = play(&mut ApiTarget(&Global), w, |_, _| {});
+/// assert!(report.events >= 500 && report.failures == 0);
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SessionReport {
     /// Steps run.

@@ -1,0 +1,300 @@
+//! The `bento` command as a user runs it: every sub-command at a small size, its SVG
+//! charts parsed as XML with the series they must hold, and each mistake a user makes
+//! answered with one line and a non-zero exit, never a panic.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn bento(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_bento"))
+        .args(args)
+        .env("RUST_BACKTRACE", "1")
+        .output()
+        .expect("the bento binary runs")
+}
+
+/// A fresh directory for one test.
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("bento-cli-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Checks a run succeeded, showing its output when it did not.
+fn ok(o: &Output) -> String {
+    assert!(
+        o.status.success(),
+        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
+        o.status,
+        stdout(o),
+        stderr(o)
+    );
+    stdout(o)
+}
+
+/// Checks a run failed with one line naming `what`, and no panic.
+fn fails_with(o: &Output, what: &str) {
+    let err = stderr(o);
+    assert!(!o.status.success(), "succeeded: {}", stdout(o));
+    assert!(err.contains(what), "stderr does not name `{what}`:\n{err}");
+    assert!(
+        !err.contains("panicked") && !err.contains("stack backtrace"),
+        "{err}"
+    );
+    assert!(err.lines().count() <= 2, "more than a line or two:\n{err}");
+}
+
+/// Parses an SVG file as XML; returns its text nodes and the number of `<polyline>`
+/// and `<path>`/`<rect>` elements.
+struct Svg {
+    texts: Vec<String>,
+    lines: usize,
+    rects: Vec<String>,
+}
+
+fn svg(path: &Path) -> Svg {
+    let text = std::fs::read_to_string(path).unwrap();
+    let doc = roxmltree::Document::parse(&text)
+        .unwrap_or_else(|e| panic!("{} is not well-formed XML: {e}", path.display()));
+    assert_eq!(doc.root_element().tag_name().name(), "svg");
+    let mut s = Svg {
+        texts: Vec::new(),
+        lines: 0,
+        rects: Vec::new(),
+    };
+    for node in doc.descendants() {
+        match node.tag_name().name() {
+            "text" => s.texts.push(node.text().unwrap_or("").trim().to_owned()),
+            "polyline" => s.lines += 1,
+            "rect" => s
+                .rects
+                .push(node.attribute("fill").unwrap_or("").to_owned()),
+            _ => {}
+        }
+    }
+    s
+}
+
+#[test]
+fn demo_prints_a_table_per_allocator_and_writes_both_charts() {
+    let dir = scratch("demo");
+    let out = ok(&bento(&[
+        "demo",
+        "--levels",
+        "2",
+        "--out",
+        dir.to_str().unwrap(),
+    ]));
+    for name in ["system", "space", "common", "bento"] {
+        assert!(
+            out.lines().any(|l| l.starts_with(name)),
+            "no row for {name}:\n{out}"
+        );
+    }
+    // The subsystem heaps' report, and the map's totals.
+    for heap in ["level", "streaming", "game"] {
+        assert!(out.lines().any(|l| l.starts_with(heap)), "{out}");
+    }
+    assert!(out.contains("The memory space at the peak:"), "{out}");
+    let memory = svg(&dir.join("demo-memory.svg"));
+    for series in [
+        "live (asked)",
+        "system (RSS growth)",
+        "space (committed)",
+        "common (committed)",
+        "bento (committed)",
+    ] {
+        assert!(memory.texts.iter().any(|t| t == series), "no {series}");
+    }
+    // The live line and each allocator's are polylines.
+    assert!(memory.lines >= 5, "{} lines", memory.lines);
+    // Both levels are marked.
+    assert!(memory.texts.iter().any(|t| t == "level 1"));
+    let map = svg(&dir.join("demo-heapmap.svg"));
+    assert!(map.texts.iter().any(|t| t.starts_with("segment ")));
+    for legend in ["live", "free, committed", "decommitted", "overhead"] {
+        assert!(map.texts.iter().any(|t| t == legend), "no {legend}");
+    }
+    // Rows of live bytes, in the live colour.
+    assert!(map.rects.iter().filter(|f| *f == "#4477AA").count() > 1);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn demo_json_has_the_same_figures_for_scripts() {
+    let dir = scratch("json");
+    let out = ok(&bento(&[
+        "demo",
+        "--levels",
+        "1",
+        "--out",
+        dir.to_str().unwrap(),
+        "--json",
+    ]));
+    let doc: serde_json::Value = serde_json::from_str(&out).expect("stdout is JSON");
+    let runs = doc["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 4);
+    let peak = doc["peak_live"].as_u64().unwrap();
+    for run in runs {
+        assert_eq!(run["peak_live"].as_u64(), Some(peak), "{run}");
+        assert_eq!(run["failures"].as_u64(), Some(0));
+        assert!(run["ops_per_sec"].as_f64().unwrap() > 0.0);
+        assert!(run["fragmentation"].as_f64().unwrap() >= 0.9);
+    }
+    assert!(doc["heaps"].as_str().unwrap().contains("level"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn gen_inspect_replay_and_map_agree_on_a_trace() {
+    let dir = scratch("tools");
+    let trace = dir.join("world.trace");
+    let t = trace.to_str().unwrap();
+    let out = ok(&bento(&[
+        "gen",
+        "--profile",
+        "world",
+        "--levels",
+        "2",
+        "-o",
+        t,
+    ]));
+    assert!(out.starts_with("wrote "), "{out}");
+
+    let inspect = ok(&bento(&["inspect", t, "--json"]));
+    let scan: serde_json::Value = serde_json::from_str(&inspect).unwrap();
+    let peak = scan["peak_live"].as_u64().unwrap();
+    assert_eq!(scan["allocs"], scan["frees"]);
+    assert_eq!(scan["never_freed"].as_u64(), Some(0));
+    let table = ok(&bento(&["inspect", t]));
+    assert!(
+        table.contains("lifetime (records)") && table.contains("frame"),
+        "{table}"
+    );
+
+    let chart = dir.join("replay.svg");
+    let replay = ok(&bento(&[
+        "replay",
+        t,
+        "--allocators",
+        "space,system",
+        "--svg",
+        chart.to_str().unwrap(),
+        "--json",
+    ]));
+    let runs: serde_json::Value = serde_json::from_str(&replay).unwrap();
+    for run in runs.as_array().unwrap() {
+        assert_eq!(run["peak_live"].as_u64(), Some(peak));
+        assert_eq!(
+            run["ops"],
+            scan["allocs"].as_u64().unwrap() * 2 + scan["reallocs"].as_u64().unwrap()
+        );
+    }
+    let chart = svg(&chart);
+    assert!(chart.texts.iter().any(|t| t == "space (committed)"));
+    assert!(chart.texts.iter().any(|t| t == "system (RSS growth)"));
+
+    let map = dir.join("map.svg");
+    let out = ok(&bento(&[
+        "map",
+        t,
+        "--at",
+        "peak",
+        "-o",
+        map.to_str().unwrap(),
+    ]));
+    assert!(out.contains("segments:"), "{out}");
+    assert!(svg(&map).texts.iter().any(|t| t.contains("after record")));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn mistakes_get_one_line_and_a_non_zero_exit() {
+    let dir = scratch("mistakes");
+    let trace = dir.join("t.trace");
+    let t = trace.to_str().unwrap();
+    ok(&bento(&[
+        "gen",
+        "--profile",
+        "mixed",
+        "--levels",
+        "5",
+        "-o",
+        t,
+    ]));
+
+    fails_with(
+        &bento(&["replay", "/no/such/file.trace"]),
+        "cannot open /no/such/file.trace",
+    );
+    fails_with(&bento(&["inspect", "/no/such/file.trace"]), "cannot open");
+    fails_with(
+        &bento(&["replay", t, "--allocators", "space,jemalloc"]),
+        "unknown allocator `jemalloc`",
+    );
+    fails_with(
+        &bento(&["gen", "--levels", "many", "-o", t]),
+        "invalid value 'many'",
+    );
+    fails_with(
+        &bento(&["gen", "--levels", "0", "-o", t]),
+        "--levels must be at least 1",
+    );
+    fails_with(&bento(&["demo", "--levels", "-3"]), "unexpected argument");
+    fails_with(&bento(&["map", t, "--at", "soon"]), "bad --at `soon`");
+    fails_with(&bento(&["frobnicate"]), "unrecognized subcommand");
+    let not_a_trace = dir.join("readme.txt");
+    std::fs::write(&not_a_trace, "hello").unwrap();
+    fails_with(
+        &bento(&["inspect", not_a_trace.to_str().unwrap()]),
+        "not a bento trace",
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_corrupted_trace_exits_non_zero_with_the_offset() {
+    let dir = scratch("corrupt");
+    let trace = dir.join("t.trace");
+    let t = trace.to_str().unwrap();
+    ok(&bento(&[
+        "gen",
+        "--profile",
+        "lifo",
+        "--levels",
+        "1",
+        "-o",
+        t,
+    ]));
+    let mut bytes = std::fs::read(&trace).unwrap();
+    let cut = bytes.len() / 2;
+    bytes.truncate(cut);
+    bytes.push(0x7e); // no record has this kind
+    std::fs::write(&trace, &bytes).unwrap();
+    for args in [
+        vec!["inspect", t],
+        vec!["replay", t, "--allocators", "space"],
+        vec!["map", t, "--at", "100000000"],
+    ] {
+        let o = bento(&args);
+        fails_with(&o, "at byte ");
+        let err = stderr(&o);
+        let offset: u64 = err
+            .split("at byte ")
+            .nth(1)
+            .and_then(|s| s.split(|c: char| !c.is_ascii_digit()).next())
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| panic!("no offset in {err}"));
+        assert!(offset as usize <= cut, "{err}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
