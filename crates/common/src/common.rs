@@ -460,6 +460,60 @@ impl<P: PageSource> CommonAllocator<P> {
         unsafe { inner.resize(ptr, old, new) }
     }
 
+    /// Takes every lock of the allocator and keeps it, in a fixed order: each region
+    /// in turn, then the region map's, then the commit cache's (the order every path
+    /// that holds two of them takes them in). For a `pthread_atfork` prepare handler:
+    /// with every lock held by the forking thread, the child inherits none held by a
+    /// thread it does not have. [`unlock_all`](Self::unlock_all) gives them back. An
+    /// allocator that has not started starts first (so that none can start while
+    /// the locks are held); one that cannot start takes none.
+    ///
+    /// The per-thread front end takes no lock; a program that forks with the front
+    /// end on may lose the blocks other threads' caches hold, in the child (never
+    /// corrupting it).
+    ///
+    /// ```
+    /// use core::alloc::Layout;
+    /// use bento_common::CommonAllocator;
+    ///
+    /// let common = CommonAllocator::new();
+    /// let p = common.alloc(Layout::new::<u64>()).unwrap();
+    /// common.lock_all();
+    /// // ... fork here ...
+    /// // SAFETY: taken just above by this thread.
+    /// unsafe { common.unlock_all() };
+    /// // SAFETY: live.
+    /// unsafe { common.free(p) };
+    /// ```
+    pub fn lock_all(&self) {
+        if let Ok(inner) = self.inner() {
+            for region in inner.regions() {
+                region.raw_lock().lock();
+            }
+            inner.layer.raw_lock().lock();
+            inner.layer.cache.hold_lock();
+        }
+    }
+
+    /// Gives back the locks [`lock_all`](Self::lock_all) took, in the reverse order.
+    ///
+    /// # Safety
+    ///
+    /// The caller must hold every lock through `lock_all`: this thread, or, in a
+    /// child process forked while they were held, the child's only thread.
+    pub unsafe fn unlock_all(&self) {
+        if let Some(inner) = self.started() {
+            // SAFETY: the caller's contract: each lock is held, by `lock_all`.
+            unsafe {
+                inner.layer.cache.release_lock();
+                inner.layer.raw_lock().unlock();
+                for region in inner.regions() {
+                    region.raw_lock().unlock();
+                }
+            }
+        }
+    }
+
     /// Gives back what the allocator keeps for reuse: every small region's free
     /// list, every space's cached blocks and the commit cache's parked pages and
     /// spare segments. Returns the bytes of blocks and pages given back.

@@ -67,6 +67,11 @@ impl<P: PageSource> Layer<P> {
             .set_limit((reserved >> COMMIT_SHARE_SHIFT).max(self.floor));
     }
 
+    /// The map's lock, for the fork guard (`CommonAllocator::lock_all`).
+    pub(crate) fn raw_lock(&self) -> &RawSpinLock {
+        &self.lock
+    }
+
     /// Runs `f` with the map's lock held.
     fn locked<R>(&self, f: impl FnOnce() -> R) -> R {
         self.lock.lock();

@@ -124,6 +124,11 @@ impl<P: PageSource> Region<P> {
         Held { region: self }
     }
 
+    /// The lock itself, for the fork guard (`CommonAllocator::lock_all`).
+    pub(crate) fn raw_lock(&self) -> &RawSpinLock {
+        &self.lock
+    }
+
     /// Takes the lock if it is free.
     #[inline]
     pub(crate) fn try_lock(&self) -> Option<Held<'_, P>> {

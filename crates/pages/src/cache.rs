@@ -243,6 +243,35 @@ impl<P: PageSource> CommitCache<P> {
         &self.inner
     }
 
+    /// Takes the cache's lock and keeps it until [`release_lock`](Self::release_lock): for a
+    /// `pthread_atfork` prepare handler, so that a child process never inherits the
+    /// lock held by a thread it does not have. Every call that reaches the cache
+    /// waits meanwhile.
+    ///
+    /// ```
+    /// use bento_pages::{CommitCache, HeapPages};
+    ///
+    /// let cache = CommitCache::new(HeapPages::new()).unwrap();
+    /// cache.hold_lock();
+    /// // SAFETY: held just above, by this thread.
+    /// unsafe { cache.release_lock() };
+    /// assert_eq!(cache.trim(), 0);
+    /// ```
+    pub fn hold_lock(&self) {
+        self.state.raw().lock();
+    }
+
+    /// Gives back the lock [`hold_lock`](Self::hold_lock) took.
+    ///
+    /// # Safety
+    ///
+    /// The caller must hold the lock through `hold_lock`: this thread, or, in a child
+    /// process forked while it was held, the child's only thread.
+    pub unsafe fn release_lock(&self) {
+        // SAFETY: the caller's contract: the lock is held and is this caller's.
+        unsafe { self.state.raw().unlock() }
+    }
+
     /// The source behind the cache, given back after what [`Drop`] does: every
     /// parked page decommitted, the spares and the slot table released.
     ///

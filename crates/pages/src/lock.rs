@@ -208,6 +208,11 @@ impl<T> Locked<T> {
     pub(crate) fn get_mut(&mut self) -> &mut T {
         self.value.get_mut()
     }
+
+    /// The lock itself, for a caller that holds it across calls (a fork guard).
+    pub(crate) fn raw(&self) -> &RawSpinLock {
+        &self.lock
+    }
 }
 
 impl<T> fmt::Debug for Locked<T> {
