@@ -1,0 +1,484 @@
+#![doc = include_str!("../README.md")]
+
+#[cfg(not(all(unix, target_env = "gnu")))]
+compile_error!("bento-malloc replaces glibc's malloc: it builds for Linux with glibc only");
+
+mod fork;
+mod stats;
+mod trace;
+
+use core::alloc::Layout;
+use core::ffi::{c_int, c_void};
+use core::ptr::{self, NonNull};
+use core::sync::atomic::{AtomicU8, Ordering};
+
+use bento_common::{CommonAllocator, CommonConfig, SizeClasses};
+
+/// The allocator behind every entry point, and Rust's global allocator inside this
+/// library, so that Rust code here never goes through the interposed `malloc`.
+/// Without its per-thread front end: that needs thread-locals, which a malloc
+/// replacement must not touch.
+#[global_allocator]
+pub(crate) static COMMON: CommonAllocator =
+    CommonAllocator::with_config(CommonConfig::DEFAULT.with_thread_cache(false));
+
+/// The alignment of every block, as glibc's on 64-bit targets.
+const MIN_ALIGN: usize = 16;
+
+/// The largest small class: a block with a larger usable size lives in the large
+/// region, where a resize can happen in place.
+const LARGEST_CLASS: usize = SizeClasses::DEFAULT.largest();
+
+/// The once-per-process set-up, done by the first call: the fork handlers, and what
+/// the environment asks for (statistics at exit, a trace).
+static SETUP: AtomicU8 = AtomicU8::new(NOT_SET);
+const NOT_SET: u8 = 0;
+const SETTING: u8 = 1;
+const SET: u8 = 2;
+
+/// Sets the process up on the first call. A call made meanwhile (by the set-up
+/// itself, which may reach `malloc` through glibc, or by another thread) goes on
+/// without waiting.
+#[inline]
+fn setup() {
+    if SETUP.load(Ordering::Acquire) != SET {
+        setup_slow();
+    }
+}
+
+/// The set-up also runs when the library is loaded, for a program that exits before
+/// its first allocation (its trace then exists, empty). It cannot be relied on to run
+/// first: the dynamic linker may call `malloc` before any initialiser.
+#[used]
+#[unsafe(link_section = ".init_array")]
+static SETUP_AT_LOAD: extern "C" fn() = setup_at_load;
+
+extern "C" fn setup_at_load() {
+    setup();
+}
+
+#[cold]
+#[inline(never)]
+fn setup_slow() {
+    if SETUP
+        .compare_exchange(NOT_SET, SETTING, Ordering::AcqRel, Ordering::Acquire)
+        .is_ok()
+    {
+        fork::register();
+        stats::arm();
+        trace::arm();
+        SETUP.store(SET, Ordering::Release);
+    }
+}
+
+fn set_errno(code: c_int) {
+    // SAFETY: glibc's `errno` of this thread, always valid.
+    unsafe { *libc::__errno_location() = code };
+}
+
+fn errno() -> c_int {
+    // SAFETY: as above.
+    unsafe { *libc::__errno_location() }
+}
+
+/// A block of `size` bytes (at least one) aligned to `align`, or null with `ENOMEM`.
+fn alloc(size: usize, align: usize, zeroed: bool) -> *mut c_void {
+    setup();
+    let Ok(layout) = Layout::from_size_align(size.max(1), align.max(MIN_ALIGN)) else {
+        set_errno(libc::ENOMEM);
+        return ptr::null_mut();
+    };
+    let block = trace::traced_alloc(layout, |layout| {
+        if zeroed {
+            COMMON.alloc_zeroed(layout)
+        } else {
+            COMMON.alloc(layout)
+        }
+    });
+    match block {
+        Ok(p) => p.as_ptr().cast(),
+        Err(_) => {
+            set_errno(libc::ENOMEM);
+            ptr::null_mut()
+        }
+    }
+}
+
+/// Frees `p` (not null) keeping `errno`.
+///
+/// # Safety
+///
+/// `p` is a live block of this allocator. A pointer the allocator does not own is
+/// reported on stderr and the process aborts.
+unsafe fn free_block(p: NonNull<u8>) {
+    let saved = errno();
+    trace::traced_free(p, || {
+        // SAFETY: the caller's contract.
+        unsafe { COMMON.free(p) }
+    });
+    set_errno(saved);
+}
+
+/// Whether `align` is a power of two (and so a valid alignment).
+fn power_of_two(align: usize) -> bool {
+    align.is_power_of_two()
+}
+
+/// `malloc(size)`: a block of `size` bytes aligned to 16, or null with `ENOMEM`.
+/// `malloc(0)` returns a unique block that `free` accepts.
+///
+/// # Safety
+///
+/// None beyond C's: the caller frees the block once (with `free`), and uses it only
+/// while it is live.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
+    alloc(size, MIN_ALIGN, false)
+}
+
+/// `free(p)`: gives a block back; `free(NULL)` does nothing; `errno` is kept.
+///
+/// # Safety
+///
+/// The caller must pass null or a live block of this allocator, and not use it after
+/// it is freed. A pointer this allocator does not own is reported on stderr and the
+/// process aborts.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn free(p: *mut c_void) {
+    if let Some(p) = NonNull::new(p.cast::<u8>()) {
+        // SAFETY: C's contract: `p` is a live block from this allocator.
+        unsafe { free_block(p) }
+    }
+}
+
+/// `cfree(p)`: `free`.
+///
+/// # Safety
+///
+/// The caller must pass null or a live block of this allocator, and not use it after
+/// it is freed. A pointer this allocator does not own is reported on stderr and the
+/// process aborts.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cfree(p: *mut c_void) {
+    // SAFETY: C's contract, as for `free`.
+    unsafe { free(p) }
+}
+
+/// `calloc(n, size)`: `n * size` zeroed bytes; an overflowing product gives null with
+/// `ENOMEM`.
+///
+/// # Safety
+///
+/// None beyond C's: the caller frees the block once (with `free`), and uses it only
+/// while it is live.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn calloc(n: usize, size: usize) -> *mut c_void {
+    match n.checked_mul(size) {
+        Some(total) => alloc(total, MIN_ALIGN, true),
+        None => {
+            set_errno(libc::ENOMEM);
+            ptr::null_mut()
+        }
+    }
+}
+
+/// `realloc(p, size)`: `realloc(NULL, n)` is `malloc(n)`; `realloc(p, 0)` frees `p`
+/// and returns null (as glibc does); otherwise the block keeps its first
+/// `min(old, size)` bytes, where it is when it can, and on failure it is left as it
+/// was and null comes back with `ENOMEM`.
+///
+/// # Safety
+///
+/// The caller must pass null or a live block of this allocator, and not use it after
+/// it is freed. A pointer this allocator does not own is reported on stderr and the
+/// process aborts.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
+    let Some(old) = NonNull::new(p.cast::<u8>()) else {
+        return alloc(size, MIN_ALIGN, false);
+    };
+    if size == 0 {
+        // SAFETY: C's contract: `p` is a live block from this allocator.
+        unsafe { free_block(old) };
+        return ptr::null_mut();
+    }
+    setup();
+    // SAFETY: as above.
+    unsafe { resize(old, size) }
+}
+
+/// Resizes a live block to `size > 0` bytes.
+///
+/// # Safety
+///
+/// `old` is a live block of this allocator.
+unsafe fn resize(old: NonNull<u8>, size: usize) -> *mut c_void {
+    let Ok(new_layout) = Layout::from_size_align(size, MIN_ALIGN) else {
+        set_errno(libc::ENOMEM);
+        return ptr::null_mut();
+    };
+    let result = trace::traced_realloc(old, new_layout, || {
+        // SAFETY: the caller's contract.
+        let usable = unsafe { COMMON.usable_size(old) };
+        if size <= usable && size >= usable / 2 {
+            return Ok(old);
+        }
+        if usable > LARGEST_CLASS && size > LARGEST_CLASS {
+            // Both sizes belong to the large region, where the block lies (a usable
+            // size above every class): its space may resize it in place. Its usable
+            // size with the malloc alignment is a layout it fits.
+            let old_layout = Layout::from_size_align(usable, MIN_ALIGN).map_err(|_| ())?;
+            // SAFETY: the block is live in the large region and fits `old_layout`.
+            return unsafe { COMMON.resize(old, old_layout, new_layout) }.map_err(|_| ());
+        }
+        // Across regions, or out of a strongly aligned block: move it by hand.
+        let new = COMMON.alloc(new_layout).map_err(|_| ())?;
+        // SAFETY: `old` holds `usable` bytes and `new` at least `size`; the blocks
+        // are distinct; `old` is freed once, here.
+        unsafe {
+            ptr::copy_nonoverlapping(old.as_ptr(), new.as_ptr(), usable.min(size));
+            COMMON.free(old);
+        }
+        Ok(new)
+    });
+    match result {
+        Ok(p) => p.as_ptr().cast(),
+        Err(()) => {
+            set_errno(libc::ENOMEM);
+            ptr::null_mut()
+        }
+    }
+}
+
+/// `reallocarray(p, n, size)`: `realloc(p, n * size)`, with an overflowing product
+/// giving null and `ENOMEM` (the block left as it was).
+///
+/// # Safety
+///
+/// The caller must pass null or a live block of this allocator, and not use it after
+/// it is freed. A pointer this allocator does not own is reported on stderr and the
+/// process aborts.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn reallocarray(p: *mut c_void, n: usize, size: usize) -> *mut c_void {
+    match n.checked_mul(size) {
+        // SAFETY: C's contract, as for `realloc`.
+        Some(total) => unsafe { realloc(p, total) },
+        None => {
+            set_errno(libc::ENOMEM);
+            ptr::null_mut()
+        }
+    }
+}
+
+/// `posix_memalign(memptr, align, size)`: 0 and a block in `*memptr`; `EINVAL` for an
+/// alignment that is not a power of two or not a multiple of `sizeof(void *)`,
+/// `ENOMEM` when there is no memory, in both cases with `*memptr` untouched.
+///
+/// # Safety
+///
+/// The caller must pass a `memptr` valid for writing a pointer.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn posix_memalign(
+    memptr: *mut *mut c_void,
+    align: usize,
+    size: usize,
+) -> c_int {
+    if !power_of_two(align) || !align.is_multiple_of(size_of::<*mut c_void>()) {
+        return libc::EINVAL;
+    }
+    let saved = errno();
+    let p = alloc(size, align, false);
+    if p.is_null() {
+        set_errno(saved);
+        return libc::ENOMEM;
+    }
+    // SAFETY: C's contract: `memptr` is writable.
+    unsafe { memptr.write(p) };
+    0
+}
+
+/// `aligned_alloc(align, size)`: a block aligned to `align`, a power of two; another
+/// alignment gives null with `EINVAL`.
+///
+/// # Safety
+///
+/// None beyond C's: the caller frees the block once (with `free`), and uses it only
+/// while it is live.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aligned_alloc(align: usize, size: usize) -> *mut c_void {
+    if !power_of_two(align) {
+        set_errno(libc::EINVAL);
+        return ptr::null_mut();
+    }
+    alloc(size, align, false)
+}
+
+/// `memalign(align, size)`: as `aligned_alloc`.
+///
+/// # Safety
+///
+/// None beyond C's: the caller frees the block once (with `free`), and uses it only
+/// while it is live.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn memalign(align: usize, size: usize) -> *mut c_void {
+    // SAFETY: no contract beyond C's.
+    unsafe { aligned_alloc(align, size) }
+}
+
+/// The size of a page.
+fn page() -> usize {
+    // SAFETY: `sysconf` reads a constant of the system.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    usize::try_from(page).unwrap_or(4096)
+}
+
+/// `valloc(size)`: a page-aligned block.
+///
+/// # Safety
+///
+/// None beyond C's: the caller frees the block once (with `free`), and uses it only
+/// while it is live.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn valloc(size: usize) -> *mut c_void {
+    alloc(size, page(), false)
+}
+
+/// `pvalloc(size)`: a page-aligned block of whole pages (one for 0).
+///
+/// # Safety
+///
+/// None beyond C's: the caller frees the block once (with `free`), and uses it only
+/// while it is live.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pvalloc(size: usize) -> *mut c_void {
+    let page = page();
+    match size.max(1).checked_next_multiple_of(page) {
+        Some(rounded) => alloc(rounded, page, false),
+        None => {
+            set_errno(libc::ENOMEM);
+            ptr::null_mut()
+        }
+    }
+}
+
+/// `malloc_usable_size(p)`: the bytes the block can hold (0 for null).
+///
+/// # Safety
+///
+/// The caller must pass null or a live block of this allocator, and not use it after
+/// it is freed. A pointer this allocator does not own is reported on stderr and the
+/// process aborts.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn malloc_usable_size(p: *mut c_void) -> usize {
+    match NonNull::new(p.cast::<u8>()) {
+        // SAFETY: C's contract: `p` is a live block from this allocator.
+        Some(p) => unsafe { COMMON.usable_size(p) },
+        None => 0,
+    }
+}
+
+/// glibc's internal names, which some programs and libraries call directly.
+pub mod aliases {
+    use core::ffi::{c_int, c_void};
+
+    /// `__libc_malloc`: `malloc`.
+    ///
+    /// # Safety
+    ///
+    /// None beyond C's: the caller frees the block once (with `free`), and uses it only
+    /// while it is live.
+    #[unsafe(no_mangle)]
+    pub unsafe extern "C" fn __libc_malloc(size: usize) -> *mut c_void {
+        // SAFETY: C's contract.
+        unsafe { super::malloc(size) }
+    }
+
+    /// `__libc_free`: `free`.
+    ///
+    /// # Safety
+    ///
+    /// The caller must pass null or a live block of this allocator, and not use it after
+    /// it is freed. A pointer this allocator does not own is reported on stderr and the
+    /// process aborts.
+    #[unsafe(no_mangle)]
+    pub unsafe extern "C" fn __libc_free(p: *mut c_void) {
+        // SAFETY: C's contract.
+        unsafe { super::free(p) }
+    }
+
+    /// `__libc_calloc`: `calloc`.
+    ///
+    /// # Safety
+    ///
+    /// None beyond C's: the caller frees the block once (with `free`), and uses it only
+    /// while it is live.
+    #[unsafe(no_mangle)]
+    pub unsafe extern "C" fn __libc_calloc(n: usize, size: usize) -> *mut c_void {
+        // SAFETY: C's contract.
+        unsafe { super::calloc(n, size) }
+    }
+
+    /// `__libc_realloc`: `realloc`.
+    ///
+    /// # Safety
+    ///
+    /// The caller must pass null or a live block of this allocator, and not use it after
+    /// it is freed. A pointer this allocator does not own is reported on stderr and the
+    /// process aborts.
+    #[unsafe(no_mangle)]
+    pub unsafe extern "C" fn __libc_realloc(p: *mut c_void, size: usize) -> *mut c_void {
+        // SAFETY: C's contract.
+        unsafe { super::realloc(p, size) }
+    }
+
+    /// `__libc_memalign`: `memalign`.
+    ///
+    /// # Safety
+    ///
+    /// None beyond C's: the caller frees the block once (with `free`), and uses it only
+    /// while it is live.
+    #[unsafe(no_mangle)]
+    pub unsafe extern "C" fn __libc_memalign(align: usize, size: usize) -> *mut c_void {
+        // SAFETY: C's contract.
+        unsafe { super::memalign(align, size) }
+    }
+
+    /// `__libc_valloc`: `valloc`.
+    ///
+    /// # Safety
+    ///
+    /// None beyond C's: the caller frees the block once (with `free`), and uses it only
+    /// while it is live.
+    #[unsafe(no_mangle)]
+    pub unsafe extern "C" fn __libc_valloc(size: usize) -> *mut c_void {
+        // SAFETY: C's contract.
+        unsafe { super::valloc(size) }
+    }
+
+    /// `__libc_pvalloc`: `pvalloc`.
+    ///
+    /// # Safety
+    ///
+    /// None beyond C's: the caller frees the block once (with `free`), and uses it only
+    /// while it is live.
+    #[unsafe(no_mangle)]
+    pub unsafe extern "C" fn __libc_pvalloc(size: usize) -> *mut c_void {
+        // SAFETY: C's contract.
+        unsafe { super::pvalloc(size) }
+    }
+
+    /// `__posix_memalign`: `posix_memalign`.
+    ///
+    /// # Safety
+    ///
+    /// The caller must pass a `memptr` valid for writing a pointer.
+    #[unsafe(no_mangle)]
+    pub unsafe extern "C" fn __posix_memalign(
+        memptr: *mut *mut c_void,
+        align: usize,
+        size: usize,
+    ) -> c_int {
+        // SAFETY: C's contract.
+        unsafe { super::posix_memalign(memptr, align, size) }
+    }
+}
