@@ -3,6 +3,7 @@
 
 mod bench;
 mod bench_global;
+mod bench_malloc;
 mod ci;
 mod doc;
 mod fmt;
@@ -32,7 +33,8 @@ commands:
   windows  the tests of the crates with Windows code, for x86_64-pc-windows-gnu under Wine
   fuzz-build  cargo check of the fuzz crate (its own workspace)
   bench    the criterion benchmarks (not part of ci)
-  bench-global [ROUNDS]  one program with each allocator as #[global_allocator], in turn";
+  bench-global [ROUNDS]  one program with each allocator as #[global_allocator], in turn
+  bench-malloc [ROUNDS]  real programs with glibc, bento-malloc, mimalloc and jemalloc";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -53,6 +55,7 @@ fn main() -> ExitCode {
         "fuzz-build" => &[fuzz_build::STEP],
         "bench" => &[bench::STEP],
         "bench-global" => &[bench_global::STEP],
+        "bench-malloc" => &[bench_malloc::STEP],
         "help" | "--help" | "-h" => {
             println!("{USAGE}");
             return ExitCode::SUCCESS;

@@ -664,6 +664,7 @@ fn build<P: PageSource>(config: CommonConfig<P>) -> Result<NonNull<Inner<P>>, Co
         classes,
         routing,
         commit_cache,
+        commit_floor,
         misuse,
         ..
     } = config;
@@ -694,7 +695,12 @@ fn build<P: PageSource>(config: CommonConfig<P>) -> Result<NonNull<Inner<P>>, Co
     // SAFETY: `this` is aligned and valid for writes of an `Inner` (the block is at
     // least that large). Each field is written once before the block is read.
     unsafe {
-        Layer::init(&raw mut (*this).layer, cache, map, 4 * small_segment);
+        Layer::init(
+            &raw mut (*this).layer,
+            cache,
+            map,
+            (4 * small_segment).max(commit_floor),
+        );
         (&raw mut (*this).budget).write(AtomicUsize::new(block_cache));
         (&raw mut (*this).classes).write(classes);
         (&raw mut (*this).routing).write(routing);

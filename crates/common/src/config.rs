@@ -210,8 +210,14 @@ pub struct CommonConfig<P> {
     pub routing: Routing,
     /// Bytes of decommitted pages (and released segments kept whole, up to four) the
     /// one commit cache of the whole allocator keeps for reuse; it parks at most
-    /// 1/32 of the bytes reserved, with a floor of four small segments.
+    /// 1/32 of the bytes reserved, with a floor of four small segments or
+    /// `commit_floor`, whichever is larger.
     pub commit_cache: usize,
+    /// The least the commit cache may park however little is reserved (0: four small
+    /// segments). A program that frees and reallocates blocks of megabytes in a loop
+    /// keeps their pages (up to this much) instead of faulting them in again each
+    /// time; bento-malloc sets it to the cache's whole capacity.
+    pub commit_floor: usize,
     /// Bytes of freed blocks kept for reuse across all regions: the small regions'
     /// free lists share this budget, and the large region's block cache takes up to
     /// a quarter of it besides.
@@ -257,6 +263,7 @@ impl<P: Copy> CommonConfig<P> {
             large,
             routing,
             commit_cache,
+            commit_floor,
             block_cache,
             misuse,
             thread_cache,
@@ -268,6 +275,7 @@ impl<P: Copy> CommonConfig<P> {
             large,
             routing,
             commit_cache,
+            commit_floor,
             block_cache,
             misuse,
             thread_cache,
@@ -296,6 +304,7 @@ impl<P> CommonConfig<P> {
                 .with_page_size(64 << 10),
             routing: Routing::BySize,
             commit_cache: 8 << 20,
+            commit_floor: 0,
             block_cache: 1 << 20,
             misuse: crate::abort_on_misuse,
             thread_cache: true,
@@ -347,6 +356,21 @@ impl<P> CommonConfig<P> {
     #[must_use]
     pub const fn with_commit_cache(mut self, bytes: usize) -> Self {
         self.commit_cache = bytes;
+        self
+    }
+
+    /// This configuration with a commit cache that may park `bytes` however little is
+    /// reserved (at most its capacity, [`commit_cache`](Self::commit_cache)).
+    ///
+    /// ```
+    /// use bento_common::CommonConfig;
+    ///
+    /// let config = CommonConfig::DEFAULT.with_commit_floor(8 << 20);
+    /// assert_eq!(config.commit_floor, config.commit_cache);
+    /// ```
+    #[must_use]
+    pub const fn with_commit_floor(mut self, bytes: usize) -> Self {
+        self.commit_floor = bytes;
         self
     }
 
