@@ -47,7 +47,9 @@ fn run() -> Outcome {
     // Built on its own, so that no other crate's features reach the library.
     let mut build = cargo();
     build.args(["build", "--release", "-p", "bento-malloc", "--target-dir"]);
-    build.arg(&target);
+    build
+        .arg(&target)
+        .env("CARGO_PROFILE_RELEASE_PANIC", "abort");
     if let failed @ Outcome::Failed(_) = status(build) {
         return failed;
     }

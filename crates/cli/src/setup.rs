@@ -194,6 +194,29 @@ impl<'a> Linear<'a> {
     }
 }
 
+/// Resizes a block of `allocator` with `grow` or `shrink`, keeping its alignment.
+///
+/// # Safety
+///
+/// The caller must pass a live block of `allocator` made for `old`; `new` has `old`'s
+/// alignment.
+unsafe fn resize_in<A: Allocator>(
+    allocator: A,
+    ptr: NonNull<u8>,
+    old: Layout,
+    new: Layout,
+) -> Option<NonNull<u8>> {
+    // SAFETY: the caller's contract; each call gets a size on its side of `old`'s.
+    let block = unsafe {
+        if new.size() >= old.size() {
+            allocator.grow(ptr, old, new)
+        } else {
+            allocator.shrink(ptr, old, new)
+        }
+    };
+    Some(block.ok()?.cast())
+}
+
 /// Where a block goes.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Route {
@@ -300,26 +323,11 @@ impl ReplayTarget for Bento<'_> {
             let arena: &bento_primitives::Arena<&Pages> = frame.as_ref()?;
             // SAFETY: the caller's contract: `ptr` is live with `old` in this arena
             // (the frame that holds it is alive).
-            let block = unsafe {
-                if new >= old.size() {
-                    arena.grow(ptr, old, new_layout)
-                } else {
-                    arena.shrink(ptr, old, new_layout)
-                }
-            };
-            return Some(block.ok()?.cast());
+            return unsafe { resize_in(arena, ptr, old, new_layout) };
         }
         if from == to && from != Route::Pool {
-            let heap = self.heap(from);
             // SAFETY: the caller's contract: `ptr` is live with `old` in this heap.
-            let block = unsafe {
-                if new >= old.size() {
-                    heap.grow(ptr, old, new_layout)
-                } else {
-                    heap.shrink(ptr, old, new_layout)
-                }
-            };
-            return Some(block.ok()?.cast());
+            return unsafe { resize_in(self.heap(from), ptr, old, new_layout) };
         }
         if from == Route::Pool && to == Route::Pool {
             // A chunk holds any size that routes to the pool.

@@ -259,9 +259,7 @@ impl Session {
 
     /// A size log-uniform in `[lo, hi]`.
     fn size(&mut self, lo: usize, hi: usize) -> usize {
-        let u = (self.next() >> 11) as f64 / (1u64 << 53) as f64;
-        let span = (hi as f64 / lo as f64).log2();
-        ((lo as f64 * (u * span).exp2()) as usize).clamp(lo, hi)
+        log_uniform(self.next(), lo, hi)
     }
 
     fn below(&mut self, n: usize) -> usize {
@@ -623,9 +621,7 @@ impl OpenWorld {
 
     /// A size log-uniform in `[lo, hi]`.
     fn size(&mut self, lo: usize, hi: usize) -> usize {
-        let u = (self.next() >> 11) as f64 / (1u64 << 53) as f64;
-        let span = (hi as f64 / lo as f64).log2();
-        ((lo as f64 * (u * span).exp2()) as usize).clamp(lo, hi)
+        log_uniform(self.next(), lo, hi)
     }
 
     fn below(&mut self, n: usize) -> usize {
@@ -857,10 +853,8 @@ impl Mixed {
         let bound = c.live.max(1);
         let grow = self.live.len() < bound / 2 || (self.live.len() < bound && r & 1 == 0);
         if grow {
-            let u = (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
             let (lo, hi) = (c.min_size.max(1), c.max_size.max(c.min_size.max(1)));
-            let size =
-                ((lo as f64 * (u * (hi as f64 / lo as f64).log2()).exp2()) as usize).clamp(lo, hi);
+            let size = log_uniform(self.next_u64(), lo, hi);
             let align = if r & 0x30 == 0 { 64 } else { 16 };
             let id = self.free_ids.pop().unwrap_or(0);
             self.live.push(id);
@@ -981,9 +975,7 @@ impl Iterator for LifoBatches {
             let (lo, hi) = (c.min_size.max(1), c.max_size.max(c.min_size.max(1)));
             for id in 0..n {
                 self.rng = xorshift(self.rng);
-                let u = (self.rng >> 11) as f64 / (1u64 << 53) as f64;
-                let size = ((lo as f64 * (u * (hi as f64 / lo as f64).log2()).exp2()) as usize)
-                    .clamp(lo, hi);
+                let size = log_uniform(self.rng, lo, hi);
                 self.queue.push_back(Step::Alloc {
                     id,
                     size,
@@ -1008,6 +1000,13 @@ impl Workload for LifoBatches {
     fn ids(&self) -> usize {
         self.config.batch.max(1)
     }
+}
+
+/// A size log-uniform in `[lo, hi]` (`lo >= 1`) from 64 random bits.
+fn log_uniform(bits: u64, lo: usize, hi: usize) -> usize {
+    let u = (bits >> 11) as f64 / (1u64 << 53) as f64;
+    let span = (hi as f64 / lo as f64).log2();
+    ((lo as f64 * (u * span).exp2()) as usize).clamp(lo, hi)
 }
 
 /// One step of the xorshift64 generator.

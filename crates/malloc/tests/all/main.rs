@@ -14,9 +14,11 @@ pub(crate) fn library() -> &'static Path {
     static LIBRARY: OnceLock<PathBuf> = OnceLock::new();
     LIBRARY.get_or_init(|| {
         let target = Path::new(env!("CARGO_TARGET_TMPDIR")).join("bento-malloc");
+        // As its README says to build it: on its own, with `panic = "abort"`.
         let status = Command::new(env!("CARGO"))
             .args(["build", "--release", "-p", "bento-malloc", "--target-dir"])
             .arg(&target)
+            .env("CARGO_PROFILE_RELEASE_PANIC", "abort")
             .current_dir(env!("CARGO_MANIFEST_DIR"))
             .status()
             .expect("cargo runs");
