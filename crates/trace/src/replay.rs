@@ -683,6 +683,10 @@ pub fn replay<R: Read, T: ReplayTarget + ?Sized>(
             nanos: r.nanos,
         };
         observe(&moment, target);
+        if seq >= options.stop_after {
+            // The limit fell on a frame or a phase.
+            break Ok(());
+        }
     };
     let stopped = outcome.is_ok() && seq >= options.stop_after;
     for (slot, block) in table.blocks.iter_mut().enumerate() {

@@ -201,6 +201,27 @@ fn stop_after_leaves_the_blocks_live_then() {
     )
     .unwrap();
     assert_eq!(report.records, 300);
+    // A limit on a frame record stops there too.
+    let bytes = hand(|w| {
+        w.alloc(1, 10, 8, 0).unwrap();
+        w.frame().unwrap();
+        w.alloc(2, 10, 8, 0).unwrap();
+    });
+    let options = ReplayOptions {
+        stop_after: 1,
+        ..ReplayOptions::default()
+    };
+    let mut frames = 0;
+    let mut target = Counting::default();
+    let report = replay(
+        &mut target,
+        TraceReader::new(&bytes[..]).unwrap(),
+        options,
+        |m, _| frames = m.frames,
+    )
+    .unwrap();
+    assert_eq!((report.records, report.allocs, frames), (2, 1, 1));
+    assert_eq!(report.left.len(), 1);
     assert_eq!(report.left.len() as u64, report.blocks_at_end);
     assert_eq!(target.live.get(), report.left.len() as i64);
     let bytes_left: usize = report.left.iter().map(|&(_, n)| n).sum();
