@@ -3,6 +3,7 @@
 mod format;
 mod reader;
 mod replay;
+#[cfg(feature = "heap")]
 mod sink;
 pub mod workload;
 mod writer;
@@ -13,5 +14,6 @@ pub use crate::replay::{
     ApiTarget, Footprint, GlobalTarget, Moment, ReplayError, ReplayOptions, ReplayReport,
     ReplayTarget, replay,
 };
+#[cfg(feature = "heap")]
 pub use crate::sink::TraceSink;
 pub use crate::writer::TraceWriter;
