@@ -10,6 +10,7 @@ const NO_STD_CRATES: &[&str] = &[
     "bento-space",
     "bento-common",
     "bento-heap",
+    "bento",
 ];
 
 const TARGET: &str = "thumbv7em-none-eabihf";

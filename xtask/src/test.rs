@@ -17,6 +17,17 @@ const RELEASE: &[&str] = &[
     "bento-heap",
 ];
 
+/// The examples of docs/guide.md (crates/bento/examples).
+const EXAMPLES: &[&str] = &[
+    "level_loading",
+    "frame_memory",
+    "particles",
+    "subsystem_heaps",
+    "global_allocator",
+    "hashmap_in_a_space",
+    "custom_page_source",
+];
+
 fn run() -> Outcome {
     let mut cmd = cargo();
     cmd.args(["test", "--workspace"]);
@@ -32,6 +43,14 @@ fn run() -> Outcome {
     match status(cmd) {
         Outcome::Passed => {}
         other => return other,
+    }
+    // The guide's examples, each run to the end (they assert what they show).
+    for example in EXAMPLES {
+        let mut cmd = cargo();
+        cmd.args(["run", "-q", "-p", "bento", "--example", example]);
+        if let failed @ Outcome::Failed(_) = status(cmd) {
+            return failed;
+        }
     }
     // The heaps with the Tracy client built in and started.
     let mut cmd = cargo();
