@@ -391,9 +391,11 @@ impl ReplayTarget for Bento<'_> {
                 Ok(())
             }
             Err(e) => {
-                // Not reachable with two arenas and one older handle; keep the
-                // invariant anyway.
+                // Not reachable with two arenas and one older handle; undo the
+                // swap anyway, counts included.
                 self.current = self.previous.take();
+                self.current_live = self.previous_live;
+                self.previous_live = 0;
                 Err(e)
             }
         }

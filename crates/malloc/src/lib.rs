@@ -239,13 +239,18 @@ unsafe fn resize(old: NonNull<u8>, size: usize) -> *mut c_void {
         }
         if usable > LARGEST_CLASS && size > LARGEST_CLASS {
             // Both sizes belong to the large region, where the block lies (a usable
-            // size above every class): its space may resize it in place. Its usable
-            // size with the malloc alignment is a layout it fits.
+            // size above every class): its space may resize it in place.
             let old_layout = Layout::from_size_align(usable, MIN_ALIGN).map_err(|_| ())?;
-            // SAFETY: the block is live in the large region and fits `old_layout`.
+            // SAFETY: the block is live in the large region. `old_layout` need not be
+            // the layout it was made with (a `memalign` block was made with a larger
+            // alignment): the large region finds a block by its boundary tag, and
+            // `old_layout` routes to the large region (its size is above every
+            // class), holds no more than the block's usable size, and its alignment
+            // (16) divides the block's.
             return unsafe { COMMON.resize(old, old_layout, new_layout) }.map_err(|_| ());
         }
-        // Across regions, or out of a strongly aligned block: move it by hand.
+        // A small block to another class, or between the small regions and the large
+        // one: move it by hand.
         let new = COMMON.alloc(new_layout).map_err(|_| ())?;
         // SAFETY: `old` holds `usable` bytes and `new` at least `size`; the blocks
         // are distinct; `old` is freed once, here.
@@ -312,7 +317,7 @@ pub unsafe extern "C" fn posix_memalign(
 }
 
 /// `aligned_alloc(align, size)`: a block aligned to `align`, a power of two; another
-/// alignment gives null with `EINVAL`.
+/// alignment gives null with `EINVAL` (as glibc 2.38 and later do).
 ///
 /// # Safety
 ///
@@ -327,7 +332,9 @@ pub unsafe extern "C" fn aligned_alloc(align: usize, size: usize) -> *mut c_void
     alloc(size, align, false)
 }
 
-/// `memalign(align, size)`: as `aligned_alloc`.
+/// `memalign(align, size)`: as glibc's, an alignment of 16 or less (0 included) is
+/// `malloc`'s, any other rounds up to a power of two, and one above `SIZE_MAX / 2 + 1`
+/// gives null with `EINVAL`.
 ///
 /// # Safety
 ///
@@ -335,8 +342,13 @@ pub unsafe extern "C" fn aligned_alloc(align: usize, size: usize) -> *mut c_void
 /// while it is live.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn memalign(align: usize, size: usize) -> *mut c_void {
-    // SAFETY: no contract beyond C's.
-    unsafe { aligned_alloc(align, size) }
+    match align.max(MIN_ALIGN).checked_next_power_of_two() {
+        Some(align) => alloc(size, align, false),
+        None => {
+            set_errno(libc::EINVAL);
+            ptr::null_mut()
+        }
+    }
 }
 
 /// The size of a page.

@@ -99,11 +99,14 @@ pub(crate) fn arm() {
         return;
     }
     LOCK.lock();
-    with_state(|s| {
-        s.bytes[..8].copy_from_slice(MAGIC);
-        s.bytes[8] = VERSION;
-        s.len = 9;
-    });
+    // SAFETY: `LOCK` is held.
+    unsafe {
+        with_state(|s| {
+            s.bytes[..8].copy_from_slice(MAGIC);
+            s.bytes[8] = VERSION;
+            s.len = 9;
+        })
+    };
     FD.store(fd, Ordering::Release);
     // SAFETY: `LOCK` was taken above by this thread.
     unsafe { LOCK.unlock() };
@@ -147,8 +150,10 @@ fn expand(path: &[u8], out: &mut [u8; 4096]) -> Option<bool> {
 
 /// Runs `f` on the buffer.
 ///
+/// # Safety
+///
 /// The caller must hold [`LOCK`].
-fn with_state<R>(f: impl FnOnce(&mut State) -> R) -> R {
+unsafe fn with_state<R>(f: impl FnOnce(&mut State) -> R) -> R {
     // SAFETY: the caller holds `LOCK`, so this is the only reference to the state.
     f(unsafe { &mut *STATE.0.get() })
 }
@@ -164,24 +169,31 @@ fn put_varint(s: &mut State, mut v: u64) {
 }
 
 /// Appends one record of `kind` with `fields` (the sequence gap is 0: records are
-/// numbered one after another). The caller holds [`LOCK`] and the trace is open.
-fn record(kind: u8, fields: &[u64], align: Option<usize>) {
-    with_state(|s| {
-        if s.len + LONGEST > BUFFER {
-            flush(s);
-        }
-        s.bytes[s.len] = kind;
-        s.bytes[s.len + 1] = 0;
-        s.len += 2;
-        for &f in fields {
-            put_varint(s, f);
-        }
-        if let Some(align) = align {
-            s.bytes[s.len] = align.trailing_zeros() as u8;
-            s.bytes[s.len + 1] = 0; // no tag
+/// numbered one after another).
+///
+/// # Safety
+///
+/// The caller must hold [`LOCK`].
+unsafe fn record(kind: u8, fields: &[u64], align: Option<usize>) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        with_state(|s| {
+            if s.len + LONGEST > BUFFER {
+                flush(s);
+            }
+            s.bytes[s.len] = kind;
+            s.bytes[s.len + 1] = 0;
             s.len += 2;
-        }
-    });
+            for &f in fields {
+                put_varint(s, f);
+            }
+            if let Some(align) = align {
+                s.bytes[s.len] = align.trailing_zeros() as u8;
+                s.bytes[s.len + 1] = 0; // no tag
+                s.len += 2;
+            }
+        })
+    };
 }
 
 fn flush(s: &mut State) {
@@ -194,7 +206,8 @@ fn flush(s: &mut State) {
 
 extern "C" fn flush_at_exit() {
     LOCK.lock();
-    with_state(flush);
+    // SAFETY: `LOCK` is held.
+    unsafe { with_state(flush) };
     // Later calls (other exit handlers, destructors) are not traced: the file ends
     // at the last record written here.
     FD.store(-1, Ordering::Release);
@@ -220,7 +233,8 @@ pub(crate) fn traced_alloc(
         let r = f(layout);
         if let (Ok(p), true) = (r, tracing()) {
             let fields = [p.addr().get() as u64, layout.size() as u64];
-            record(ALLOC, &fields, Some(layout.align()));
+            // SAFETY: inside `locked`.
+            unsafe { record(ALLOC, &fields, Some(layout.align())) };
         }
         r
     })
@@ -234,7 +248,8 @@ pub(crate) fn traced_free(p: NonNull<u8>, f: impl FnOnce()) {
     }
     locked(|| {
         if tracing() {
-            record(FREE, &[p.addr().get() as u64], None);
+            // SAFETY: inside `locked`.
+            unsafe { record(FREE, &[p.addr().get() as u64], None) };
         }
         f();
     });
@@ -254,11 +269,14 @@ pub(crate) fn traced_realloc(
         let r = f();
         if let (Ok(q), true) = (r, tracing()) {
             let (old, size) = (old.addr().get() as u64, new.size() as u64);
-            if q.addr().get() as u64 == old {
-                record(REALLOC, &[old, size], None);
-            } else {
-                record(ALLOC, &[q.addr().get() as u64, size], Some(new.align()));
-                record(FREE, &[old], None);
+            // SAFETY: inside `locked`.
+            unsafe {
+                if q.addr().get() as u64 == old {
+                    record(REALLOC, &[old, size], None);
+                } else {
+                    record(ALLOC, &[q.addr().get() as u64, size], Some(new.align()));
+                    record(FREE, &[old], None);
+                }
             }
         }
         r

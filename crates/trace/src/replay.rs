@@ -576,6 +576,7 @@ pub fn replay<R: Read, T: ReplayTarget + ?Sized>(
     let mut batch: Vec<Op> = Vec::with_capacity(cap);
     let mut since_sample = 0u64;
     let mut seq = 0u64;
+    let mut limited = false;
     let outcome = loop {
         batch.clear();
         let mut stop = Stop::Full;
@@ -591,6 +592,11 @@ pub fn replay<R: Read, T: ReplayTarget + ?Sized>(
                     break;
                 }
             };
+            if record.seq > options.stop_after {
+                // Past the limit (sequence numbers may skip it): not run.
+                stop = Stop::Limit;
+                break;
+            }
             r.records += 1;
             seq = record.seq;
             let decoded = match record.event {
@@ -658,7 +664,10 @@ pub fn replay<R: Read, T: ReplayTarget + ?Sized>(
         let phase = match stop {
             Stop::Full => continue,
             Stop::End => break Ok(()),
-            Stop::Limit => break Ok(()),
+            Stop::Limit => {
+                limited = true;
+                break Ok(());
+            }
             Stop::Failed(e) => break Err(e),
             Stop::Frame => {
                 r.frames += 1;
@@ -688,7 +697,7 @@ pub fn replay<R: Read, T: ReplayTarget + ?Sized>(
             break Ok(());
         }
     };
-    let stopped = outcome.is_ok() && seq >= options.stop_after;
+    let stopped = outcome.is_ok() && (seq >= options.stop_after || limited);
     for (slot, block) in table.blocks.iter_mut().enumerate() {
         if let Some(live) = block.take() {
             if stopped {

@@ -96,7 +96,8 @@ impl<W: Write> TraceWriter<W> {
         self.push(&Event::Phase(name.to_owned()))
     }
 
-    /// Records `event` with the next sequence number.
+    /// Records `event` with the next sequence number (for `TraceSink`).
+    #[cfg(feature = "heap")]
     pub(crate) fn push_event(&mut self, event: &Event) -> io::Result<u64> {
         self.push(event)
     }

@@ -12,8 +12,8 @@ use bento_trace::workload::{
     Workload, WorldConfig, record, tags,
 };
 use bento_trace::{
-    ApiTarget, GlobalTarget, ReplayError, ReplayOptions, ReplayReport, ReplayTarget, TraceReader,
-    TraceWriter, replay,
+    ApiTarget, Event, GlobalTarget, ReplayError, ReplayOptions, ReplayReport, ReplayTarget,
+    TraceReader, TraceWriter, replay,
 };
 
 fn trace(workload: impl Workload) -> (Vec<u8>, Recorded) {
@@ -222,6 +222,45 @@ fn stop_after_leaves_the_blocks_live_then() {
     .unwrap();
     assert_eq!((report.records, report.allocs, frames), (2, 1, 1));
     assert_eq!(report.left.len(), 1);
+    // A limit that sequence numbers skip stops before the first record past it.
+    let mut w = TraceWriter::new(Vec::new()).unwrap();
+    w.record(
+        0,
+        &Event::Alloc {
+            id: 1,
+            size: 10,
+            align: 8,
+            tag: 0,
+        },
+    )
+    .unwrap();
+    w.record(
+        10,
+        &Event::Alloc {
+            id: 2,
+            size: 10,
+            align: 8,
+            tag: 0,
+        },
+    )
+    .unwrap();
+    let bytes = w.finish().unwrap();
+    let options = ReplayOptions {
+        stop_after: 5,
+        ..ReplayOptions::default()
+    };
+    let mut target = Counting::default();
+    let report = replay(
+        &mut target,
+        TraceReader::new(&bytes[..]).unwrap(),
+        options,
+        |_, _| {},
+    )
+    .unwrap();
+    assert_eq!(
+        (report.records, report.allocs, report.left.len()),
+        (1, 1, 1)
+    );
     assert_eq!(report.left.len() as u64, report.blocks_at_end);
     assert_eq!(target.live.get(), report.left.len() as i64);
     let bytes_left: usize = report.left.iter().map(|&(_, n)| n).sum();

@@ -20,6 +20,11 @@ fn every_c_rule_holds() {
     // so the checks do see which allocator runs.
     let o = std::process::Command::new(&program).output().unwrap();
     assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("conformance: malloc comes from bento"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
 }
 
 #[test]
@@ -119,18 +124,18 @@ fn a_traced_program_replays_to_the_same_number_of_allocations() {
         );
         assert!(frees >= expected, "{frees} frees");
     }
-    // `%p` gives each process a trace of its own.
+    // `%p` gives each process a trace of its own, named by its id.
     let pattern = dir.join("per-process-%p.trace");
-    run_ok(preloaded(&program).arg("10").env("BENTO_TRACE", &pattern));
-    let traces = std::fs::read_dir(&dir)
-        .unwrap()
-        .filter(|e| {
-            e.as_ref()
-                .unwrap()
-                .file_name()
-                .to_string_lossy()
-                .starts_with("per-process-")
-        })
-        .count();
-    assert_eq!(traces, 1);
+    let mut child = preloaded(&program)
+        .arg("10")
+        .env("BENTO_TRACE", &pattern)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    assert!(child.wait().unwrap().success());
+    let trace = dir.join(format!("per-process-{pid}.trace"));
+    let reader = TraceReader::new(std::fs::File::open(&trace).unwrap()).unwrap();
+    assert!(reader.count() > 10);
+    assert!(!pattern.exists());
 }

@@ -30,6 +30,12 @@ extern void *__libc_memalign(size_t, size_t);
 
 int main(void) {
     long page = sysconf(_SC_PAGESIZE);
+
+    /* bento, not glibc: a 70-byte block is in bento's 80-byte class. */
+    void *p = malloc(70);
+    CHECK(p && malloc_usable_size(p) == 80, "malloc comes from bento (80-byte class)");
+    free(p);
+
     /* Not in glibc's headers (or, for cfree, its link-time symbols): found at run
      * time, where the preloaded library provides them. */
     void (*cfree)(void *) = (void (*)(void *))dlsym(RTLD_DEFAULT, "cfree");
@@ -39,11 +45,6 @@ int main(void) {
         fprintf(stderr, "conformance: cfree or __posix_memalign is missing\n");
         return 1;
     }
-
-    /* bento, not glibc: a 70-byte block is in bento's 80-byte class. */
-    void *p = malloc(70);
-    CHECK(p && malloc_usable_size(p) == 80, "malloc comes from bento (80-byte class)");
-    free(p);
 
     /* 16-byte alignment for every size. */
     for (size_t n = 1; n < 5000; n += 37) {
@@ -138,18 +139,34 @@ int main(void) {
     /* aligned_alloc and memalign. */
     errno = 0;
     CHECK(aligned_alloc(24, 48) == NULL && errno == EINVAL, "aligned_alloc(24) -> NULL, EINVAL");
+    /* memalign as glibc's: 16 or less is malloc's, others round up to a power of two. */
+    void *ma = memalign(24, 48);
+    CHECK(ma && ((uintptr_t)ma & 31) == 0, "memalign(24) rounds up to 32");
+    free(ma);
+    ma = memalign(0, 48);
+    CHECK(ma && ((uintptr_t)ma & 15) == 0, "memalign(0) is malloc");
+    free(ma);
     errno = 0;
-    CHECK(memalign(24, 48) == NULL && errno == EINVAL, "memalign(24) -> NULL, EINVAL");
+    CHECK(memalign(SIZE_MAX, 48) == NULL && errno == EINVAL, "memalign(SIZE_MAX) -> NULL, EINVAL");
     errno = 0;
     CHECK(aligned_alloc(0, 48) == NULL && errno == EINVAL, "aligned_alloc(0) -> NULL, EINVAL");
     void *al = aligned_alloc(4096, 100);
     CHECK(al && ((uintptr_t)al & 4095) == 0, "aligned_alloc(4096)");
     free(al);
-    al = memalign(128, 1000);
-    CHECK(al && ((uintptr_t)al & 127) == 0, "memalign(128)");
-    al = realloc(al, 5000); /* realloc of an over-aligned block */
-    CHECK(al != NULL, "realloc of a memalign block");
-    free(al);
+    for (size_t n = 100; n <= 100000; n *= 10) { /* realloc of over-aligned blocks */
+        unsigned char *ab = memalign(128, n);
+        CHECK(ab && ((uintptr_t)ab & 127) == 0, "memalign(128)");
+        for (size_t i = 0; i < n; i++) ab[i] = (unsigned char)(i * 7);
+        unsigned char *grown = realloc(ab, n * 3);
+        int kept = grown != NULL;
+        for (size_t i = 0; kept && i < n; i++) kept &= grown[i] == (unsigned char)(i * 7);
+        CHECK(kept, "realloc of a memalign block keeps its contents");
+        unsigned char *shrunk = realloc(grown, n / 3 + 1);
+        kept = shrunk != NULL;
+        for (size_t i = 0; kept && i < n / 3 + 1; i++) kept &= shrunk[i] == (unsigned char)(i * 7);
+        CHECK(kept, "shrinking a realloc'd memalign block keeps its contents");
+        free(shrunk);
+    }
     al = __libc_memalign(2048, 10);
     CHECK(al && ((uintptr_t)al & 2047) == 0, "__libc_memalign");
     free(al);
@@ -168,9 +185,11 @@ int main(void) {
 
     /* free(NULL), errno kept by free, cfree, malloc_usable_size(NULL). */
     free(NULL);
+    /* free keeps errno, on a small block and on one whose free gives pages back. */
+    void *e = malloc(50), *e2 = malloc(20 << 20);
     errno = 1234;
-    void *e = malloc(50);
     free(e);
+    free(e2);
     CHECK(errno == 1234, "free keeps errno");
     cfree(malloc(10));
     CHECK(malloc_usable_size(NULL) == 0, "malloc_usable_size(NULL) == 0");
