@@ -1,13 +1,14 @@
 //! `cargo xtask ci`: every check, cheapest first.
 
 use crate::step::Step;
-use crate::{doc, fmt, fuzz_build, lint, loom, miri, nostd, test, windows};
+use crate::{doc, fmt, fuzz_build, lint, loom, miri, nostd, publish, test, windows};
 
 pub(crate) const STEPS: &[Step] = &[
     fmt::STEP,
     lint::STEP,
     test::STEP,
     doc::STEP,
+    publish::STEP,
     nostd::STEP,
     windows::STEP,
     fuzz_build::STEP,

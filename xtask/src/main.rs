@@ -7,11 +7,13 @@ mod bench_malloc;
 mod ci;
 mod doc;
 mod fmt;
+mod fuzz;
 mod fuzz_build;
 mod lint;
 mod loom;
 mod miri;
 mod nostd;
+mod publish;
 mod step;
 mod test;
 mod windows;
@@ -32,6 +34,8 @@ commands:
   nostd    cargo check of the no_std crates for thumbv7em-none-eabihf
   windows  the tests of the crates with Windows code, for x86_64-pc-windows-gnu under Wine
   fuzz-build  cargo check of the fuzz crate (its own workspace)
+  publish  cargo publish --dry-run of every crate meant for users
+  fuzz [--time S]  every cargo-fuzz target for S seconds (default 60; not part of ci)
   bench    the criterion benchmarks (not part of ci)
   bench-global [ROUNDS]  one program with each allocator as #[global_allocator], in turn
   bench-malloc [ROUNDS]  real programs with glibc, bento-malloc, mimalloc and jemalloc";
@@ -53,6 +57,8 @@ fn main() -> ExitCode {
         "nostd" => &[nostd::STEP],
         "windows" => &[windows::STEP],
         "fuzz-build" => &[fuzz_build::STEP],
+        "publish" => &[publish::STEP],
+        "fuzz" => &[fuzz::STEP],
         "bench" => &[bench::STEP],
         "bench-global" => &[bench_global::STEP],
         "bench-malloc" => &[bench_malloc::STEP],
