@@ -1,7 +1,7 @@
 //! `cargo xtask ci`: every check, cheapest first.
 
 use crate::step::Step;
-use crate::{doc, fmt, fuzz_build, lint, loom, miri, nostd, publish, test, windows};
+use crate::{doc, fmt, fuzz_build, lint, loom, miri, nightly, nostd, publish, test, windows};
 
 pub(crate) const STEPS: &[Step] = &[
     fmt::STEP,
@@ -10,6 +10,7 @@ pub(crate) const STEPS: &[Step] = &[
     doc::STEP,
     publish::STEP,
     nostd::STEP,
+    nightly::STEP,
     windows::STEP,
     fuzz_build::STEP,
     miri::STEP,

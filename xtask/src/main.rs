@@ -12,6 +12,7 @@ mod fuzz_build;
 mod lint;
 mod loom;
 mod miri;
+mod nightly;
 mod nostd;
 mod publish;
 mod step;
@@ -34,6 +35,7 @@ commands:
   nostd    cargo check of the no_std crates for thumbv7em-none-eabihf
   windows  the tests of the crates with Windows code, for x86_64-pc-windows-gnu under Wine
   fuzz-build  cargo check of the fuzz crate (its own workspace)
+  nightly  the `nightly` feature's test (core::alloc::Allocator) on the nightly toolchain
   publish  cargo publish --dry-run of every crate meant for users
   fuzz [--time S]  every cargo-fuzz target for S seconds (default 60; not part of ci)
   bench    the criterion benchmarks (not part of ci)
@@ -58,6 +60,7 @@ fn main() -> ExitCode {
         "windows" => &[windows::STEP],
         "fuzz-build" => &[fuzz_build::STEP],
         "publish" => &[publish::STEP],
+        "nightly" => &[nightly::STEP],
         "fuzz" => &[fuzz::STEP],
         "bench" => &[bench::STEP],
         "bench-global" => &[bench_global::STEP],

@@ -66,9 +66,9 @@ macro_rules! define_common {
     };
 }
 
-#[cfg(any(unix, windows))]
+#[cfg(all(feature = "os", any(unix, windows)))]
 define_common!(= bento_pages::SystemPages);
-#[cfg(not(any(unix, windows)))]
+#[cfg(not(all(feature = "os", any(unix, windows))))]
 define_common!();
 
 // SAFETY: the block is shared between threads by design: each region's state is
@@ -116,7 +116,7 @@ macro_rules! constructor {
     };
 }
 
-#[cfg(any(unix, windows))]
+#[cfg(all(feature = "os", any(unix, windows)))]
 impl CommonAllocator {
     constructor! {
         /// An allocator of [`CommonConfig::DEFAULT`] shape over the OS's pages. It
@@ -137,7 +137,7 @@ impl CommonAllocator {
     }
 }
 
-#[cfg(any(unix, windows))]
+#[cfg(all(feature = "os", any(unix, windows)))]
 impl Default for CommonAllocator {
     fn default() -> Self {
         Self::new()

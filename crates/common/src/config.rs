@@ -1,7 +1,7 @@
 //! How a common allocator is shaped: [`CommonConfig`], its [`SizeClasses`] and
 //! [`Routing`], and what is wrong with a bad one.
 
-#[cfg(any(unix, windows))]
+#[cfg(all(feature = "os", any(unix, windows)))]
 use bento_pages::SystemPages;
 use bento_pages::{MisuseHook, PageError};
 use bento_space::{SpaceConfig, SpaceError};
@@ -235,7 +235,7 @@ pub struct CommonConfig<P> {
     pub thread_cache: bool,
 }
 
-#[cfg(any(unix, windows))]
+#[cfg(all(feature = "os", any(unix, windows)))]
 impl CommonConfig<SystemPages> {
     /// The 20 classes of [`SizeClasses::DEFAULT`] in 64 KiB segments; a large region
     /// of 32 MiB segments committed in 64 KiB pages, with a segment of its own for

@@ -26,6 +26,7 @@ const _: () = assert!(LANES.is_power_of_two() && OWNED < usize::BITS as usize);
 
 /// Takes the lowest free slot of the bitmap `bits` (`Acquire`: the last owner's
 /// writes to its lanes are visible), or [`SHARED`] when every slot is taken.
+#[cfg_attr(not(feature = "std"), allow(dead_code))]
 pub(crate) fn take(bits: &AtomicUsize) -> usize {
     let mut taken = bits.load(Ordering::Relaxed);
     loop {
@@ -48,6 +49,7 @@ pub(crate) fn take(bits: &AtomicUsize) -> usize {
 
 /// Gives slot `i` back to `bits` (`Release`: the owner's writes to its lanes go to
 /// the next owner); the shared lane is nobody's.
+#[cfg_attr(not(feature = "std"), allow(dead_code))]
 pub(crate) fn give(bits: &AtomicUsize, i: usize) {
     if i < OWNED {
         bits.fetch_and(!(1 << i), Ordering::Release);

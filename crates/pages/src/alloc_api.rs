@@ -216,8 +216,10 @@ unsafe impl<T: RawAlloc + ?Sized> RawAlloc for &T {
 /// The macro expands in the calling crate, which names the allocator-api2 versions it
 /// supports the way every bento crate does: 0.2 as the dependency `allocator_api2`
 /// behind the feature `api2-02`, 0.4 as the dependency `allocator_api2_04` behind the
-/// feature `api2-04`. Zero sizes never reach the [`RawAlloc`] operations: they get
-/// [`dangling`] pointers, and growing from or shrinking to zero allocates or frees.
+/// feature `api2-04`; its feature `nightly` adds `core::alloc::Allocator`, which
+/// needs a toolchain that has it without a feature gate (nightly 1.100 or later).
+/// Zero sizes never reach the [`RawAlloc`] operations: they get [`dangling`] pointers,
+/// and growing from or shrinking to zero allocates or frees.
 ///
 /// ```ignore
 /// // In an allocator crate with the two features and dependencies:
@@ -230,6 +232,8 @@ macro_rules! impl_allocator {
         $crate::impl_allocator!(@one allocator_api2, [$($gen)*], $ty);
         #[cfg(feature = "api2-04")]
         $crate::impl_allocator!(@one allocator_api2_04, [$($gen)*], $ty);
+        #[cfg(feature = "nightly")]
+        $crate::impl_allocator!(@one core, [$($gen)*], $ty);
     };
     (@one $api:ident, [$($gen:tt)*], $ty:ty) => {
         // SAFETY: forwards to `RawAlloc`, whose contract is `Allocator`'s; zero sizes

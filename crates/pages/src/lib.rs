@@ -38,7 +38,7 @@ pub use crate::fixed::FixedPages;
 pub use crate::heap::HeapPages;
 pub use crate::metered::{Metered, PageStats};
 pub use crate::misuse::{GuardSide, Leaks, Misuse, MisuseHook, panic_on_misuse};
-#[cfg(any(unix, windows))]
+#[cfg(all(feature = "os", any(unix, windows)))]
 pub use crate::system::SystemPages;
 
 /// Where memory comes from: dsmalloc's four callbacks.

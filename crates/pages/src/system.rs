@@ -4,20 +4,20 @@
 //! Architecture invariant: this module is the only code in bento that calls the
 //! operating system's virtual-memory API.
 
-#[cfg(unix)]
+#[cfg(all(feature = "os", unix))]
 mod unix;
-#[cfg(windows)]
+#[cfg(all(feature = "os", windows))]
 mod windows;
 
-#[cfg(unix)]
+#[cfg(all(feature = "os", unix))]
 use unix as os;
-#[cfg(windows)]
+#[cfg(all(feature = "os", windows))]
 use windows as os;
 
-#[cfg(any(unix, windows))]
+#[cfg(all(feature = "os", any(unix, windows)))]
 pub use self::system_pages::SystemPages;
 
-#[cfg(any(unix, windows))]
+#[cfg(all(feature = "os", any(unix, windows)))]
 mod system_pages {
     use core::ptr::NonNull;
 

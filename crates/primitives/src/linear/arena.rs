@@ -9,7 +9,7 @@ use core::ops::Deref;
 use core::ptr::{self, NonNull};
 
 use bento_align::{Alignment, align_up};
-#[cfg(any(unix, windows))]
+#[cfg(all(feature = "os", any(unix, windows)))]
 use bento_pages::SystemPages;
 use bento_pages::{PageError, PageSource};
 
@@ -133,12 +133,12 @@ macro_rules! arena_struct {
     };
 }
 
-#[cfg(any(unix, windows))]
+#[cfg(all(feature = "os", any(unix, windows)))]
 arena_struct!(= SystemPages);
-#[cfg(not(any(unix, windows)))]
+#[cfg(not(all(feature = "os", any(unix, windows))))]
 arena_struct!();
 
-#[cfg(any(unix, windows))]
+#[cfg(all(feature = "os", any(unix, windows)))]
 impl Arena<SystemPages> {
     /// An arena of `reserve_bytes` (rounded up to pages) of the operating system's
     /// address space, with the other settings at their defaults.

@@ -8,7 +8,7 @@ use core::ptr::NonNull;
 
 use bento_align::align_up;
 use bento_pages::PageSource;
-#[cfg(any(unix, windows))]
+#[cfg(all(feature = "os", any(unix, windows)))]
 use bento_pages::SystemPages;
 
 use bento_pages::MisuseHook;
@@ -64,7 +64,7 @@ pub struct GrowingPool<P: PageSource> {
     source: P,
 }
 
-#[cfg(any(unix, windows))]
+#[cfg(all(feature = "os", any(unix, windows)))]
 impl GrowingPool<SystemPages> {
     /// A pool of up to `max` chunks for `chunk` in the operating system's address space.
     ///
