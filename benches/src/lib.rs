@@ -3,6 +3,7 @@
 
 pub mod global;
 pub mod heap;
+pub mod report;
 pub mod threads;
 
 use core::mem::MaybeUninit;

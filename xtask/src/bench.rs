@@ -1,12 +1,445 @@
-//! `cargo xtask bench`: the criterion benchmarks, bento beside its peers (not in CI:
-//! timing on a shared machine is for people to read, never for a pass/fail).
+//! `cargo xtask bench [--icount] [--render | --quick]`: every measurement of bento
+//! beside its peers in one run, then `docs/benchmarks.md` and its charts rendered from
+//! it (`benches/src/report.rs`, through `benches/report/template.md`). Not part of CI
+//! (timing on a shared machine is for people to read, never a pass or a fail), except
+//! `--quick`, which only builds the benches and the measuring programs so that they
+//! never rot.
+//!
+//! The run, in order: the criterion suites; the game session's footprint, the churn
+//! and `validate()` programs; `bench-global` and `bench-malloc` (five rounds each);
+//! `bento demo`; with `--icount`, callgrind counts of the hot loops. Each writes its
+//! figures to `target/bench-report/` (criterion to `target/criterion/`), both cleared
+//! first, so that every table of the report comes from this run. `--render` only
+//! renders the last run's figures again (after a change to the template).
 
-use crate::step::{Outcome, Step, cargo, status};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use crate::step::{Outcome, Step, cargo, root, status, succeeds};
+use crate::{bench_global, bench_malloc};
 
 pub(crate) const STEP: Step = Step { name: "bench", run };
 
+/// CI's step: `bench --quick`.
+pub(crate) const QUICK: Step = Step {
+    name: "bench-build",
+    run: || match quick() {
+        Ok(()) => Outcome::Passed,
+        Err(e) => Outcome::Failed(e),
+    },
+};
+
+/// Criterion's settings for the report's run: every group, a second of warm-up and
+/// three of measurement per benchmark.
+const CRITERION: &[&str] = &["--warm-up-time", "1", "--measurement-time", "3"];
+
+/// Rounds of `bench-global` and `bench-malloc`.
+const ROUNDS: usize = 5;
+
+/// A loop counted under callgrind: `insns <mode> <arg>` runs it; `ops` operations
+/// (`arg`, or `arg` frames of 10,000); `collect` is the `--toggle-collect` pattern.
+struct Loop {
+    mode: &'static str,
+    what: &'static str,
+    collect: &'static str,
+    arg: u64,
+    ops: u64,
+}
+
+const fn lp(
+    mode: &'static str,
+    what: &'static str,
+    collect: &'static str,
+    arg: u64,
+    ops: u64,
+) -> Loop {
+    Loop {
+        mode,
+        what,
+        collect,
+        arg,
+        ops,
+    }
+}
+
+const ALL: &str = "bento_benches::*";
+const M: u64 = 1_000_000;
+
+/// The hot loops the report counts.
+const LOOPS: &[Loop] = &[
+    lp("bento", "`Bump::alloc` 16 B", ALL, M, M),
+    lp("bumpalo", "`bumpalo::Bump::alloc` 16 B", ALL, M, M),
+    lp("bump-layout", "`Bump::alloc_layout` + write", ALL, M, M),
+    lp("stack", "`Stack` + write, rollback", ALL, M, M),
+    lp("double-lower", "`DoubleStack` lower end", ALL, M, M),
+    lp("double-upper", "`DoubleStack` upper end", ALL, M, M),
+    lp("arena", "`Arena::alloc` 16 B", ALL, M, 2 * M),
+    lp(
+        "frame-bump",
+        "frame of 10k, `Bump`",
+        "bento_benches::frame_*",
+        100,
+        1_000_000,
+    ),
+    lp(
+        "frame-arena",
+        "frame of 10k, `Arena`",
+        "bento_benches::frame_*",
+        100,
+        1_000_000,
+    ),
+    lp(
+        "pool-bare",
+        "LIFO, bare free list",
+        "bento_benches::lifo_*",
+        M,
+        M,
+    ),
+    lp("pool", "LIFO, `Pool`", "bento_benches::lifo_*", M, M),
+    lp(
+        "pool-cache",
+        "LIFO, `SharedPoolCache`",
+        "bento_benches::lifo_*",
+        M,
+        M,
+    ),
+    lp(
+        "pool-shared",
+        "LIFO, `SharedPool`",
+        "bento_benches::lifo_*",
+        M,
+        M,
+    ),
+    lp("pool-slab", "LIFO, slab", "bento_benches::lifo_*", M, M),
+    lp(
+        "pool-system",
+        "LIFO, glibc `Box`",
+        "bento_benches::lifo_*",
+        M,
+        M,
+    ),
+    lp(
+        "pool-mimalloc",
+        "LIFO, mimalloc",
+        "bento_benches::lifo_*",
+        M,
+        M,
+    ),
+    lp(
+        "random-bare",
+        "random, bare free list",
+        "bento_benches::random_bare",
+        M,
+        M,
+    ),
+    lp(
+        "random-pool",
+        "random, `Pool`",
+        "bento_benches::random_pool",
+        M,
+        M,
+    ),
+];
+
+/// The space's workloads under callgrind: (workload, loop function, peers).
+const SPACE_LOOPS: &[(&str, &str, &[&str])] = &[
+    (
+        "mixed",
+        "mixed_replace",
+        &[
+            "bento",
+            "glibc",
+            "mimalloc",
+            "jemalloc",
+            "talc",
+            "rlsf",
+            "dlmalloc",
+            "common",
+            "heap",
+            "commonapi",
+            "heapcommon",
+        ],
+    ),
+    (
+        "small",
+        "replace_with",
+        &[
+            "bento",
+            "heap",
+            "common",
+            "commonapi",
+            "heapcommon",
+            "mimalloc",
+            "jemalloc",
+        ],
+    ),
+    (
+        "lifo",
+        "lifo_batches",
+        &["bento", "glibc", "mimalloc", "jemalloc", "talc"],
+    ),
+    ("pinned", "lifo_batches", &["bento", "glibc", "talc"]),
+    (
+        "frame",
+        "frame_free_all",
+        &["bento", "glibc", "mimalloc", "jemalloc", "talc"],
+    ),
+];
+
 fn run() -> Outcome {
+    let args: Vec<String> = std::env::args().skip(2).collect();
+    for a in &args {
+        if !["--icount", "--render", "--quick"].contains(&a.as_str()) {
+            return Outcome::Failed(format!(
+                "usage: cargo xtask bench [--icount] [--render | --quick], not `{a}`"
+            ));
+        }
+    }
+    let has = |flag: &str| args.iter().any(|a| a == flag);
+    let result = if has("--quick") {
+        quick()
+    } else if has("--render") {
+        render()
+    } else {
+        measure(has("--icount")).and_then(|()| render())
+    };
+    match result {
+        Ok(()) => Outcome::Passed,
+        Err(e) => Outcome::Failed(e),
+    }
+}
+
+/// The benches and the measuring programs build (in the test profile's artifacts).
+fn quick() -> Result<(), String> {
     let mut cmd = cargo();
-    cmd.args(["bench", "-p", "bento-benches"]);
-    status(cmd)
+    cmd.args([
+        "bench",
+        "-p",
+        "bento-benches",
+        "--no-run",
+        "--profile",
+        "dev",
+    ]);
+    ok(status(cmd))?;
+    let mut bins = cargo();
+    bins.args(["build", "-p", "bento-benches", "--bins"]);
+    ok(status(bins))
+}
+
+fn render() -> Result<(), String> {
+    let mut cmd = cargo();
+    cmd.args(["run", "--release", "-p", "bento-benches", "--bin", "report"]);
+    ok(status(cmd))
+}
+
+fn ok(outcome: Outcome) -> Result<(), String> {
+    match outcome {
+        Outcome::Failed(e) => Err(e),
+        _ => Ok(()),
+    }
+}
+
+fn measure(icount: bool) -> Result<(), String> {
+    let target = root().join("target");
+    let out = target.join("bench-report");
+    for dir in [target.join("criterion"), out.clone()] {
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        }
+    }
+    std::fs::create_dir_all(&out).map_err(|e| e.to_string())?;
+    let mut meta = Meta::new();
+
+    let mut cmd = cargo();
+    cmd.args(["bench", "-p", "bento-benches", "--"])
+        .args(CRITERION);
+    meta.command(&cmd);
+    ok(status(cmd))?;
+
+    let mut build = cargo();
+    build.args(["build", "--release", "-p", "bento-benches", "--bins"]);
+    build.args(["-p", "bento-cli"]);
+    ok(status(build))?;
+    let release = target.join("release");
+    for (bin, file) in [
+        ("session", "session.md"),
+        ("churn", "churn.md"),
+        ("validate", "validate.txt"),
+    ] {
+        meta.line(&format!("cargo run --release -p bento-benches --bin {bin}"));
+        let text = capture(Command::new(release.join(bin)))?;
+        write(&out.join(file), &text)?;
+    }
+
+    meta.line(&format!("cargo xtask bench-global {ROUNDS}"));
+    write(&out.join("global.md"), &bench_global::measure(ROUNDS)?)?;
+    meta.line(&format!("cargo xtask bench-malloc {ROUNDS}"));
+    write(&out.join("malloc.md"), &bench_malloc::measure(ROUNDS)?)?;
+
+    meta.line("cargo run --release -p bento-cli -- demo");
+    let demo_dir = out.join("demo");
+    let mut demo = Command::new(release.join("bento"));
+    demo.arg("demo").arg("--out").arg(&demo_dir);
+    let text = capture(demo)?;
+    write(&out.join("demo.txt"), &text)?;
+    for svg in ["demo-memory.svg", "demo-heapmap.svg"] {
+        let to = root().join("docs").join("img").join(svg);
+        std::fs::copy(demo_dir.join(svg), &to).map_err(|e| format!("{svg}: {e}"))?;
+    }
+
+    if icount {
+        meta.line(
+            "valgrind --tool=callgrind --toggle-collect=<collect> target/release/insns <mode> <n>",
+        );
+        write(&out.join("icount.tsv"), &count_all(&release.join("insns"))?)?;
+    }
+    write(&out.join("meta.md"), &meta.finish())
+}
+
+/// Runs `cmd` with stderr shown and returns its stdout.
+fn capture(mut cmd: Command) -> Result<String, String> {
+    println!("$ {cmd:?}");
+    let out = cmd
+        .stderr(Stdio::inherit())
+        .output()
+        .map_err(|e| format!("{cmd:?}: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("{cmd:?} exited with {}", out.status));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn write(path: &Path, text: &str) -> Result<(), String> {
+    std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Every loop of [`LOOPS`] and [`SPACE_LOOPS`] under callgrind, as `icount.tsv`.
+fn count_all(insns: &Path) -> Result<String, String> {
+    let mut valgrind = Command::new("valgrind");
+    valgrind.arg("--version");
+    if !succeeds(valgrind) {
+        return Err("--icount needs valgrind (apt-get install valgrind)".into());
+    }
+    let mut loops: Vec<(String, String, String, u64, u64)> = LOOPS
+        .iter()
+        .map(|l| (l.mode.into(), l.what.into(), l.collect.into(), l.arg, l.ops))
+        .collect();
+    for (workload, function, peers) in SPACE_LOOPS {
+        let n = if *workload == "frame" {
+            100_000
+        } else {
+            200_000
+        };
+        for peer in *peers {
+            loops.push((
+                format!("space-{workload}-{peer}"),
+                format!("{workload}, {peer}"),
+                format!("bento_benches::heap::{function}*"),
+                n,
+                n,
+            ));
+        }
+    }
+    let mut tsv = String::new();
+    for (mode, what, collect, arg, ops) in loops {
+        let total = callgrind(insns, &mode, &collect, arg)?;
+        println!(
+            "icount: {mode:28} {:10.1} instructions / operation",
+            total as f64 / ops as f64
+        );
+        let _ = writeln!(tsv, "{mode}\t{what}\t{collect}\t{ops}\t{total}");
+    }
+    Ok(tsv)
+}
+
+/// The instructions callgrind counts in `collect` while `insns mode arg` runs.
+fn callgrind(insns: &Path, mode: &str, collect: &str, arg: u64) -> Result<u64, String> {
+    let file: PathBuf = root()
+        .join("target")
+        .join("bench-report")
+        .join("callgrind.out");
+    let out = Command::new("valgrind")
+        .args(["--tool=callgrind", "-q"])
+        .arg(format!("--callgrind-out-file={}", file.display()))
+        .arg(format!("--toggle-collect={collect}"))
+        .arg(insns)
+        .args([mode, &arg.to_string()])
+        .stdout(Stdio::null())
+        .output()
+        .map_err(|e| format!("valgrind: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "callgrind of `insns {mode}` failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    let text = std::fs::read_to_string(&file).map_err(|e| e.to_string())?;
+    let _ = std::fs::remove_file(&file);
+    text.lines()
+        .find_map(|l| {
+            l.strip_prefix("totals:")
+                .or_else(|| l.strip_prefix("summary:"))
+        })
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .ok_or(format!(
+            "no totals in callgrind's output for `insns {mode}`"
+        ))
+}
+
+/// The machine, the date and the commands of the run, as Markdown.
+struct Meta {
+    text: String,
+}
+
+impl Meta {
+    fn new() -> Self {
+        let sh = |cmd: &str, args: &[&str]| {
+            Command::new(cmd)
+                .args(args)
+                .output()
+                .ok()
+                .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+                .unwrap_or_default()
+        };
+        let cpu = std::fs::read_to_string("/proc/cpuinfo")
+            .ok()
+            .and_then(|t| {
+                t.lines()
+                    .find_map(|l| l.strip_prefix("model name"))
+                    .map(|l| l.trim_start_matches([' ', '\t', ':']).to_owned())
+            })
+            .unwrap_or_else(|| "unknown".into());
+        let mut text = String::new();
+        let _ = writeln!(
+            text,
+            "- Date: {} (UTC).",
+            sh("date", &["-u", "+%Y-%m-%d %H:%M"])
+        );
+        let _ = writeln!(
+            text,
+            "- Machine: {cpu}, {} logical CPUs, Linux {}; {}; release profile.",
+            std::thread::available_parallelism().map_or(0, |n| n.get()),
+            sh("uname", &["-r"]),
+            sh("rustc", &["-V"]),
+        );
+        text.push_str("- Commands (in this order; `cargo xtask bench --icount` runs them all):\n");
+        Self { text }
+    }
+
+    fn command(&mut self, cmd: &Command) {
+        let args: Vec<String> = cmd
+            .get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        self.line(&format!("cargo {}", args.join(" ")));
+    }
+
+    fn line(&mut self, command: &str) {
+        let _ = writeln!(self.text, "  - `{command}`");
+    }
+
+    fn finish(self) -> String {
+        self.text
+    }
 }

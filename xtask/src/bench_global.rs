@@ -21,13 +21,24 @@ fn run() -> Outcome {
         .nth(2)
         .and_then(|s| s.parse().ok())
         .unwrap_or(5);
+    match measure(rounds) {
+        Ok(table) => {
+            println!("\n{table}");
+            Outcome::Passed
+        }
+        Err(e) => Outcome::Failed(e),
+    }
+}
+
+/// Builds and runs the programs `rounds` times each; the table of their medians.
+pub(crate) fn measure(rounds: usize) -> Result<String, String> {
     let mut build = cargo();
     build.args(["build", "--release", "-p", "bento-benches"]);
     for peer in PEERS {
         build.args(["--bin", &format!("global_{peer}")]);
     }
-    if let failed @ Outcome::Failed(_) = status(build) {
-        return failed;
+    if let Outcome::Failed(e) = status(build) {
+        return Err(e);
     }
     let dir = root().join("target").join("release");
     let mut times: Vec<Vec<f64>> = vec![Vec::new(); PEERS.len()];
@@ -37,10 +48,8 @@ fn run() -> Outcome {
         for (i, peer) in PEERS.iter().enumerate() {
             let out = match Command::new(dir.join(format!("global_{peer}"))).output() {
                 Ok(out) if out.status.success() => out,
-                Ok(out) => {
-                    return Outcome::Failed(format!("global_{peer} exited with {}", out.status));
-                }
-                Err(e) => return Outcome::Failed(format!("could not run global_{peer}: {e}")),
+                Ok(out) => return Err(format!("global_{peer} exited with {}", out.status)),
+                Err(e) => return Err(format!("could not run global_{peer}: {e}")),
             };
             let line = String::from_utf8_lossy(&out.stdout);
             let field = |name: &str| -> Option<u64> {
@@ -51,7 +60,7 @@ fn run() -> Outcome {
             let (Some(ns), Some(kib), Some(check)) =
                 (field("time_ns="), field("rss_kib="), field("check="))
             else {
-                return Outcome::Failed(format!("global_{peer} printed `{line}`"));
+                return Err(format!("global_{peer} printed `{line}`"));
             };
             times[i].push(ns as f64 / 1e6);
             rss[i] = rss[i].max(kib);
@@ -60,7 +69,7 @@ fn run() -> Outcome {
         }
     }
     if checks.iter().any(|&c| c != checks[0]) {
-        return Outcome::Failed(format!(
+        return Err(format!(
             "the allocators computed different results: {checks:?}"
         ));
     }
@@ -71,15 +80,16 @@ fn run() -> Outcome {
             t[t.len() / 2]
         })
         .collect();
-    println!("\n| allocator | median time | ÷ bento-common | peak RSS |");
-    println!("|---|---|---|---|");
+    let mut table = String::from(
+        "| allocator | median time | ÷ bento-common | peak RSS |\n|---|---|---|---|\n",
+    );
     for (i, peer) in PEERS.iter().enumerate() {
-        println!(
-            "| {peer} | {:.1} ms | {:.2} | {:.1} MiB |",
+        table.push_str(&format!(
+            "| {peer} | {:.1} ms | {:.2} | {:.1} MiB |\n",
             medians[i],
             medians[i] / medians[0],
             rss[i] as f64 / 1024.0
-        );
+        ));
     }
-    Outcome::Passed
+    Ok(table)
 }

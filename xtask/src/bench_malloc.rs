@@ -43,6 +43,18 @@ fn run() -> Outcome {
         .nth(2)
         .and_then(|s| s.parse().ok())
         .unwrap_or(5);
+    match measure(rounds) {
+        Ok(table) => {
+            println!("\n{table}");
+            Outcome::Passed
+        }
+        Err(e) => Outcome::Failed(e),
+    }
+}
+
+/// Builds the library and the programs, runs each program `rounds` times under each
+/// allocator; the table of the figures.
+pub(crate) fn measure(rounds: usize) -> Result<String, String> {
     let target = root().join("target").join("bench-malloc");
     // Built on its own, so that no other crate's features reach the library.
     let mut build = cargo();
@@ -50,8 +62,8 @@ fn run() -> Outcome {
     build
         .arg(&target)
         .env("CARGO_PROFILE_RELEASE_PANIC", "abort");
-    if let failed @ Outcome::Failed(_) = status(build) {
-        return failed;
+    if let Outcome::Failed(e) = status(build) {
+        return Err(e);
     }
     let mut allocators: Vec<(String, Option<PathBuf>)> = vec![
         ("glibc".into(), None),
@@ -73,10 +85,7 @@ fn run() -> Outcome {
         }
     }
     let work = target.join("work");
-    let programs = match prepare(&work) {
-        Ok(p) => p,
-        Err(e) => return Outcome::Failed(e),
-    };
+    let programs = prepare(&work)?;
     if !Path::new("/usr/bin/time").exists() {
         let mut apt = Command::new("apt-get");
         apt.args(["install", "-y", "-q", "time"]);
@@ -90,7 +99,7 @@ fn run() -> Outcome {
             for k in 0..allocators.len() {
                 let a = (k + round) % allocators.len();
                 let (name, lib) = &allocators[a];
-                match measure(&work, program, lib.as_deref()) {
+                match time_one(&work, program, lib.as_deref()) {
                     Ok((secs, kib)) => {
                         println!(
                             "round {round}: {:10} {name:9} {secs:7.3} s {:7} MiB",
@@ -100,13 +109,12 @@ fn run() -> Outcome {
                         times[p][a].push(secs);
                         rss[p][a].push(kib as f64);
                     }
-                    Err(e) => return Outcome::Failed(format!("{} on {name}: {e}", program.name)),
+                    Err(e) => return Err(format!("{} on {name}: {e}", program.name)),
                 }
             }
         }
     }
-    println!("\n{}", table(&programs, &allocators, &times, &rss, rounds));
-    Outcome::Passed
+    Ok(table(&programs, &allocators, &times, &rss, rounds))
 }
 
 /// Writes the inputs and builds the programs in `work`.
@@ -175,7 +183,7 @@ fn prepare(work: &Path) -> Result<Vec<Program>, String> {
 
 /// Runs `program` under `/usr/bin/time` with `lib` preloaded; its wall time in
 /// seconds and peak resident set in KiB.
-fn measure(work: &Path, program: &Program, lib: Option<&Path>) -> Result<(f64, u64), String> {
+fn time_one(work: &Path, program: &Program, lib: Option<&Path>) -> Result<(f64, u64), String> {
     let report = work.join("time.out");
     let mut cmd = Command::new("/usr/bin/time");
     cmd.args(["-f", "%e %M", "-o"])

@@ -1,7 +1,9 @@
 //! `cargo xtask ci`: every check, cheapest first.
 
 use crate::step::Step;
-use crate::{doc, fmt, fuzz_build, lint, loom, miri, nightly, nostd, publish, test, windows};
+use crate::{
+    bench, doc, fmt, fuzz_build, lint, loom, miri, nightly, nostd, publish, test, windows,
+};
 
 pub(crate) const STEPS: &[Step] = &[
     fmt::STEP,
@@ -13,6 +15,7 @@ pub(crate) const STEPS: &[Step] = &[
     nightly::STEP,
     windows::STEP,
     fuzz_build::STEP,
+    bench::QUICK,
     miri::STEP,
     loom::STEP,
 ];
