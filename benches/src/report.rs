@@ -48,6 +48,8 @@ pub struct Icount {
     pub what: String,
     /// The `--toggle-collect` pattern.
     pub collect: String,
+    /// The argument `insns` took (a count of operations, or of frames).
+    pub arg: u64,
     /// Operations the loop ran.
     pub n: u64,
     /// Instructions counted in the collected functions.
@@ -197,7 +199,7 @@ fn read_bench(benchmark: &Path) -> Result<Bench, String> {
     })
 }
 
-/// `mode \t what \t collect \t n \t total` lines.
+/// `mode \t what \t collect \t arg \t n \t total` lines.
 fn parse_icounts(text: &str) -> Result<BTreeMap<String, Icount>, String> {
     let mut out = BTreeMap::new();
     for (i, line) in text
@@ -207,9 +209,10 @@ fn parse_icounts(text: &str) -> Result<BTreeMap<String, Icount>, String> {
     {
         let f: Vec<&str> = line.split('\t').collect();
         let bad = || format!("icount.tsv line {}: `{line}`", i + 1);
-        let [mode, what, collect, n, total] = f[..] else {
+        let [mode, what, collect, arg, n, total] = f[..] else {
             return Err(bad());
         };
+        let arg = arg.parse().map_err(|_| bad())?;
         let n: u64 = n.parse().map_err(|_| bad())?;
         let total = total.parse().map_err(|_| bad())?;
         if n == 0 {
@@ -220,6 +223,7 @@ fn parse_icounts(text: &str) -> Result<BTreeMap<String, Icount>, String> {
             Icount {
                 what: what.to_owned(),
                 collect: collect.to_owned(),
+                arg,
                 n,
                 total,
             },
@@ -296,6 +300,10 @@ impl Target {
 }
 
 const MALLOC_PROGRAMS: &[&str] = &["python3", "sort", "gzip", "gcc", "c++ new", "big blocks"];
+
+fn churn(d: &Data, allocator: &str, column: &str) -> Option<f64> {
+    d.cell("churn", &[allocator], column)
+}
 
 fn worst_malloc(d: &Data, column: &str) -> Option<f64> {
     MALLOC_PROGRAMS
@@ -471,15 +479,42 @@ pub const TARGETS: &[Target] = &[
         bound: Bound::AtMost(1.0),
     },
     Target {
-        section: "common",
-        what: "mixed ÷ mimalloc, time",
-        figure: |d| d.ratio("common/mixed/bento_common", "common/mixed/mimalloc"),
+        section: "space",
+        what: "game session, defaults: peak resident ÷ peak live",
+        figure: |d| d.cell("session", &["bento"], "peak committed (÷ live)"),
+        bound: Bound::AtMost(1.10),
+    },
+    Target {
+        section: "churn",
+        what: "p99.99 latency ÷ glibc's",
+        figure: |d| Some(churn(d, "bento", "p99.99 µs")? / churn(d, "glibc", "p99.99 µs")?),
+        bound: Bound::AtMost(1.0),
+    },
+    Target {
+        section: "churn",
+        what: "operations over 100 µs, minus glibc's",
+        figure: |d| Some(churn(d, "bento", "over 100 µs")? - churn(d, "glibc", "over 100 µs")?),
+        bound: Bound::AtMost(0.0),
+    },
+    Target {
+        section: "churn",
+        what: "peak RSS ÷ peak live, ÷ glibc's",
+        figure: |d| {
+            let column = "peak RSS ÷ peak live";
+            Some(churn(d, "bento", column)? / churn(d, "glibc", column)?)
+        },
+        bound: Bound::AtMost(1.0),
+    },
+    Target {
+        section: "churn",
+        what: "MiB held after every block is freed, no `trim()`",
+        figure: |d| churn(d, "bento", "held after free-all"),
         bound: Bound::AtMost(1.0),
     },
     Target {
         section: "common",
-        what: "mixed ÷ jemalloc, time",
-        figure: |d| d.ratio("common/mixed/bento_common", "common/mixed/jemalloc"),
+        what: "mixed ÷ mimalloc, time",
+        figure: |d| d.ratio("common/mixed/bento_common", "common/mixed/mimalloc"),
         bound: Bound::AtMost(1.0),
     },
     Target {
@@ -490,8 +525,12 @@ pub const TARGETS: &[Target] = &[
     },
     Target {
         section: "common",
-        what: "small ÷ jemalloc, time",
-        figure: |d| d.ratio("common/small/bento_common", "common/small/jemalloc"),
+        what: "the better of mixed and small ÷ jemalloc, time",
+        figure: |d| {
+            let mixed = d.ratio("common/mixed/bento_common", "common/mixed/jemalloc")?;
+            let small = d.ratio("common/small/bento_common", "common/small/jemalloc")?;
+            Some(mixed.min(small))
+        },
         bound: Bound::AtMost(1.0),
     },
     Target {
@@ -535,6 +574,12 @@ pub const TARGETS: &[Target] = &[
         section: "heap",
         what: "`Heap` over the space ÷ the space, mixed, instructions",
         figure: |d| Some(d.per_op("space-mixed-heap")? / d.per_op("space-mixed-bento")?),
+        bound: Bound::AtMost(1.05),
+    },
+    Target {
+        section: "heap",
+        what: "`Heap` over the common allocator ÷ it, small, instructions",
+        figure: |d| Some(d.per_op("space-small-heapcommon")? / d.per_op("space-small-commonapi")?),
         bound: Bound::AtMost(1.05),
     },
     Target {
@@ -676,22 +721,26 @@ fn criterion_table(data: &Data, group: &str, subject: &str) -> Result<String, St
 
 fn icount_table(data: &Data, modes: &[&str]) -> String {
     let mut t = String::from(
-        "| loop | `insns` mode | n | `--toggle-collect` | instructions / operation |\n|---|---|---|---|---|\n",
+        "| loop | command | `--toggle-collect` | operations | instructions / operation |\n|---|---|---|---|---|\n",
     );
     for mode in modes {
         match data.icounts.get(*mode) {
             Some(c) => {
                 let _ = writeln!(
                     t,
-                    "| {} | `{mode}` | {} | `{}` | {:.1} |",
+                    "| {} | `insns {mode} {}` | `{}` | {} | {:.1} |",
                     c.what,
-                    c.n,
+                    c.arg,
                     c.collect,
+                    c.n,
                     c.per_op()
                 );
             }
             None => {
-                let _ = writeln!(t, "| — | `{mode}` | — | — | not counted in this run |");
+                let _ = writeln!(
+                    t,
+                    "| — | `insns {mode}` | — | — | not counted in this run |"
+                );
             }
         }
     }

@@ -252,7 +252,7 @@ fn measure(icount: bool) -> Result<(), String> {
     let mut meta = Meta::new();
 
     let mut cmd = cargo();
-    cmd.args(["bench", "-p", "bento-benches", "--"])
+    cmd.args(["bench", "-p", "bento-benches", "--bench", "*", "--"])
         .args(CRITERION);
     meta.command(&cmd);
     ok(status(cmd))?;
@@ -281,8 +281,10 @@ fn measure(icount: bool) -> Result<(), String> {
     let demo_dir = out.join("demo");
     let mut demo = Command::new(release.join("bento"));
     demo.arg("demo").arg("--out").arg(&demo_dir);
+    // Without the last line, which names this machine's paths.
     let text = capture(demo)?;
-    write(&out.join("demo.txt"), &text)?;
+    let text: Vec<&str> = text.lines().filter(|l| !l.starts_with("wrote ")).collect();
+    write(&out.join("demo.txt"), &text.join("\n"))?;
     for svg in ["demo-memory.svg", "demo-heapmap.svg"] {
         let to = root().join("docs").join("img").join(svg);
         std::fs::copy(demo_dir.join(svg), &to).map_err(|e| format!("{svg}: {e}"))?;
@@ -348,7 +350,7 @@ fn count_all(insns: &Path) -> Result<String, String> {
             "icount: {mode:28} {:10.1} instructions / operation",
             total as f64 / ops as f64
         );
-        let _ = writeln!(tsv, "{mode}\t{what}\t{collect}\t{ops}\t{total}");
+        let _ = writeln!(tsv, "{mode}\t{what}\t{collect}\t{arg}\t{ops}\t{total}");
     }
     Ok(tsv)
 }
@@ -431,6 +433,7 @@ impl Meta {
         let args: Vec<String> = cmd
             .get_args()
             .map(|a| a.to_string_lossy().into_owned())
+            .map(|a| if a.contains('*') { format!("'{a}'") } else { a })
             .collect();
         self.line(&format!("cargo {}", args.join(" ")));
     }

@@ -32,7 +32,7 @@ fn data() -> Data {
             .into(),
     );
     d.icounts = parse_icounts(
-        "space-mixed-bento\tmixed steps\tbento_benches::heap::mixed_replace*\t1000\t300000\n",
+        "space-mixed-bento\tmixed steps\tbento_benches::heap::mixed_replace*\t1000\t1000\t300000\n",
     )
     .unwrap();
     d
@@ -130,8 +130,11 @@ fn the_template_renders_and_draws_its_charts() {
         out.contains("| mimalloc/2 | 4.00 µs | 50.0 | 0.25 |"),
         "{out}"
     );
-    assert!(out.contains("| mixed steps | `space-mixed-bento` | 1000 |"));
-    assert!(out.contains("| — | `lifo` | — | — | not counted in this run |"));
+    assert!(
+        out.contains("| mixed steps | `insns space-mixed-bento 1000` |"),
+        "{out}"
+    );
+    assert!(out.contains("| — | `insns lifo` | — | — | not counted in this run |"));
     assert!(out.contains("| common | 31.3 MiB | 35.7 MiB (1.140) |"));
     assert!(out.contains("*(`demo` was not measured in this run)*"));
     assert!(out.contains("![space: bento ÷ each peer](img/bench-space.svg)"));
@@ -146,9 +149,11 @@ fn the_template_renders_and_draws_its_charts() {
 
 #[test]
 fn icount_lines_are_checked() {
-    assert!(parse_icounts("a\tb\tc\t0\t5\n").is_err(), "n = 0");
-    assert!(parse_icounts("a\tb\tc\t10\n").is_err(), "a field short");
-    assert!(parse_icounts("a\tb\tc\tten\t5\n").is_err());
+    assert!(parse_icounts("a\tb\tc\t1\t0\t5\n").is_err(), "n = 0");
+    assert!(parse_icounts("a\tb\tc\t10\t5\n").is_err(), "a field short");
+    assert!(parse_icounts("a\tb\tc\t1\tten\t5\n").is_err());
+    let one = parse_icounts("a\tb\tc\t100\t1000\t5000\n").unwrap();
+    assert_eq!((one["a"].arg, one["a"].per_op()), (100, 5.0));
     assert_eq!(parse_icounts("\n").unwrap().len(), 0);
 }
 
