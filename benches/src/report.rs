@@ -96,15 +96,17 @@ impl Data {
             let (Some(stem), Some(ext)) = (path.file_stem(), path.extension()) else {
                 continue;
             };
+            let stem = stem.to_string_lossy().into_owned();
+            let icount = ext == "tsv" && stem == "icount";
+            if !(icount || ext == "md" || ext == "txt") {
+                continue;
+            }
             let text =
                 std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-            let stem = stem.to_string_lossy().into_owned();
-            match ext.to_str() {
-                Some("tsv") if stem == "icount" => data.icounts = parse_icounts(&text)?,
-                Some("md" | "txt") => {
-                    data.files.insert(stem, text);
-                }
-                _ => {}
+            if icount {
+                data.icounts = parse_icounts(&text)?;
+            } else {
+                data.files.insert(stem, text);
             }
         }
         Ok(data)
@@ -480,8 +482,8 @@ pub const TARGETS: &[Target] = &[
     },
     Target {
         section: "space",
-        what: "game session, defaults: peak resident ÷ peak live",
-        figure: |d| d.cell("session", &["bento"], "peak committed (÷ live)"),
+        what: "game session, defaults: peak RSS growth ÷ peak live",
+        figure: |d| d.cell("session", &["bento"], "peak RSS growth (÷ live)"),
         bound: Bound::AtMost(1.10),
     },
     Target {

@@ -1,4 +1,4 @@
-//! `cargo xtask bench [--icount] [--render | --quick]`: every measurement of bento
+//! `cargo xtask bench [--icount | --render | --quick]`: every measurement of bento
 //! beside its peers in one run, then `docs/benchmarks.md` and its charts rendered from
 //! it (`benches/src/report.rs`, through `benches/report/template.md`). Not part of CI
 //! (timing on a shared machine is for people to read, never a pass or a fail), except
@@ -16,7 +16,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use crate::step::{Outcome, Step, cargo, root, status, succeeds};
+use crate::step::{Outcome, Step, cargo, root, status, succeeds, target_dir};
 use crate::{bench_global, bench_malloc};
 
 pub(crate) const STEP: Step = Step { name: "bench", run };
@@ -189,20 +189,16 @@ const SPACE_LOOPS: &[(&str, &str, &[&str])] = &[
 
 fn run() -> Outcome {
     let args: Vec<String> = std::env::args().skip(2).collect();
-    for a in &args {
-        if !["--icount", "--render", "--quick"].contains(&a.as_str()) {
-            return Outcome::Failed(format!(
-                "usage: cargo xtask bench [--icount] [--render | --quick], not `{a}`"
-            ));
-        }
-    }
-    let has = |flag: &str| args.iter().any(|a| a == flag);
-    let result = if has("--quick") {
-        quick()
-    } else if has("--render") {
-        render()
-    } else {
-        measure(has("--icount")).and_then(|()| render())
+    let flags: Vec<&str> = args.iter().map(String::as_str).collect();
+    let result = match flags[..] {
+        [] => measure(false).and_then(|()| render()),
+        ["--icount"] => measure(true).and_then(|()| render()),
+        ["--render"] => render(),
+        ["--quick"] => quick(),
+        _ => Err(format!(
+            "usage: cargo xtask bench [--icount | --render | --quick], not `{}`",
+            args.join(" ")
+        )),
     };
     match result {
         Ok(()) => Outcome::Passed,
@@ -241,7 +237,7 @@ fn ok(outcome: Outcome) -> Result<(), String> {
 }
 
 fn measure(icount: bool) -> Result<(), String> {
-    let target = root().join("target");
+    let target = target_dir();
     let out = target.join("bench-report");
     for dir in [target.join("criterion"), out.clone()] {
         if dir.exists() {

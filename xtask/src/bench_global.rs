@@ -2,11 +2,11 @@
 //! Rust program's mix of maps, strings and channels) built once with each allocator
 //! as `#[global_allocator]`, run in turn ROUNDS times (default 5, alternating so that
 //! machine noise falls on every allocator alike), and the median time of each as a
-//! ratio to bento-common's, with the peak resident set. Not part of CI.
+//! ratio (bento-common's ÷ each), with the peak resident set. Not part of CI.
 
 use std::process::Command;
 
-use crate::step::{Outcome, Step, cargo, root, status};
+use crate::step::{Outcome, Step, cargo, status, target_dir};
 
 pub(crate) const STEP: Step = Step {
     name: "bench-global",
@@ -40,7 +40,7 @@ pub(crate) fn measure(rounds: usize) -> Result<String, String> {
     if let Outcome::Failed(e) = status(build) {
         return Err(e);
     }
-    let dir = root().join("target").join("release");
+    let dir = target_dir().join("release");
     let mut times: Vec<Vec<f64>> = vec![Vec::new(); PEERS.len()];
     let mut rss = vec![0u64; PEERS.len()];
     let mut checks = vec![0u64; PEERS.len()];
@@ -81,13 +81,13 @@ pub(crate) fn measure(rounds: usize) -> Result<String, String> {
         })
         .collect();
     let mut table = String::from(
-        "| allocator | median time | ÷ bento-common | peak RSS |\n|---|---|---|---|\n",
+        "| allocator | median time | bento-common ÷ it | peak RSS |\n|---|---|---|---|\n",
     );
     for (i, peer) in PEERS.iter().enumerate() {
         table.push_str(&format!(
             "| {peer} | {:.1} ms | {:.2} | {:.1} MiB |\n",
             medians[i],
-            medians[i] / medians[0],
+            medians[0] / medians[i],
             rss[i] as f64 / 1024.0
         ));
     }

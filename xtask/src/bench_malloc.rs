@@ -11,7 +11,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use crate::step::{Outcome, Step, cargo, root, status, succeeds};
+use crate::step::{Outcome, Step, cargo, root, status, succeeds, target_dir};
 
 pub(crate) const STEP: Step = Step {
     name: "bench-malloc",
@@ -55,7 +55,7 @@ fn run() -> Outcome {
 /// Builds the library and the programs, runs each program `rounds` times under each
 /// allocator; the table of the figures.
 pub(crate) fn measure(rounds: usize) -> Result<String, String> {
-    let target = root().join("target").join("bench-malloc");
+    let target = target_dir().join("bench-malloc");
     // Built on its own, so that no other crate's features reach the library.
     let mut build = cargo();
     build.args(["build", "--release", "-p", "bento-malloc", "--target-dir"]);

@@ -44,13 +44,18 @@ fn run() -> Outcome {
 
 /// Parses `[--time S]`.
 fn seconds(mut args: impl Iterator<Item = String>) -> Result<u64, String> {
-    match (args.next().as_deref(), args.next()) {
+    let usage = "usage: cargo xtask fuzz [--time S]";
+    let parsed = match (args.next().as_deref(), args.next()) {
         (None, _) => Ok(60),
         (Some("--time"), Some(s)) => match s.parse() {
             Ok(n) if n > 0 => Ok(n),
             _ => Err(format!("--time takes a whole number of seconds, not `{s}`")),
         },
-        (Some(other), _) => Err(format!("usage: cargo xtask fuzz [--time S], not `{other}`")),
+        (Some(other), _) => Err(format!("{usage}, not `{other}`")),
+    };
+    match args.next() {
+        Some(extra) => Err(format!("{usage}; `{extra}` is one argument too many")),
+        None => parsed,
     }
 }
 

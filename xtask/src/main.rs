@@ -38,9 +38,10 @@ commands:
   nightly  the `nightly` feature's test (core::alloc::Allocator) on the nightly toolchain
   publish  cargo publish --dry-run of every crate meant for users
   fuzz [--time S]  every cargo-fuzz target for S seconds (default 60; not part of ci)
-  bench [--icount] [--render | --quick]  every benchmark in one run, then docs/benchmarks.md
-           and its charts (--icount: with callgrind counts; --render: the last run
-           again; --quick: only build them, as ci does)
+  bench [--icount | --render | --quick]  every benchmark in one run, then
+           docs/benchmarks.md and its charts (--icount: with callgrind counts;
+           --render: the last run again; --quick: only build them)
+  bench-build  the same as bench --quick (a ci step)
   bench-global [ROUNDS]  one program with each allocator as #[global_allocator], in turn
   bench-malloc [ROUNDS]  real programs with glibc, bento-malloc, mimalloc and jemalloc";
 
@@ -65,6 +66,7 @@ fn main() -> ExitCode {
         "nightly" => &[nightly::STEP],
         "fuzz" => &[fuzz::STEP],
         "bench" => &[bench::STEP],
+        "bench-build" => &[bench::QUICK],
         "bench-global" => &[bench_global::STEP],
         "bench-malloc" => &[bench_malloc::STEP],
         "help" | "--help" | "-h" => {

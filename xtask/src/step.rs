@@ -91,6 +91,11 @@ pub(crate) fn root() -> std::path::PathBuf {
         .to_path_buf()
 }
 
+/// Where cargo puts its builds: `CARGO_TARGET_DIR`, or `target/` in the root.
+pub(crate) fn target_dir() -> std::path::PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root().join("target"), Into::into)
+}
+
 /// Runs `cmd` with its output shown and turns its exit status into an outcome.
 pub(crate) fn status(mut cmd: Command) -> Outcome {
     println!("$ {}", describe(&cmd));

@@ -217,7 +217,7 @@ unsafe impl<T: RawAlloc + ?Sized> RawAlloc for &T {
 /// supports the way every bento crate does: 0.2 as the dependency `allocator_api2`
 /// behind the feature `api2-02`, 0.4 as the dependency `allocator_api2_04` behind the
 /// feature `api2-04`; its feature `nightly` adds `core::alloc::Allocator`, which
-/// needs a toolchain that has it without a feature gate (nightly 1.100 or later).
+/// needs Rust 1.100 or later (today's nightly toolchain).
 /// Zero sizes never reach the [`RawAlloc`] operations: they get [`dangling`] pointers,
 /// and growing from or shrinking to zero allocates or frees.
 ///
