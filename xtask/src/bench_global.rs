@@ -6,7 +6,7 @@
 
 use std::process::Command;
 
-use crate::step::{Outcome, Step, cargo, status, target_dir};
+use crate::step::{Outcome, Step, cargo, print_table, rounds_arg, status, target_dir};
 
 pub(crate) const STEP: Step = Step {
     name: "bench-global",
@@ -17,17 +17,7 @@ pub(crate) const STEP: Step = Step {
 const PEERS: &[&str] = &["common", "system", "mimalloc", "jemalloc"];
 
 fn run() -> Outcome {
-    let rounds: usize = std::env::args()
-        .nth(2)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(5);
-    match measure(rounds) {
-        Ok(table) => {
-            println!("\n{table}");
-            Outcome::Passed
-        }
-        Err(e) => Outcome::Failed(e),
-    }
+    print_table(measure(rounds_arg()))
 }
 
 /// Builds and runs the programs `rounds` times each; the table of their medians.

@@ -11,7 +11,9 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use crate::step::{Outcome, Step, cargo, root, status, succeeds, target_dir};
+use crate::step::{
+    Outcome, Step, cargo, print_table, root, rounds_arg, status, succeeds, target_dir,
+};
 
 pub(crate) const STEP: Step = Step {
     name: "bench-malloc",
@@ -39,17 +41,7 @@ struct Program {
 }
 
 fn run() -> Outcome {
-    let rounds: usize = std::env::args()
-        .nth(2)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(5);
-    match measure(rounds) {
-        Ok(table) => {
-            println!("\n{table}");
-            Outcome::Passed
-        }
-        Err(e) => Outcome::Failed(e),
-    }
+    print_table(measure(rounds_arg()))
 }
 
 /// Builds the library and the programs, runs each program `rounds` times under each

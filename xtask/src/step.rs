@@ -91,6 +91,25 @@ pub(crate) fn root() -> std::path::PathBuf {
         .to_path_buf()
 }
 
+/// The optional `ROUNDS` argument of a benchmark command (default 5).
+pub(crate) fn rounds_arg() -> usize {
+    std::env::args()
+        .nth(2)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(5)
+}
+
+/// Prints a measured table, or fails with what went wrong.
+pub(crate) fn print_table(measured: Result<String, String>) -> Outcome {
+    match measured {
+        Ok(table) => {
+            println!("\n{table}");
+            Outcome::Passed
+        }
+        Err(e) => Outcome::Failed(e),
+    }
+}
+
 /// Where cargo puts its builds: `CARGO_TARGET_DIR`, or `target/` in the root.
 pub(crate) fn target_dir() -> std::path::PathBuf {
     std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root().join("target"), Into::into)
