@@ -1,5 +1,5 @@
 //! The misuse hook of a common allocator: the report goes to stderr through a fixed
-//! buffer and one `write(2)`, then the process aborts. Nothing here allocates, so it
+//! buffer and `write(2)`, then the process aborts. Nothing here allocates, so it
 //! is safe inside `GlobalAlloc` and `malloc`.
 
 use core::fmt::{self, Write};
@@ -57,7 +57,7 @@ fn write_stderr(bytes: &[u8]) {
         let mut rest = bytes;
         while !rest.is_empty() {
             // SAFETY: `rest` is a live byte slice of `rest.len()` bytes.
-            let n = unsafe { libc::write(2, rest.as_ptr().cast(), rest.len()) };
+            let n = unsafe { raw_write(rest) };
             if n <= 0 {
                 return;
             }
@@ -72,6 +72,29 @@ fn write_stderr(bytes: &[u8]) {
     }
     #[cfg(all(not(unix), not(feature = "std")))]
     let _ = bytes;
+}
+
+/// `write(2, bytes)`. On Linux the system call itself: libc's `write` is a
+/// cancellation point, and the hook may run with a region's lock held, so a thread
+/// cancelled there would leave the others waiting on that lock instead of the process
+/// aborting.
+///
+/// # Safety
+///
+/// `bytes` is a live byte slice.
+#[cfg(unix)]
+unsafe fn raw_write(bytes: &[u8]) -> isize {
+    #[cfg(target_os = "linux")]
+    // SAFETY: the caller's contract; `syscall` passes the arguments of `write` as
+    // they are. The result is a byte count or -1, which fits an `isize`.
+    unsafe {
+        libc::syscall(libc::SYS_write, 2, bytes.as_ptr(), bytes.len()) as isize
+    }
+    #[cfg(not(target_os = "linux"))]
+    // SAFETY: the caller's contract.
+    unsafe {
+        libc::write(2, bytes.as_ptr().cast(), bytes.len())
+    }
 }
 
 /// Ends the process at once.

@@ -10,6 +10,17 @@
 //! One comparison covers both the budget and the peak: the live total is compared
 //! with `watermark = min(peak, budget)`, and only an allocation that passes it takes
 //! the slow path, which refuses it (over the budget) or raises the peak.
+//!
+//! The live total the fast path sees is the lane's own bytes (exact) plus its view of
+//! the other lanes (as last read). So that a stale view can never let threads pass
+//! the budget by more than a little, a lane also takes the slow path, which reads the
+//! other lanes afresh, once it has allocated more than the account's *slack* since it
+//! last did ([`slack`]: a 256th of the budget, at most 64 KiB), and every [`REFRESH`]
+//! allocations. Every allocation that the fast path grants comes after the latest
+//! refresh of some lane, which saw a total within the budget, and each lane has
+//! allocated at most the slack since: so live bytes pass the budget by at most the
+//! slack per thread allocating at once, and the peak misses a maximum by at most as
+//! much. One thread alone is exact: its view of idle lanes is never stale.
 
 use alloc::sync::Arc;
 use alloc::vec::Vec;
@@ -57,6 +68,14 @@ pub struct HeapStats {
     pub budget: Option<usize>,
 }
 
+/// A sum of lanes read while other threads free: a block allocated on one lane and
+/// freed on another leaves the second "negative", and a sum that read the free but
+/// not the allocation wraps below zero. No real total comes near `isize::MAX` (no
+/// layout is larger), so such a sum is read as 0.
+fn not_torn(sum: usize) -> usize {
+    if sum > isize::MAX as usize { 0 } else { sum }
+}
+
 /// One lane of counters, on a cache line of its own.
 #[repr(align(128))]
 struct Lane {
@@ -67,10 +86,24 @@ struct Lane {
     frees: AtomicUsize,
     /// The other lanes' `live` as this lane's writers last read it.
     view: AtomicUsize,
+    /// Bytes allocated through this lane since its writers last read the other lanes
+    /// (what its view may be behind by, from this lane's side).
+    grown: AtomicUsize,
 }
 
-/// A lane reads the other lane afresh at least once in this many allocations.
+/// A lane reads the other lanes afresh at least once in this many allocations.
 const REFRESH: usize = 64;
+
+/// The most a lane allocates between two reads of the other lanes.
+const MAX_SLACK: usize = 64 << 10;
+
+/// The bytes a lane may allocate between two reads of the other lanes under
+/// `budget` (`usize::MAX`: none): a 256th of it, at most [`MAX_SLACK`]. With `n`
+/// threads allocating at once, live bytes pass the budget by at most `n` times this.
+pub(crate) const fn slack(budget: usize) -> usize {
+    let s = budget >> 8;
+    if s < MAX_SLACK { s } else { MAX_SLACK }
+}
 
 impl Lane {
     fn new() -> Self {
@@ -79,6 +112,7 @@ impl Lane {
             allocs: AtomicUsize::new(0),
             frees: AtomicUsize::new(0),
             view: AtomicUsize::new(0),
+            grown: AtomicUsize::new(0),
         }
     }
 }
@@ -88,6 +122,8 @@ pub(crate) struct Account {
     pub(crate) name: &'static str,
     // Invariant: `usize::MAX` when there is no budget.
     budget: usize,
+    /// `slack(budget)`.
+    slack: usize,
     // Invariant: lane `i < OWNED` is written only by the thread that owns slot `i`,
     // with plain stores; lane `SHARED` by any thread, with read-modify-writes.
     lanes: [Lane; LANES],
@@ -104,6 +140,9 @@ pub(crate) struct Account {
     pub(crate) alive: AtomicBool,
     /// The blocks dropped children left (still counted in the figures).
     pub(crate) orphans: Lock<Vec<Leak>>,
+    /// Without `std`: whether a thread runs the heap's budget callback.
+    #[cfg(not(feature = "std"))]
+    pub(crate) in_callback: AtomicBool,
 }
 
 impl fmt::Debug for Account {
@@ -125,6 +164,7 @@ impl Account {
         Self {
             name,
             budget,
+            slack: slack(budget),
             lanes: core::array::from_fn(|_| Lane::new()),
             nested_bytes: AtomicUsize::new(0),
             nested_blocks: AtomicUsize::new(0),
@@ -134,6 +174,8 @@ impl Account {
             parent,
             alive: AtomicBool::new(true),
             orphans: Lock::new(Vec::new()),
+            #[cfg(not(feature = "std"))]
+            in_callback: AtomicBool::new(false),
         }
     }
 
@@ -144,25 +186,29 @@ impl Account {
         (&self.lanes[i], i)
     }
 
-    /// Adds `bytes` (and `blocks`, 0 or 1) to `lane`; returns its live bytes and its
-    /// allocation count after.
+    /// Adds `bytes` (and `blocks`, 0 or 1) to `lane`; returns its live bytes, its
+    /// allocation count and the bytes it has allocated since its last refresh, after.
     #[inline]
-    fn add(lane: &Lane, mine: bool, bytes: usize, blocks: usize) -> (usize, usize) {
+    fn add(lane: &Lane, mine: bool, bytes: usize, blocks: usize) -> (usize, usize, usize) {
         if mine {
             let live = lane.live.load(Ordering::Relaxed).wrapping_add(bytes);
             lane.live.store(live, Ordering::Relaxed);
             let n = lane.allocs.load(Ordering::Relaxed) + blocks;
             lane.allocs.store(n, Ordering::Relaxed);
-            (live, n)
+            let grown = lane.grown.load(Ordering::Relaxed).saturating_add(bytes);
+            lane.grown.store(grown, Ordering::Relaxed);
+            (live, n, grown)
         } else {
             let live = lane
                 .live
                 .fetch_add(bytes, Ordering::Relaxed)
                 .wrapping_add(bytes);
-            (
-                live,
-                lane.allocs.fetch_add(blocks, Ordering::Relaxed) + blocks,
-            )
+            let n = lane.allocs.fetch_add(blocks, Ordering::Relaxed) + blocks;
+            let grown = lane
+                .grown
+                .fetch_add(bytes, Ordering::Relaxed)
+                .saturating_add(bytes);
+            (live, n, grown)
         }
     }
 
@@ -198,15 +244,18 @@ impl Account {
     /// Charges `bytes` (and `blocks`) to this account and every ancestor; false (and
     /// nothing charged) when that passes a budget on the way.
     ///
-    /// The live total is this lane's bytes plus its `view` of the other lane, so the
+    /// The live total is this lane's bytes plus its `view` of the other lanes, so the
     /// fast path reads no line another thread writes; the view is refreshed on the
-    /// slow path and every [`REFRESH`] allocations of the lane.
+    /// slow path: when the total passes the watermark, when the lane has allocated
+    /// more than the slack since the last refresh, and every [`REFRESH`] allocations.
     #[inline]
     pub(crate) fn charge(&self, bytes: usize, blocks: usize) -> bool {
         let (lane, i) = self.lane();
-        let (live, allocs) = Self::add(lane, i != SHARED, bytes, blocks);
+        let (live, allocs, grown) = Self::add(lane, i != SHARED, bytes, blocks);
         let total = live.wrapping_add(lane.view.load(Ordering::Relaxed));
-        if (total > self.watermark.load(Ordering::Relaxed) || allocs % REFRESH == 0)
+        if (total > self.watermark.load(Ordering::Relaxed)
+            || grown > self.slack
+            || allocs % REFRESH == 0)
             && !self.passed(lane, i, live)
         {
             self.unadd(bytes, blocks);
@@ -231,9 +280,10 @@ impl Account {
     }
 
     /// The slow path of a charge that took `lane` (index `i`) to `live` bytes and the
-    /// live total, as the lane saw it, above the watermark (or a periodic refresh):
-    /// reads the other lanes afresh; false when the total passes the budget, else the peak
-    /// rises to it.
+    /// live total, as the lane saw it, above the watermark (or a refresh after the
+    /// slack or `REFRESH` allocations): reads the other lanes afresh; false when the
+    /// total passes the budget (the lane stays due for a refresh), else the peak rises
+    /// to it and the lane starts a new slack.
     #[cold]
     #[inline(never)]
     fn passed(&self, lane: &Lane, i: usize, live: usize) -> bool {
@@ -246,16 +296,22 @@ impl Account {
                 sum.wrapping_add(l.live.load(Ordering::Relaxed))
             });
         lane.view.store(seen, Ordering::Relaxed);
-        let total = live.wrapping_add(seen);
+        let total = not_torn(live.wrapping_add(seen));
         if total > self.budget {
             return false;
         }
+        lane.grown.store(0, Ordering::Relaxed);
+        self.raise_peak(total);
+        true
+    }
+
+    /// Raises the peak (and the watermark with it) to `total` if it is below.
+    fn raise_peak(&self, total: usize) {
         if total > self.peak.load(Ordering::Relaxed) {
             let peak = self.peak.fetch_max(total, Ordering::Relaxed).max(total);
             self.watermark
-                .store(peak.min(self.budget), Ordering::Relaxed);
+                .fetch_max(peak.min(self.budget), Ordering::Relaxed);
         }
-        true
     }
 
     /// Takes `bytes` (and `blocks` frees) off this account and every ancestor.
@@ -294,16 +350,23 @@ impl Account {
         (self.budget != usize::MAX).then_some(self.budget)
     }
 
-    /// The figures, summed over the lanes.
+    /// The slack of the budget: see [`slack`].
+    pub(crate) fn slack(&self) -> usize {
+        self.slack
+    }
+
+    /// The figures, summed over the lanes. A live total read here raises the peak,
+    /// so that no later figure shows a peak below a live total seen.
     pub(crate) fn stats(&self) -> HeapStats {
         let sum = |f: fn(&Lane) -> &AtomicUsize| {
             self.lanes
                 .iter()
                 .fold(0usize, |s, l| s.wrapping_add(f(l).load(Ordering::Relaxed)))
         };
-        let live_bytes = sum(|l| &l.live);
+        let live_bytes = not_torn(sum(|l| &l.live));
         let total_allocs = sum(|l| &l.allocs);
         let total_frees = sum(|l| &l.frees);
+        self.raise_peak(live_bytes);
         HeapStats {
             live_bytes,
             live_blocks: total_allocs.wrapping_sub(total_frees),

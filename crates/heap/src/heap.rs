@@ -195,6 +195,13 @@ impl HeapBuilder {
 impl<G: Guards, T: Tracking> HeapBuilder<G, T> {
     /// At most `bytes` live at once (as requested, guards not counted); a request
     /// that would pass it fails with `AllocError`.
+    ///
+    /// One thread alone is held to the budget exactly. Threads allocating at once
+    /// each compare their own bytes (exact) with a view of the others' that is at
+    /// most a *slack* old — a 256th of the budget, at most 64 KiB, allocated by that
+    /// thread since it last read the others — so together they may pass the budget
+    /// by at most the slack per thread, and `peak_bytes` may miss a maximum by as
+    /// much (it is never below a `live_bytes` that `stats` returned).
     pub fn budget(mut self, bytes: usize) -> Self {
         self.budget = Some(bytes);
         self
@@ -250,6 +257,12 @@ impl<G: Guards, T: Tracking> HeapBuilder<G, T> {
     /// Called before a request over the budget (this heap's or an ancestor's) is
     /// refused, with the heap's figures and the request: it may free memory (flush a
     /// cache) and answer [`Retry::Again`] for one more try.
+    ///
+    /// The callback may allocate, from this heap too; but a request it makes that
+    /// passes the budget again is refused without calling it again (it is not
+    /// re-entered on its own thread, nor while this thread is in four callbacks
+    /// already). Without `std` (no thread-locals) a request made while any thread
+    /// runs this heap's callback is refused without it.
     pub fn on_budget_exceeded(
         mut self,
         f: impl Fn(&HeapStats, Layout) -> Retry + Send + Sync + 'static,
@@ -330,6 +343,71 @@ std::thread_local! {
     /// This thread's `with_tag` scope: the account it is for (its address) and the tag.
     static SCOPE: core::cell::Cell<(usize, Option<&'static Tag>)> =
         const { core::cell::Cell::new((0, None)) };
+    /// The accounts (their addresses; 0 for none) whose budget callback runs on this
+    /// thread, innermost last.
+    static IN_CALLBACK: core::cell::Cell<[usize; CALLBACK_DEPTH]> =
+        const { core::cell::Cell::new([0; CALLBACK_DEPTH]) };
+}
+
+/// Budget callbacks of different heaps that may run inside each other on a thread.
+#[cfg(feature = "std")]
+const CALLBACK_DEPTH: usize = 4;
+
+/// A budget callback running: while it lives, a request over the same heap's budget
+/// does not call the callback again (on this thread; without `std`, on any).
+struct CallbackScope<'a> {
+    #[cfg(feature = "std")]
+    slot: usize,
+    #[cfg(feature = "std")]
+    _account: core::marker::PhantomData<&'a Account>,
+    #[cfg(not(feature = "std"))]
+    account: &'a Account,
+}
+
+impl<'a> CallbackScope<'a> {
+    /// Enters `account`'s callback; `None` when this thread is in it already (or
+    /// cannot say: its thread-locals are gone, or it is in `CALLBACK_DEPTH` callbacks).
+    #[cfg(feature = "std")]
+    fn enter(account: &'a Arc<Account>) -> Option<Self> {
+        let me = Arc::as_ptr(account).addr();
+        IN_CALLBACK
+            .try_with(|inside| {
+                let mut keys = inside.get();
+                if keys.contains(&me) {
+                    return None;
+                }
+                let slot = keys.iter().position(|&k| k == 0)?;
+                keys[slot] = me;
+                inside.set(keys);
+                Some(Self {
+                    slot,
+                    _account: core::marker::PhantomData,
+                })
+            })
+            .ok()
+            .flatten()
+    }
+
+    /// Enters `account`'s callback; `None` when any thread is in it.
+    #[cfg(not(feature = "std"))]
+    fn enter(account: &'a Arc<Account>) -> Option<Self> {
+        (!account.in_callback.swap(true, Ordering::Acquire)).then_some(Self {
+            account: &**account,
+        })
+    }
+}
+
+impl Drop for CallbackScope<'_> {
+    fn drop(&mut self) {
+        #[cfg(feature = "std")]
+        let _ = IN_CALLBACK.try_with(|inside| {
+            let mut keys = inside.get();
+            keys[self.slot] = 0;
+            inside.set(keys);
+        });
+        #[cfg(not(feature = "std"))]
+        self.account.in_callback.store(false, Ordering::Release);
+    }
 }
 
 impl<A: Allocator, G: Guards, T: Tracking> Heap<A, G, T> {
@@ -534,13 +612,14 @@ impl<A: Allocator, G: Guards, T: Tracking> Heap<A, G, T> {
         AllocError
     }
 
-    /// A request of `bytes` (and `blocks`) passed a budget: calls the callback and
-    /// retries once when it asks; true when the retry charged it. Otherwise counts
-    /// the failure.
+    /// A request of `bytes` (and `blocks`) passed a budget: calls the callback
+    /// (unless this is a request the callback itself made) and retries once when it
+    /// asks; true when the retry charged it. Otherwise counts the failure.
     #[cold]
     #[inline(never)]
     fn refused(&self, layout: Layout, bytes: usize, blocks: usize) -> bool {
         if let Some(callback) = &self.on_budget
+            && let Some(_inside) = CallbackScope::enter(&self.account)
             && callback(&self.stats(), layout) == Retry::Again
             && self.account.charge(bytes, blocks)
         {
@@ -707,6 +786,11 @@ impl<A: Allocator, G: Guards, T: Tracking> Heap<A, G, T> {
         if grows && !self.account.charge(delta, 0) && !self.refused(new, delta, 0) {
             return Err(AllocError);
         }
+        // From here the inner allocator may free `ptr`'s address and give it to another
+        // thread before this resize's event is sent: the sink hears of it first.
+        if let Some(x) = &self.extras {
+            self.before_resize(x, ptr, old, new);
+        }
         // SAFETY: `ptr` is `old_front` bytes into the inner block of `old_outer`.
         let base = unsafe { ptr.sub(old_front) };
         // SAFETY: the inner block is live with `old_outer` (the caller's contract).
@@ -735,6 +819,9 @@ impl<A: Allocator, G: Guards, T: Tracking> Heap<A, G, T> {
                 self.account.uncharge(delta, 0);
             }
             self.account.fail();
+            if let Some(x) = &self.extras {
+                self.resize_failed(x, ptr, old);
+            }
             return Err(AllocError);
         };
         if !grows {
@@ -766,12 +853,45 @@ impl<A: Allocator, G: Guards, T: Tracking> Heap<A, G, T> {
                 tag,
             );
             #[cfg(feature = "tracy")]
-            {
-                x.tracy_free(ptr);
-                x.tracy_alloc(user, new.size());
-            }
+            x.tracy_alloc(user, new.size());
         }
         Ok(user)
+    }
+
+    /// Before the inner allocator resizes the block at `ptr` from `old` to `new`:
+    /// tells the sink and Tracy that the address may go, and fills the bytes a
+    /// shrink drops with the free pattern while they are still the block's.
+    fn before_resize(&self, x: &Extras, ptr: NonNull<u8>, old: Layout, new: Layout) {
+        if let Some(sink) = &x.sink {
+            sink.resize_begin(self.account.name, ptr.addr().get());
+        }
+        #[cfg(feature = "tracy")]
+        x.tracy_free(ptr);
+        // Only a shrink that keeps its alignment: one that needs a stricter alignment
+        // may have to move and fail, and a failed resize leaves the block unchanged.
+        if new.size() < old.size()
+            && new.align() <= old.align()
+            && let Some(byte) = x.fill.on_free
+        {
+            // SAFETY: bytes `new.size()..old.size()` of the live block at `ptr`.
+            unsafe {
+                ptr.add(new.size())
+                    .write_bytes(byte, old.size() - new.size());
+            }
+        }
+    }
+
+    /// The inner allocator refused the resize begun by `before_resize`: the block is
+    /// still at `ptr` with `old`.
+    #[cold]
+    fn resize_failed(&self, x: &Extras, ptr: NonNull<u8>, old: Layout) {
+        if let Some(sink) = &x.sink {
+            sink.resize_failed(self.account.name, ptr.addr().get());
+        }
+        #[cfg(feature = "tracy")]
+        x.tracy_alloc(ptr, old.size());
+        #[cfg(not(feature = "tracy"))]
+        let _ = old;
     }
 
     /// Checks the heap: every tracked block's guards (a broken one is also reported
@@ -829,8 +949,9 @@ impl<A: Allocator, G: Guards, T: Tracking> Heap<A, G, T> {
             stats.peak_bytes.max(stats.live_bytes),
             stats.peak_bytes,
         )?;
+        // Threads allocating at once may pass the budget by the slack each.
         if let Some(budget) = stats.budget
-            && stats.live_bytes > budget
+            && stats.live_bytes > budget.saturating_add(self.account.slack() * crate::slot::LANES)
         {
             return Err(CheckError::OverBudget {
                 heap: name,

@@ -44,6 +44,15 @@ pub struct Event {
 /// that allocates, after the operation, with no lock of the heap held; it must not
 /// allocate from the heap it listens to.
 ///
+/// A free is sent before the inner allocator takes the block back, and an allocation
+/// after it hands one out, so a sink that knows blocks by address never sees an
+/// address given out twice. A resize is the exception: the inner allocator may free
+/// the old address (moving the block) and hand it to another thread before the
+/// heap's [`EventKind::Realloc`] arrives. So the heap calls
+/// [`resize_begin`](Self::resize_begin) first, while the block is still its own, on
+/// the thread that resizes; then, on that thread, the `Realloc` event, or
+/// [`resize_failed`](Self::resize_failed) when the block stayed as it was.
+///
 /// ```
 /// use allocator_api2::alloc::Global;
 /// use bento_heap::{Event, EventKind, EventSink, HeapBuilder};
@@ -73,6 +82,20 @@ pub struct Event {
 pub trait EventSink: Send + Sync {
     /// Takes one event.
     fn event(&self, event: &Event);
+
+    /// The heap `heap` is about to resize its block at `addr`: from now until this
+    /// thread's `Realloc` event for it (or `resize_failed`), the address may be
+    /// another block's. A sink that knows blocks by address sets this one aside here.
+    /// Does nothing by default.
+    fn resize_begin(&self, heap: &'static str, addr: usize) {
+        let _ = (heap, addr);
+    }
+
+    /// The resize begun at `addr` failed: the block is still there, as it was.
+    /// Does nothing by default.
+    fn resize_failed(&self, heap: &'static str, addr: usize) {
+        let _ = (heap, addr);
+    }
 }
 
 impl fmt::Debug for dyn EventSink {

@@ -41,20 +41,31 @@ impl<const N: usize> Buf<N> {
     }
 }
 
+impl<const N: usize> Buf<N> {
+    /// Appends what fits of `bytes`.
+    pub(crate) fn push(&mut self, bytes: &[u8]) {
+        let n = bytes.len().min(N - self.len);
+        self.bytes[self.len..self.len + n].copy_from_slice(&bytes[..n]);
+        self.len += n;
+    }
+}
+
 impl<const N: usize> Write for Buf<N> {
     fn write_str(&mut self, s: &str) -> fmt::Result {
-        let n = s.len().min(N - self.len);
-        self.bytes[self.len..self.len + n].copy_from_slice(&s.as_bytes()[..n]);
-        self.len += n;
+        self.push(s.as_bytes());
         Ok(())
     }
 }
 
-/// Writes all of `bytes` to `fd`, ignoring failures.
+/// Writes all of `bytes` to `fd`, ignoring failures, through the `write` system call
+/// itself rather than libc's `write`: libc's is a cancellation point, and a thread
+/// cancelled in it while holding a lock (the trace's) would leave every other thread
+/// waiting on that lock for ever. The raw call is not a cancellation point.
 pub(crate) fn write_all(fd: i32, mut bytes: &[u8]) {
     while !bytes.is_empty() {
-        // SAFETY: `bytes` is a live slice of `bytes.len()` bytes.
-        let n = unsafe { libc::write(fd, bytes.as_ptr().cast(), bytes.len()) };
+        // SAFETY: `bytes` is a live slice of `bytes.len()` bytes; `syscall` passes the
+        // three arguments of `write` to the kernel as they are.
+        let n = unsafe { libc::syscall(libc::SYS_write, fd, bytes.as_ptr(), bytes.len()) };
         match usize::try_from(n) {
             Ok(n) if n > 0 => bytes = &bytes[n..],
             _ => {

@@ -11,9 +11,15 @@
 //! `%p` in the path is replaced by the process id. Without it, the first process to
 //! open the file holds an exclusive `flock` on it; a process that finds it held (a
 //! program the traced one started, which inherits `BENTO_TRACE`) does not trace.
-//! A forked child stops tracing (its buffer holds its parent's records). The buffer
-//! is written out when full and at exit; a process that ends without `exit` loses
-//! the records still buffered, and the trace then ends at an earlier record.
+//! A forked child stops tracing (its buffer holds its parent's records). The header
+//! is written when the file is opened; the records' buffer is written out when full
+//! and at exit; a process that ends without `exit` loses the records still buffered,
+//! and the trace then ends at an earlier record (or holds none). A trace that cannot
+//! be opened is said once on stderr.
+//!
+//! Every write is the `write` system call itself, not libc's: libc's is a
+//! cancellation point, and a thread cancelled there with the trace's lock held would
+//! leave every other thread spinning on it.
 
 use core::alloc::Layout;
 use core::cell::UnsafeCell;
@@ -24,7 +30,7 @@ use core::sync::atomic::{AtomicI32, Ordering};
 use bento_common::AllocError;
 use bento_pages::lock::RawSpinLock;
 
-use crate::stats::write_all;
+use crate::stats::{Buf, write_all};
 
 /// The trace format's magic and version (bento-trace's `MAGIC` and `VERSION`).
 const MAGIC: &[u8; 8] = b"BENTOTRC";
@@ -71,7 +77,9 @@ pub(crate) fn env_is(name: &CStr, value: &[u8]) -> bool {
     }
 }
 
-/// Opens the trace when `BENTO_TRACE` names one.
+/// Opens the trace when `BENTO_TRACE` names one, and writes its header at once, so
+/// that a process that ends without `exit` leaves a trace with no records rather
+/// than an empty file. A trace that cannot be opened is said once on stderr.
 pub(crate) fn arm() {
     // SAFETY: as in `env_is`.
     let path = unsafe { libc::getenv(c"BENTO_TRACE".as_ptr()) };
@@ -82,36 +90,62 @@ pub(crate) fn arm() {
     let path = unsafe { CStr::from_ptr(path) }.to_bytes();
     let mut name = [0u8; 4096];
     let Some(per_process) = expand(path, &mut name) else {
+        cannot_open(path, libc::ENAMETOOLONG);
         return;
     };
     let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_CLOEXEC;
     // SAFETY: `name` is NUL-terminated by `expand`.
     let fd = unsafe { libc::open(name.as_ptr().cast::<c_char>(), flags, 0o644 as c_int) };
     if fd < 0 {
+        cannot_open(path, errno());
         return;
     }
     // SAFETY: `fd` is this process's open file.
     let owned = per_process || unsafe { libc::flock(fd, libc::LOCK_EX | libc::LOCK_NB) } == 0;
     // SAFETY: as above.
-    if !owned || unsafe { libc::ftruncate(fd, 0) } != 0 {
+    let emptied = owned && unsafe { libc::ftruncate(fd, 0) } == 0;
+    if !emptied {
+        if owned {
+            cannot_open(path, errno());
+        }
         // SAFETY: as above; closed once.
         unsafe { libc::close(fd) };
         return;
     }
-    LOCK.lock();
-    // SAFETY: `LOCK` is held.
-    unsafe {
-        with_state(|s| {
-            s.bytes[..8].copy_from_slice(MAGIC);
-            s.bytes[8] = VERSION;
-            s.len = 9;
-        })
-    };
+    let mut header = [0u8; 9];
+    header[..8].copy_from_slice(MAGIC);
+    header[8] = VERSION;
+    write_all(fd, &header);
     FD.store(fd, Ordering::Release);
-    // SAFETY: `LOCK` was taken above by this thread.
-    unsafe { LOCK.unlock() };
     // SAFETY: a handler that lives as long as the process.
     unsafe { libc::atexit(flush_at_exit) };
+}
+
+/// This thread's `errno`.
+fn errno() -> c_int {
+    // SAFETY: glibc's `errno` of this thread, always valid.
+    unsafe { *libc::__errno_location() }
+}
+
+/// Says on stderr, in one line written without allocating, that the trace `path`
+/// cannot be written, and why.
+fn cannot_open(path: &[u8], code: c_int) {
+    let mut why = [0u8; 128];
+    // SAFETY: the XSI `strerror_r` writes a NUL-terminated message of at most
+    // `why.len()` bytes into `why`, without allocating.
+    let found = unsafe { libc::strerror_r(code, why.as_mut_ptr().cast(), why.len()) } == 0;
+    let why = if found {
+        CStr::from_bytes_until_nul(&why).map_or(&b"?"[..], CStr::to_bytes)
+    } else {
+        b"unknown error"
+    };
+    let mut line = Buf::<{ 4096 + 256 }>::new();
+    line.push(b"bento-malloc: BENTO_TRACE: cannot write the trace ");
+    line.push(path);
+    line.push(b": ");
+    line.push(why);
+    line.push(b"; not tracing\n");
+    write_all(2, &line.bytes[..line.len]);
 }
 
 /// Writes `path` into `out` with `%p` replaced by the process id, NUL-terminated;

@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 use std::io::{self, Write};
 use std::sync::Mutex;
+use std::thread::ThreadId;
 
 use bento_heap::{Event as HeapEvent, EventKind, EventSink};
 
@@ -14,6 +15,11 @@ use crate::writer::TraceWriter;
 /// number (from 1, in order of first use; 0 is no tag, see [`tags`](Self::tags)).
 /// Sequence numbers follow the order the sink receives events in. The first write
 /// error is kept and returned by [`finish`](Self::finish); events after it are dropped.
+///
+/// Under threads, a block being resized is set aside when the heap begins the resize
+/// ([`EventSink::resize_begin`]), by the resizing thread: another thread's block
+/// given the old address meanwhile gets an id of its own, and the resize's record
+/// names the block that was resized.
 ///
 /// [`HeapBuilder::sink`]: bento_heap::HeapBuilder::sink
 ///
@@ -41,8 +47,12 @@ pub struct TraceSink<W: Write> {
 #[derive(Debug)]
 struct State<W: Write> {
     writer: TraceWriter<W>,
-    // Invariant: every live block the sink has seen allocated, by address, with its id.
+    // Invariant: every live block the sink has seen allocated, by address, with its id,
+    // but for those being resized.
     live: HashMap<usize, u64>,
+    // Invariant: the blocks being resized (between `resize_begin` and their `Realloc`
+    // or `resize_failed`): the thread resizing, the old address and the id.
+    moving: Vec<(ThreadId, usize, u64)>,
     next_id: u64,
     tags: Vec<&'static str>,
     error: Option<io::Error>,
@@ -59,6 +69,7 @@ impl<W: Write> TraceSink<W> {
             state: Mutex::new(State {
                 writer: TraceWriter::new(out)?,
                 live: HashMap::new(),
+                moving: Vec::new(),
                 next_id: 1,
                 tags: Vec::new(),
                 error: None,
@@ -147,7 +158,10 @@ impl<W: Write + Send> EventSink for TraceSink<W> {
                 Some(id) => Event::Free { id },
                 None => return,
             },
-            EventKind::Realloc { old_addr, .. } => match state.live.remove(&old_addr) {
+            EventKind::Realloc { old_addr, .. } => match state
+                .take_moving(old_addr)
+                .or_else(|| state.live.remove(&old_addr))
+            {
                 Some(id) => {
                     state.live.insert(event.addr, id);
                     Event::Realloc {
@@ -162,5 +176,31 @@ impl<W: Write + Send> EventSink for TraceSink<W> {
         if let Err(e) = seq_result {
             state.error = Some(e);
         }
+    }
+
+    fn resize_begin(&self, _heap: &'static str, addr: usize) {
+        let mut state = self.lock();
+        if let Some(id) = state.live.remove(&addr) {
+            state.moving.push((std::thread::current().id(), addr, id));
+        }
+    }
+
+    fn resize_failed(&self, _heap: &'static str, addr: usize) {
+        let mut state = self.lock();
+        if let Some(id) = state.take_moving(addr) {
+            state.live.insert(addr, id);
+        }
+    }
+}
+
+impl<W: Write> State<W> {
+    /// The id of the block this thread is resizing from `addr`, no longer moving.
+    fn take_moving(&mut self, addr: usize) -> Option<u64> {
+        let me = std::thread::current().id();
+        let i = self
+            .moving
+            .iter()
+            .rposition(|&(t, a, _)| t == me && a == addr)?;
+        Some(self.moving.swap_remove(i).2)
     }
 }

@@ -105,3 +105,112 @@ fn a_write_error_is_kept_and_returned() {
     let err = Arc::into_inner(sink).unwrap().finish().unwrap_err();
     assert_eq!(err.kind(), io::ErrorKind::StorageFull);
 }
+
+/// A heap event as the sink receives it.
+fn heap_event(kind: bento_heap::EventKind, addr: usize, size: usize) -> bento_heap::Event {
+    bento_heap::Event {
+        heap: "sink-threads",
+        seq: 0,
+        kind,
+        addr,
+        size,
+        align: 8,
+        tag: None,
+    }
+}
+
+#[test]
+fn a_resize_whose_old_address_another_thread_got_first_keeps_its_own_id() {
+    use bento_heap::{EventKind, EventSink};
+    let sink = TraceSink::new(std::vec::Vec::new()).unwrap();
+    let (x, y) = (0x1000, 0x2000);
+    sink.event(&heap_event(EventKind::Alloc, x, 16)); // id 1, on this thread
+    // This thread begins to resize it; the inner allocator frees `x` and another
+    // thread is given it, and tells the sink first.
+    sink.resize_begin("sink-threads", x);
+    std::thread::scope(|s| {
+        s.spawn(|| sink.event(&heap_event(EventKind::Alloc, x, 32))); // id 2
+    });
+    let moved = EventKind::Realloc {
+        old_addr: x,
+        old_size: 16,
+    };
+    sink.event(&heap_event(moved, y, 64));
+    // A failed resize of the other block: still at `x`, still id 2.
+    sink.resize_begin("sink-threads", x);
+    sink.resize_failed("sink-threads", x);
+    sink.event(&heap_event(EventKind::Free, y, 64));
+    sink.event(&heap_event(EventKind::Free, x, 32));
+    let bytes = sink.finish().unwrap();
+    let events: std::vec::Vec<Event> = TraceReader::new(&bytes[..])
+        .unwrap()
+        .map(|r| r.unwrap().event)
+        .collect();
+    let alloc = |id, size| Event::Alloc {
+        id,
+        size,
+        align: 8,
+        tag: 0,
+    };
+    assert_eq!(
+        events,
+        [
+            alloc(1, 16),
+            alloc(2, 32),
+            Event::Realloc {
+                id: 1,
+                new_size: 64
+            },
+            Event::Free { id: 1 },
+            Event::Free { id: 2 },
+        ]
+    );
+}
+
+#[test]
+fn threads_resizing_through_one_heap_leave_no_block_live_in_the_trace() {
+    use bento_space::SpinSpace;
+    let space = SpinSpace::new(
+        bento_space::MemorySpace::new(
+            bento_pages::HeapPages::new(),
+            bento_space::SpaceConfig::DEFAULT.with_page_size(4096),
+        )
+        .unwrap(),
+    );
+    let sink = Arc::new(TraceSink::new(std::vec::Vec::new()).unwrap());
+    let heap = HeapBuilder::new("sink-threads")
+        .register(false)
+        .sink(sink.clone())
+        .build(&space);
+    std::thread::scope(|s| {
+        for t in 0..4 {
+            let heap = &heap;
+            s.spawn(move || {
+                for i in 0..2000usize {
+                    // Grow and shrink blocks of sizes that reuse each other's
+                    // addresses, then free them.
+                    let mut v: Vec<u8, _> = Vec::with_capacity_in(8 + (i + t) % 24, heap);
+                    v.extend(core::iter::repeat_n(t as u8, 40 + i % 100));
+                    v.shrink_to_fit();
+                    assert!(v.iter().all(|&b| b == t as u8));
+                }
+            });
+        }
+    });
+    drop(heap);
+    let bytes = Arc::into_inner(sink).unwrap().finish().unwrap();
+    let mut live = std::collections::HashSet::new();
+    for record in TraceReader::new(&bytes[..]).unwrap() {
+        match record.unwrap().event {
+            Event::Alloc { id, .. } => assert!(live.insert(id), "id {id} allocated twice"),
+            Event::Realloc { id, .. } => assert!(live.contains(&id), "realloc of dead id {id}"),
+            Event::Free { id } => assert!(live.remove(&id), "free of dead id {id}"),
+            _ => {}
+        }
+    }
+    assert!(
+        live.is_empty(),
+        "{} blocks live at the trace's end",
+        live.len()
+    );
+}

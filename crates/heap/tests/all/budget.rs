@@ -148,3 +148,187 @@ fn a_refusal_of_the_inner_allocator_counts_a_failure_and_charges_nothing() {
     );
     assert_eq!(guarded.stats().live_bytes, 0);
 }
+
+/// A heap whose budget callback allocates from the heap itself: the test's `static`.
+static REENTERED: OnceLock<Heap<Global>> = OnceLock::new();
+static REENTERED_CALLS: AtomicUsize = AtomicUsize::new(0);
+
+#[test]
+fn a_callback_that_allocates_over_the_budget_again_is_not_called_again() {
+    let heap = REENTERED.get_or_init(|| {
+        HeapBuilder::new("budget-reentered")
+            .register(false)
+            .budget(1000)
+            .on_budget_exceeded(|_, layout| {
+                REENTERED_CALLS.fetch_add(1, Ordering::Relaxed);
+                // Over the budget again, from inside the callback: refused at once.
+                let heap = REENTERED.get().unwrap();
+                assert!(heap.alloc(layout).is_err());
+                Retry::Again
+            })
+            .build(Global)
+    });
+    let a = heap.alloc(bytes(900)).unwrap();
+    assert!(heap.alloc(bytes(200)).is_err());
+    assert_eq!(REENTERED_CALLS.load(Ordering::Relaxed), 1);
+    // The request, its retry and the callback's own: three refusals.
+    assert_eq!(heap.stats().failures, 2);
+    // A later request over the budget calls it again: the guard was only for the
+    // callback's own requests.
+    assert!(heap.alloc(bytes(200)).is_err());
+    assert_eq!(REENTERED_CALLS.load(Ordering::Relaxed), 2);
+    // SAFETY: live, with its layout.
+    unsafe { heap.free(a, bytes(900)) };
+}
+
+static PING: OnceLock<Heap<Global>> = OnceLock::new();
+static PONG: OnceLock<Heap<Global>> = OnceLock::new();
+static PING_PONG_CALLS: AtomicUsize = AtomicUsize::new(0);
+
+/// A callback that allocates `layout` from `other`, over its budget too.
+fn ask(other: &'static OnceLock<Heap<Global>>, layout: Layout) -> Retry {
+    PING_PONG_CALLS.fetch_add(1, Ordering::Relaxed);
+    assert!(other.get().unwrap().alloc(layout).is_err());
+    Retry::Fail
+}
+
+#[test]
+fn two_heaps_whose_callbacks_allocate_from_each_other_end() {
+    let build = |name, other: &'static OnceLock<Heap<Global>>| {
+        HeapBuilder::new(name)
+            .register(false)
+            .budget(100)
+            .on_budget_exceeded(move |_, layout| ask(other, layout))
+            .build(Global)
+    };
+    let ping = PING.get_or_init(|| build("budget-ping", &PONG));
+    PONG.get_or_init(|| build("budget-pong", &PING));
+    assert!(ping.alloc(bytes(200)).is_err());
+    // ping's callback, pong's (from inside it), and no more.
+    assert_eq!(PING_PONG_CALLS.load(Ordering::Relaxed), 2);
+}
+
+/// The most one lane may allocate between two reads of the others under `budget`.
+fn slack(budget: usize) -> usize {
+    (budget >> 8).min(64 << 10)
+}
+
+#[test]
+fn a_thread_with_a_stale_view_cannot_pass_the_budget_by_more_than_its_slack() {
+    const BUDGET: usize = 1 << 20;
+    let heap = HeapBuilder::new("budget-stale-view")
+        .register(false)
+        .budget(BUDGET)
+        .build(Global);
+    let barrier = std::sync::Barrier::new(2);
+    std::thread::scope(|s| {
+        let heap = &heap;
+        let barrier = &barrier;
+        // The first thread allocates once, so that its view of the others is empty.
+        let first = s.spawn(move || {
+            let small = heap.alloc(bytes(16)).unwrap();
+            barrier.wait(); // the second fills the budget meanwhile
+            barrier.wait();
+            let big = heap.alloc(bytes(BUDGET - 16));
+            let live = heap.stats().live_bytes;
+            if let Ok(p) = big {
+                // SAFETY: live, with its layout.
+                unsafe { heap.free(p, bytes(BUDGET - 16)) };
+            }
+            // SAFETY: as above.
+            unsafe { heap.free(small, bytes(16)) };
+            (big.is_ok(), live)
+        });
+        barrier.wait();
+        // The second fills the budget to the byte: the peak is the budget.
+        let fill = heap.alloc(bytes(BUDGET - 16)).unwrap();
+        assert!(heap.alloc(bytes(1)).is_err());
+        barrier.wait();
+        let (granted, live) = first.join().unwrap();
+        assert!(
+            !granted,
+            "a MiB granted over a full budget ({live} bytes live)"
+        );
+        assert!(live <= BUDGET + slack(BUDGET), "{live} bytes live");
+        // SAFETY: as above.
+        unsafe { heap.free(fill, bytes(BUDGET - 16)) };
+    });
+    let s = heap.check().unwrap();
+    assert_eq!(s.live_bytes, 0);
+    assert!(s.peak_bytes <= BUDGET);
+}
+
+#[test]
+fn eight_threads_under_a_parent_stay_within_its_budget_and_its_peak() {
+    const BUDGET: usize = 256 << 10;
+    const THREADS: usize = 8;
+    let parent = HeapBuilder::new("budget-parent-8")
+        .register(false)
+        .budget(BUDGET)
+        .build(Global);
+    // What the threads hold, counted after a grant and before a free: never above
+    // what the heap holds.
+    let held = AtomicUsize::new(0);
+    let most_held = AtomicUsize::new(0);
+    let most_seen = AtomicUsize::new(0);
+    let refused = AtomicUsize::new(0);
+    let rounds = bento_testkit::cases(20_000, 100);
+    std::thread::scope(|s| {
+        for t in 0..THREADS {
+            let (parent, held, most_held, most_seen, refused) =
+                (&parent, &held, &most_held, &most_seen, &refused);
+            s.spawn(move || {
+                let child = HeapBuilder::new("budget-child-8")
+                    .register(false)
+                    .parent(parent)
+                    .build(Global);
+                let draws = bento_testkit::seeded_bytes(t, rounds * 4);
+                let mut mine: std::vec::Vec<(core::ptr::NonNull<u8>, usize)> = std::vec::Vec::new();
+                for d in draws.chunks_exact(4) {
+                    if mine.len() < 64 && d[0] % 3 != 0 {
+                        let size = 16 + usize::from(u16::from_le_bytes([d[1], d[2]])) % 8192;
+                        if let Ok(p) = child.alloc(bytes(size)) {
+                            let now = held.fetch_add(size, Ordering::Relaxed) + size;
+                            most_held.fetch_max(now, Ordering::Relaxed);
+                            mine.push((p, size));
+                        } else {
+                            refused.fetch_add(1, Ordering::Relaxed);
+                        }
+                    } else if let Some((p, size)) = mine.pop() {
+                        held.fetch_sub(size, Ordering::Relaxed);
+                        // SAFETY: live, with its layout.
+                        unsafe { child.free(p, bytes(size)) };
+                    }
+                    if d[3] % 64 == 0 {
+                        most_seen.fetch_max(parent.stats().live_bytes, Ordering::Relaxed);
+                    }
+                }
+                for (p, size) in mine {
+                    held.fetch_sub(size, Ordering::Relaxed);
+                    // SAFETY: as above.
+                    unsafe { child.free(p, bytes(size)) };
+                }
+            });
+        }
+    });
+    let most = most_held.load(Ordering::Relaxed);
+    let limit = BUDGET + THREADS * slack(BUDGET);
+    assert!(
+        most <= limit,
+        "{most} bytes held at once under a budget of {BUDGET}"
+    );
+    let s = parent.check().unwrap();
+    assert_eq!(s.live_bytes, 0);
+    assert!(refused.into_inner() > 0, "the workload reached the budget");
+    assert!(
+        s.peak_bytes >= most_seen.load(Ordering::Relaxed),
+        "peak {} below a live figure seen, {}",
+        s.peak_bytes,
+        most_seen.load(Ordering::Relaxed)
+    );
+    assert!(
+        s.peak_bytes + THREADS * slack(BUDGET) >= most,
+        "peak {} far below what was held, {most}",
+        s.peak_bytes
+    );
+}

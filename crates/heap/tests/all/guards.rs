@@ -136,3 +136,41 @@ fn guarded_blocks_keep_every_alignment() {
     }
     assert_eq!(heap.check().unwrap().total_frees, 13);
 }
+
+#[test]
+fn a_shrink_in_place_fills_the_bytes_it_drops() {
+    let space = crate::space();
+    let heap = HeapBuilder::new("fill-shrink")
+        .register(false)
+        .fill(FillPattern::DEBUG)
+        .build(&space);
+    let old = Layout::from_size_align(1000, 8).unwrap();
+    let new = Layout::from_size_align(100, 8).unwrap();
+    let p = heap.alloc(old).unwrap();
+    // A neighbour, so that the dropped tail stays a chunk of its own.
+    let after = heap.alloc(old).unwrap();
+    // SAFETY: the block's 1000 bytes.
+    unsafe { p.write_bytes(0x11, 1000) };
+    // SAFETY: live with `old`; `new` is smaller.
+    let q = unsafe { (&heap).shrink(p, old, new) }.unwrap().cast::<u8>();
+    assert_eq!(q, p, "the space shrinks in place");
+    // SAFETY: the 900 bytes after the shrunk block lie in the space's memory, which
+    // stays readable (its tail is a free chunk now).
+    let tail = unsafe { core::slice::from_raw_parts(p.as_ptr().add(100), 900) };
+    let old_data = tail.iter().filter(|&&b| b == 0x11).count();
+    assert_eq!(
+        old_data, 0,
+        "{old_data} of the 900 dropped bytes still hold the old data"
+    );
+    // SAFETY: the first 100 bytes are the block's.
+    assert!(
+        unsafe { core::slice::from_raw_parts(p.as_ptr(), 100) }
+            .iter()
+            .all(|&b| b == 0x11)
+    );
+    // SAFETY: live blocks with their layouts.
+    unsafe {
+        heap.free(q, new);
+        heap.free(after, old);
+    }
+}

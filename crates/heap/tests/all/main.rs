@@ -1,10 +1,11 @@
 //! bento-heap's tests: model runs of every policy over a memory space and a bump, and
 //! one file per policy (budget, guards, fill, tracking and leaks, tags, the tree of
-//! parents, the registry, threads, the sink).
+//! parents, the registry, threads, the sink and the order of its events).
 
 mod budget;
 mod guards;
 mod model;
+mod sink;
 mod threads;
 mod tracking;
 mod tree;
