@@ -535,6 +535,14 @@ impl<P: PageSource> CommonAllocator<P> {
     }
 
     /// The allocator's figures, per region and in total (all zero before it starts).
+    ///
+    /// Exact when no other thread allocates or frees meanwhile. While others do, each
+    /// region is read at one moment, under its lock, with the blocks the threads'
+    /// caches keep of it: a block moving between a region and a cache is never
+    /// counted twice or missed, so a region's live figure is what the threads held of
+    /// it while it was read (a thread's blocks counted as they were when its cache was
+    /// read), give or take the blocks freed meanwhile on another thread than the one
+    /// that allocated them. The totals add regions read one after another.
     pub fn stats(&self) -> crate::CommonStats {
         self.started()
             .map_or_else(crate::CommonStats::default, Inner::stats)

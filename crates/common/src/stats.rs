@@ -291,14 +291,15 @@ pub enum Corruption {
 }
 
 impl<P: PageSource> Inner<P> {
-    /// The figures, region by region under each one's lock.
+    /// The figures, region by region under each one's lock. Blocks move between a
+    /// region and the threads' caches only under its lock, so the blocks the caches
+    /// hold of it are read under it too: none is counted twice or missed.
     pub(crate) fn stats(&self) -> CommonStats {
         let mut stats = CommonStats::default();
-        let (in_threads, large_bytes) = self.in_threads();
         for (i, region) in self.regions().enumerate() {
             let held = region.lock();
-            let mut figures =
-                region_stats(region, &held.space_stats(), held.cached() + in_threads[i]);
+            let (in_threads, large_bytes) = self.in_threads(i);
+            let mut figures = region_stats(region, &held.space_stats(), held.cached() + in_threads);
             if region.block == 0 {
                 figures.live_bytes = figures
                     .live_bytes
@@ -322,31 +323,35 @@ impl<P: PageSource> Inner<P> {
                 * crate::map::leaf_reservation(self.layer.source());
     }
 
-    /// The free blocks the threads' caches hold, per region, and the bytes of the
-    /// large region's at their bins' sizes (a snapshot).
-    fn in_threads(&self) -> ([usize; MAX_REGIONS], usize) {
-        let mut per_region = [0; MAX_REGIONS];
-        let mut large_bytes = 0;
+    /// The free blocks the threads' caches hold of region `region`, and their bytes
+    /// at their bins' sizes when it is the large region. Read under the region's
+    /// lock, it is exact for the region whatever the threads do meanwhile: a block
+    /// enters or leaves a cache's count either under that lock (a refill or a flush)
+    /// or as a user's allocation or free.
+    fn in_threads(&self, region: usize) -> (usize, usize) {
+        let (mut blocks, mut large_bytes) = (0, 0);
         if !self.fronts.enabled {
-            return (per_region, large_bytes);
+            return (blocks, large_bytes);
         }
         for (bin, n) in self.fronts.held().into_iter().enumerate() {
             if bin < crate::config::MAX_CLASSES {
-                per_region[bin] += n;
-            } else {
-                per_region[self.large_index()] += n;
+                if bin == region {
+                    blocks += n;
+                }
+            } else if region == self.large_index() {
+                blocks += n;
                 large_bytes += n * self.fronts.bin_size(bin);
             }
         }
-        (per_region, large_bytes)
+        (blocks, large_bytes)
     }
 
     /// Walks every region; see `CommonAllocator::validate`.
     pub(crate) fn validate(&self) -> Result<CommonStats, Corruption> {
         let mut stats = CommonStats::default();
-        let (in_threads, large_bytes) = self.in_threads();
         for (i, region) in self.regions().enumerate() {
             let mut held = region.lock();
+            let (in_threads, large_bytes) = self.in_threads(i);
             let report = held
                 .space
                 .validate()
@@ -379,7 +384,7 @@ impl<P: PageSource> Inner<P> {
                     });
                 }
             }
-            let free = cached + in_threads[i];
+            let free = cached + in_threads;
             let mut figures = region_stats(region, &held.space_stats(), free);
             // The walk's own counts, not the counters.
             figures.live_blocks = report.live_blocks.saturating_sub(free);
@@ -388,7 +393,7 @@ impl<P: PageSource> Inner<P> {
                 figures.live_bytes = report
                     .live_bytes
                     .saturating_sub(large_bytes + held.cached_bytes());
-                figures.cached_blocks = report.cached_blocks + in_threads[i];
+                figures.cached_blocks = report.cached_blocks + in_threads;
             } else {
                 figures.live_bytes = figures.live_blocks * region.block;
             }

@@ -557,11 +557,13 @@ impl<P: PageSource> Inner<P> {
             // SAFETY: `last` is a listed block; it now ends the list.
             unsafe { last.cast::<*mut u8>().write(ptr::null_mut()) };
         }
-        cache.set_count(bin, keep);
         let size = self.fronts.size[bin] as usize;
         let region = self.bin_region(bin);
         let list = bin_list(bin);
         let mut held = region.lock();
+        // The count drops under the region's lock, as the blocks reach its list: a
+        // reader of the figures under that lock sees them in one place or the other.
+        cache.set_count(bin, keep);
         for _ in keep..count {
             let block = NonNull::new(rest).expect("the count matches the list");
             // SAFETY: a listed block holds its link in its first word; it is a free

@@ -174,3 +174,75 @@ fn contention_routing_has_no_front_end() {
             .sum::<usize>()
     );
 }
+
+#[test]
+fn figures_read_while_threads_churn_stay_within_what_was_live() {
+    const HELD_BY_MAIN: usize = 100;
+    const WORKERS: usize = 8;
+    const EACH: usize = 20;
+    let pages = Metered::new(heap());
+    let common = with_front(&pages);
+    let layout = Layout::from_size_align(32, 8).unwrap();
+    let mine: Vec<_> = (0..HELD_BY_MAIN)
+        .map(|_| common.alloc(layout).unwrap())
+        .collect();
+    let class_live = |c: &CommonAllocator<&Metered<HeapPages>>| {
+        let s = c.stats();
+        s.regions()
+            .iter()
+            .find(|r| r.block == 32)
+            .unwrap()
+            .live_blocks
+    };
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let rounds = cases(3000, 20);
+    std::thread::scope(|s| {
+        let (common, stop) = (&common, &stop);
+        let workers: Vec<_> = (0..WORKERS)
+            .map(|w| {
+                s.spawn(move || {
+                    for round in 0..rounds {
+                        let held: Vec<_> =
+                            (0..EACH).map(|_| common.alloc(layout).unwrap()).collect();
+                        for p in held {
+                            // SAFETY: live, with its layout.
+                            unsafe { common.dealloc(p, layout) };
+                        }
+                        // Now and then the whole cache goes back to the region, and the
+                        // next round refills it: blocks moving under the region's lock.
+                        if (round + w) % 7 == 0 {
+                            common.trim();
+                        }
+                    }
+                })
+            })
+            .collect();
+        let reader = s.spawn(move || {
+            let (mut least, mut most, mut reads) = (usize::MAX, 0, 0);
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) || reads == 0 {
+                let live = class_live(common);
+                least = least.min(live);
+                most = most.max(live);
+                reads += 1;
+            }
+            (least, most, reads)
+        });
+        for w in workers {
+            w.join().unwrap();
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let (least, most, reads) = reader.join().unwrap();
+        assert!(
+            least >= HELD_BY_MAIN && most <= HELD_BY_MAIN + WORKERS * EACH,
+            "{reads} reads of the live blocks ranged {least}..={most}, outside \
+             {HELD_BY_MAIN}..={}",
+            HELD_BY_MAIN + WORKERS * EACH
+        );
+    });
+    assert_eq!(class_live(&common), HELD_BY_MAIN);
+    for p in mine {
+        // SAFETY: live, with its layout.
+        unsafe { common.dealloc(p, layout) };
+    }
+    common.validate().unwrap();
+}
