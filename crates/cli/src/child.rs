@@ -59,7 +59,7 @@ pub(crate) fn child(
         }
     };
     let json = serde_json::to_vec(&run).map_err(|e| e.to_string())?;
-    std::fs::write(result, json).map_err(|e| format!("cannot write {}: {e}", result.display()))
+    crate::output::write_bytes(result, &json)
 }
 
 /// Replays `trace` on `target`, sampling its figures and the resident set.

@@ -1,8 +1,6 @@
 //! `bento demo`, `bento gen` and `bento replay`.
 
 use crate::out;
-use std::fs::File;
-use std::io::BufWriter;
 use std::path::Path;
 
 use bento_trace::TraceWriter;
@@ -14,6 +12,7 @@ use bento_trace::workload::{
 use crate::Profile;
 use crate::child::replay_all;
 use crate::inspect::scan;
+use crate::output::write_file;
 use crate::run::{Run, bytes, runs_table};
 use crate::setup::{self, ALLOCATORS};
 
@@ -75,14 +74,14 @@ pub(crate) fn generate(
     }
 }
 
+/// Records `workload` as the trace `output`, whole or not at all.
 fn write(workload: impl Workload, output: &Path) -> Result<Recorded, String> {
-    let fail = |e: std::io::Error| format!("cannot write {}: {e}", output.display());
-    let file = File::create(output).map_err(fail)?;
-    let mut writer = TraceWriter::new(BufWriter::new(file)).map_err(fail)?;
-    let counts = record(workload, &mut writer).map_err(fail)?;
-    let mut out = writer.finish().map_err(fail)?;
-    std::io::Write::flush(&mut out).map_err(fail)?;
-    Ok(counts)
+    write_file(output, |out| {
+        let mut writer = TraceWriter::new(out)?;
+        let counts = record(workload, &mut writer)?;
+        writer.finish()?;
+        Ok(counts)
+    })
 }
 
 /// `bento replay`.

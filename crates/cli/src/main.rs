@@ -5,6 +5,7 @@ mod child;
 mod demo;
 mod inspect;
 mod map;
+mod output;
 mod run;
 mod setup;
 

@@ -298,3 +298,56 @@ fn a_corrupted_trace_exits_non_zero_with_the_offset() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Runs bento under a 512-byte file-size limit, with SIGXFSZ ignored so that a write
+/// past the limit fails with EFBIG rather than killing the process.
+fn bento_with_small_file_limit(args: &[&str]) -> Output {
+    Command::new("sh")
+        .arg("-c")
+        .arg("trap '' XFSZ; ulimit -f 1; exec \"$0\" \"$@\"")
+        .arg(env!("CARGO_BIN_EXE_bento"))
+        .args(args)
+        .output()
+        .expect("sh runs")
+}
+
+#[test]
+fn a_write_stopped_by_an_error_leaves_no_file_and_the_old_one_untouched() {
+    let dir = scratch("efbig");
+    let trace = dir.join("t.trace");
+    let t = trace.to_str().unwrap();
+    let o = bento_with_small_file_limit(&["gen", "--profile", "world", "--levels", "1", "-o", t]);
+    fails_with(&o, &format!("cannot write {t}"));
+    let left: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+
+    // An existing output stays as it was, for a trace and for a chart.
+    ok(&bento(&[
+        "gen",
+        "--profile",
+        "world",
+        "--levels",
+        "1",
+        "-o",
+        t,
+    ]));
+    let before = std::fs::read(&trace).unwrap();
+    let o = bento_with_small_file_limit(&["gen", "--profile", "lifo", "--levels", "1", "-o", t]);
+    fails_with(&o, &format!("cannot write {t}"));
+    assert!(std::fs::read(&trace).unwrap() == before, "{t} changed");
+    let map = dir.join("map.svg");
+    std::fs::write(&map, "old").unwrap();
+    let o = bento_with_small_file_limit(&["map", t, "-o", map.to_str().unwrap()]);
+    fails_with(&o, "cannot write");
+    assert_eq!(std::fs::read_to_string(&map).unwrap(), "old");
+    let mut names: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["map.svg", "t.trace"]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
