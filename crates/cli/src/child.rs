@@ -110,6 +110,7 @@ fn measure<T: ReplayTarget + Report>(
         allocator: allocator.to_owned(),
         records: report.records,
         ops: report.allocs + report.frees + report.reallocs,
+        requests: report.allocs + report.reallocs,
         failures: report.failures,
         nanos: report.nanos,
         peak_live: report.peak_live,

@@ -13,7 +13,7 @@ use crate::Profile;
 use crate::child::replay_all;
 use crate::inspect::scan;
 use crate::output::write_file;
-use crate::run::{Run, bytes, runs_table};
+use crate::run::{Run, bytes, refusals, runs_table};
 use crate::setup::{self, ALLOCATORS};
 
 /// Writes a workload's trace to `output`.
@@ -84,12 +84,14 @@ fn write(workload: impl Workload, output: &Path) -> Result<Recorded, String> {
     })
 }
 
-/// `bento replay`.
+/// `bento replay`: an error when an allocator refused requests, unless
+/// `allow_failures`, after the table (or JSON) and the chart.
 pub(crate) fn replay_command(
     trace: &Path,
     allocators: &[String],
     svg: Option<&Path>,
     json: bool,
+    allow_failures: bool,
 ) -> Result<(), String> {
     for name in allocators {
         setup::check_name(name)?;
@@ -117,7 +119,12 @@ pub(crate) fn replay_command(
             out!("wrote {}", svg.display());
         }
     }
-    Ok(())
+    match refusals(&runs) {
+        Some(why) if !allow_failures => {
+            Err(format!("{why} (--allow-failures accepts refused requests)"))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// `bento demo`: the main job.
@@ -140,13 +147,9 @@ pub(crate) fn demo(levels: usize, seed: u64, out: &Path, json: bool) -> Result<(
     }
     let allocators: Vec<String> = ALLOCATORS.iter().map(|s| s.to_string()).collect();
     let runs = replay_all(&trace, &allocators, counts.records, out)?;
-    for run in &runs {
-        if run.failures > 0 {
-            return Err(format!(
-                "{} refused {} requests of the session",
-                run.allocator, run.failures
-            ));
-        }
+    // The session fits every allocator: a refusal is a defect, never accepted.
+    if let Some(why) = refusals(&runs) {
+        return Err(format!("{why} of the session"));
     }
     let memory_svg = out.join("demo-memory.svg");
     crate::chart::memory_chart(

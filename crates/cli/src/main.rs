@@ -83,6 +83,11 @@ enum Command {
         /// Print the figures as JSON instead of a table.
         #[arg(long)]
         json: bool,
+        /// Exit 0 even when an allocator refused allocations or resizes (the table's
+        /// `refused` column counts them); without it, a refusal is an error (exit 1)
+        /// after the table.
+        #[arg(long)]
+        allow_failures: bool,
     },
     /// A trace's sizes, lifetimes and tags, as histograms.
     Inspect {
@@ -186,7 +191,8 @@ fn run_command(command: Command) -> Result<(), String> {
             allocators,
             svg,
             json,
-        } => demo::replay_command(&trace, &allocators, svg.as_deref(), json),
+            allow_failures,
+        } => demo::replay_command(&trace, &allocators, svg.as_deref(), json, allow_failures),
         Command::Inspect { trace, json } => inspect::inspect(&trace, json),
         Command::Map { trace, at, output } => map::map_command(&trace, &at, &output),
         Command::Child {

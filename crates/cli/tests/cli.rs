@@ -351,3 +351,75 @@ fn a_write_stopped_by_an_error_leaves_no_file_and_the_old_one_untouched() {
     assert_eq!(names, ["map.svg", "t.trace"]);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Writes a trace by hand.
+fn hand_trace(path: &Path, f: impl FnOnce(&mut bento_trace::TraceWriter<Vec<u8>>)) {
+    let mut w = bento_trace::TraceWriter::new(Vec::new()).unwrap();
+    f(&mut w);
+    std::fs::write(path, w.finish().unwrap()).unwrap();
+}
+
+#[test]
+fn refused_requests_are_counted_in_the_table_and_fail_the_replay_unless_allowed() {
+    let dir = scratch("refused");
+    let trace = dir.join("over-budget.trace");
+    let t = trace.to_str().unwrap();
+    // 100 MiB of untagged blocks: the bento set-up's "game" heap holds 64 MiB.
+    hand_trace(&trace, |w| {
+        for id in 0..100 {
+            w.alloc(id, 1 << 20, 16, 0).unwrap();
+        }
+    });
+    let o = bento(&["replay", t, "--allocators", "system,bento"]);
+    fails_with(&o, "bento refused ");
+    let err = stderr(&o);
+    let refused: u64 = err
+        .split("bento refused ")
+        .nth(1)
+        .and_then(|s| s.split(' ').next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no count in {err}"));
+    assert!((1..100).contains(&refused), "{err}");
+    assert!(err.contains(&format!("{refused} of 100")), "{err}");
+    assert!(!err.contains("system refused"), "{err}");
+    assert!(err.contains("--allow-failures"), "{err}");
+    // The table came first, with the count in its own column.
+    let table = stdout(&o);
+    let header = table.lines().next().unwrap_or_default();
+    assert!(header.contains("refused"), "{table}");
+    let row = |name: &str| {
+        table
+            .lines()
+            .find(|l| l.starts_with(name))
+            .unwrap_or_else(|| panic!("no {name} row:\n{table}"))
+            .to_owned()
+    };
+    assert!(
+        row("bento").contains(&format!(" {refused} of 100 ")),
+        "{table}"
+    );
+    assert!(
+        row("system").split_whitespace().nth(1) == Some("0"),
+        "{table}"
+    );
+
+    let allowed = ok(&bento(&[
+        "replay",
+        t,
+        "--allocators",
+        "bento",
+        "--allow-failures",
+    ]));
+    assert!(
+        allowed.contains(&format!(" {refused} of 100 ")),
+        "{allowed}"
+    );
+    let o = bento(&["replay", t, "--allocators", "bento", "--json"]);
+    assert!(!o.status.success());
+    let runs: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(runs[0]["failures"].as_u64(), Some(refused));
+    assert_eq!(runs[0]["requests"].as_u64(), Some(100));
+    let help = ok(&bento(&["replay", "--help"]));
+    assert!(help.contains("--allow-failures"), "{help}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
