@@ -78,8 +78,9 @@ impl Run {
 }
 
 /// Bytes in binary units, three significant figures.
-pub(crate) fn bytes(n: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+pub(crate) fn bytes(n: impl Into<u128>) -> String {
+    const UNITS: [&str; 9] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB", "ZiB", "YiB"];
+    let n: u128 = n.into();
     let mut v = n as f64;
     let mut unit = 0;
     while v >= 1024.0 && unit < UNITS.len() - 1 {
@@ -223,11 +224,13 @@ mod tests {
 
     #[test]
     fn bytes_read_as_a_person_writes_them() {
-        assert_eq!(bytes(0), "0 B");
-        assert_eq!(bytes(1023), "1023 B");
-        assert_eq!(bytes(1536), "1.50 KiB");
-        assert_eq!(bytes(50 << 20), "50.0 MiB");
-        assert_eq!(bytes(300 << 30), "300 GiB");
+        assert_eq!(bytes(0u64), "0 B");
+        assert_eq!(bytes(1023u64), "1023 B");
+        assert_eq!(bytes(1536u64), "1.50 KiB");
+        assert_eq!(bytes(50u64 << 20), "50.0 MiB");
+        assert_eq!(bytes(300u64 << 30), "300 GiB");
+        assert_eq!(bytes(u64::MAX), "16.0 EiB");
+        assert_eq!(bytes(3 * u128::from(u64::MAX)), "48.0 EiB");
     }
 
     #[test]

@@ -423,3 +423,69 @@ fn refused_requests_are_counted_in_the_table_and_fail_the_replay_unless_allowed(
     assert!(help.contains("--allow-failures"), "{help}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn sizes_past_isize_max_are_refused_and_no_sum_wraps() {
+    let dir = scratch("huge");
+    let trace = dir.join("huge.trace");
+    let t = trace.to_str().unwrap();
+    let max = isize::MAX as u64;
+    hand_trace(&trace, |w| {
+        // No `Layout` holds these: a replay refuses them.
+        w.alloc(1, 1 << 63, 8, 0).unwrap();
+        w.alloc(2, 1 << 63, 8, 0).unwrap();
+        // These are possible, and three of them overflow a u64 sum.
+        w.alloc(3, max, 1, 5).unwrap();
+        w.alloc(4, max, 1, 5).unwrap();
+        w.alloc(5, max, 1, 5).unwrap();
+        w.realloc(5, u64::MAX).unwrap();
+        // A lifetime in the top bucket.
+        w.record(u64::MAX - 1, &bento_trace::Event::Free { id: 3 })
+            .unwrap();
+    });
+    let table = ok(&bento(&["inspect", t]));
+    assert!(table.contains("impossible: 3 requests"), "{table}");
+    // 3 × (2^63 - 1) bytes asked: 24 EiB, not a wrapped figure.
+    let global = table
+        .lines()
+        .find(|l| l.starts_with("global"))
+        .unwrap_or_else(|| panic!("no global tag:\n{table}"));
+    assert!(global.contains("24.0 EiB"), "{global}");
+    // Asked, though never live: 2 × 2^63 bytes.
+    let none = table.lines().find(|l| l.starts_with("none")).unwrap();
+    assert!(none.contains("16.0 EiB"), "{none}");
+    assert!(table.contains("8.00 EiB – 16.0 EiB"), "{table}");
+    assert!(
+        table.contains("9223372036854775808 – 18446744073709551615"),
+        "{table}"
+    );
+    assert!(!table.contains("– 0 B"), "{table}");
+    let scan: serde_json::Value =
+        serde_json::from_str(&ok(&bento(&["inspect", t, "--json"]))).unwrap();
+    assert_eq!(scan["impossible"].as_u64(), Some(3));
+    assert!(scan["peak_live"].as_f64().unwrap() > 2.7e19, "{scan}");
+
+    // A replay counts the same requests as refused, and says so.
+    let o = bento(&["replay", t, "--allocators", "system"]);
+    fails_with(&o, "system refused ");
+    let o = bento(&[
+        "replay",
+        t,
+        "--allocators",
+        "system",
+        "--allow-failures",
+        "--json",
+    ]);
+    let runs: serde_json::Value = serde_json::from_str(&ok(&o)).unwrap();
+    assert!(runs[0]["failures"].as_u64().unwrap() >= 3, "{runs}");
+    let map = dir.join("map.svg");
+    ok(&bento(&[
+        "map",
+        t,
+        "--at",
+        "end",
+        "-o",
+        map.to_str().unwrap(),
+    ]));
+    let _ = std::fs::remove_dir_all(&dir);
+}
