@@ -138,7 +138,7 @@ pub(crate) fn replay_all(
     scratch: &Path,
 ) -> Result<Vec<Run>, String> {
     let me = std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
-    let bar = ProgressBar::new(records * allocators.len() as u64);
+    let bar = ProgressBar::new(records.saturating_mul(allocators.len() as u64));
     bar.set_style(
         indicatif::ProgressStyle::with_template("{msg:>10} [{bar:40}] {percent:>3}% {elapsed}")
             .expect("a valid template")
@@ -149,7 +149,7 @@ pub(crate) fn replay_all(
     let mut runs = Vec::new();
     for (i, name) in allocators.iter().enumerate() {
         bar.set_message(name.clone());
-        let done = records * i as u64;
+        let done = records.saturating_mul(i as u64);
         bar.set_position(done);
         let result = scratch.join(format!(".bento-run-{}-{name}.json", std::process::id()));
         let mut child = Command::new(&me)
@@ -170,7 +170,7 @@ pub(crate) fn replay_all(
                     .strip_prefix("progress ")
                     .and_then(|n| n.parse::<u64>().ok())
                 {
-                    Some(n) => bar.set_position(done + n.min(records)),
+                    Some(n) => bar.set_position(done.saturating_add(n.min(records))),
                     None => {
                         bar.suspend(|| {
                             let _ = writeln!(std::io::stderr(), "{line}");

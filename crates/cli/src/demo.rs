@@ -16,15 +16,26 @@ use crate::output::write_file;
 use crate::run::{Run, bytes, refusals, runs_table};
 use crate::setup::{self, ALLOCATORS};
 
-/// Writes a workload's trace to `output`.
+/// The most levels `demo` plays: a trace of about 125 MiB (some 23 million records),
+/// replayed on every allocator.
+pub(crate) const MAX_DEMO_LEVELS: u64 = 1000;
+
+/// The most units (`--levels`) `gen` writes of any profile: a trace of at most about
+/// 1.2 GiB (game and lifo, about 125 KiB a unit; world 72 KiB; mixed 12 KiB).
+pub(crate) const MAX_GEN_LEVELS: u64 = 10_000;
+
+/// Writes a workload's trace to `output`, whole or not at all.
 pub(crate) fn generate(
     profile: Profile,
     levels: Option<usize>,
     seed: Option<u64>,
     output: &Path,
 ) -> Result<Recorded, String> {
-    if levels == Some(0) {
-        return Err("--levels must be at least 1".into());
+    // Clap keeps `--levels` in range; the products below then stay under 10^7.
+    if let Some(n) = levels
+        && !(1..=MAX_GEN_LEVELS).contains(&(n as u64))
+    {
+        return Err(format!("--levels must be from 1 to {MAX_GEN_LEVELS}"));
     }
     match profile {
         Profile::Game => {
@@ -129,8 +140,8 @@ pub(crate) fn replay_command(
 
 /// `bento demo`: the main job.
 pub(crate) fn demo(levels: usize, seed: u64, out: &Path, json: bool) -> Result<(), String> {
-    if levels == 0 {
-        return Err("--levels must be at least 1".into());
+    if !(1..=MAX_DEMO_LEVELS).contains(&(levels as u64)) {
+        return Err(format!("--levels must be from 1 to {MAX_DEMO_LEVELS}"));
     }
     std::fs::create_dir_all(out).map_err(|e| format!("cannot make {}: {e}", out.display()))?;
     let trace = out.join("demo.trace");

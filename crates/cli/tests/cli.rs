@@ -247,7 +247,7 @@ fn mistakes_get_one_line_and_a_non_zero_exit() {
     );
     fails_with(
         &bento(&["gen", "--levels", "0", "-o", t]),
-        "--levels must be at least 1",
+        "0 is not in 1..=10000",
     );
     fails_with(&bento(&["demo", "--levels", "-3"]), "unexpected argument");
     fails_with(&bento(&["map", t, "--at", "soon"]), "bad --at `soon`");
@@ -488,4 +488,61 @@ fn sizes_past_isize_max_are_refused_and_no_sum_wraps() {
         map.to_str().unwrap(),
     ]));
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn every_number_a_user_types_is_bounded() {
+    let dir = scratch("bounds");
+    let trace = dir.join("t.trace");
+    let t = trace.to_str().unwrap();
+    // 18446744073709552 thousands of operations (or hundreds of batches) wrap a u64
+    // to a small number; 2^64 does not parse. Only the cheapest profile tries the
+    // first value past the limit (a trace of about 1.2 GiB for the others).
+    for profile in ["game", "world", "mixed", "lifo"] {
+        let levels = gen_levels(profile, "18446744073709552", t);
+        fails_with(&levels, "1..=10000");
+        fails_with(&gen_levels(profile, "18446744073709551616", t), "--levels");
+        assert!(!trace.exists(), "{profile} wrote {t}");
+    }
+    fails_with(&gen_levels("mixed", "10001", t), "1..=10000");
+    assert!(!trace.exists());
+    fails_with(
+        &bento(&["demo", "--levels", "1001", "--out", dir.to_str().unwrap()]),
+        "1..=1000",
+    );
+    assert!(!dir.join("demo.trace").exists());
+    for help in [["gen", "--help"], ["demo", "--help"]] {
+        let text = ok(&bento(&help));
+        assert!(
+            text.contains("1 to 10000") || text.contains("1 to 1000"),
+            "{text}"
+        );
+    }
+    ok(&bento(&[
+        "gen",
+        "--profile",
+        "lifo",
+        "--levels",
+        "1",
+        "-o",
+        t,
+    ]));
+    let scan: serde_json::Value =
+        serde_json::from_str(&ok(&bento(&["inspect", t, "--json"]))).unwrap();
+    let last = scan["last_seq"].as_u64().unwrap();
+    let map = dir.join("map.svg");
+    let m = map.to_str().unwrap();
+    ok(&bento(&["map", t, "--at", &last.to_string(), "-o", m]));
+    for at in [last + 1, u64::MAX] {
+        fails_with(
+            &bento(&["map", t, "--at", &at.to_string(), "-o", m]),
+            &format!("past the trace's last record, {last}"),
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `bento gen --profile PROFILE --levels LEVELS -o OUT`.
+fn gen_levels(profile: &str, levels: &str, out: &str) -> Output {
+    bento(&["gen", "--profile", profile, "--levels", levels, "-o", out])
 }
