@@ -108,6 +108,12 @@ pub(crate) fn replay_command(
         setup::check_name(name)?;
     }
     let records = scan(trace)?.records;
+    if records == 0 {
+        return Err(format!(
+            "{}: an empty trace: it holds no records to replay",
+            trace.display()
+        ));
+    }
     let runs = replay_all(trace, allocators, records, &std::env::temp_dir())?;
     if json {
         let summaries: Vec<_> = runs.iter().map(Run::summary).collect();

@@ -186,6 +186,18 @@ fn histogram_table(h: &Histogram, what: &str, unit: impl Fn(u64) -> String) -> S
 /// `bento inspect`.
 pub(crate) fn inspect(trace: &Path, json: bool) -> Result<(), String> {
     let s = scan(trace)?;
+    if s.records == 0 && !json {
+        // A 0-byte file is a trace whose recorder stopped before writing its header.
+        let note = match std::fs::metadata(trace) {
+            Ok(m) if m.len() == 0 => " (an empty file: its recorder wrote no header)",
+            _ => "",
+        };
+        out!(
+            "{}: an empty trace: it holds no records{note}",
+            trace.display()
+        );
+        return Ok(());
+    }
     if json {
         out!(
             "{}",

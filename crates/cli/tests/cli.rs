@@ -546,3 +546,30 @@ fn every_number_a_user_types_is_bounded() {
 fn gen_levels(profile: &str, levels: &str, out: &str) -> Output {
     bento(&["gen", "--profile", profile, "--levels", levels, "-o", out])
 }
+
+#[test]
+fn an_empty_trace_inspects_as_one_with_no_records() {
+    let dir = scratch("empty");
+    let empty = dir.join("empty.trace");
+    std::fs::write(&empty, b"").unwrap();
+    let header = dir.join("header.trace");
+    hand_trace(&header, |_| {});
+    assert_eq!(std::fs::metadata(&header).unwrap().len(), 9);
+    for trace in [&empty, &header] {
+        let t = trace.to_str().unwrap();
+        let out = ok(&bento(&["inspect", t]));
+        assert!(out.contains("holds no records"), "{out}");
+        let scan: serde_json::Value =
+            serde_json::from_str(&ok(&bento(&["inspect", t, "--json"]))).unwrap();
+        assert_eq!(scan["records"].as_u64(), Some(0));
+        fails_with(&bento(&["replay", t]), "an empty trace");
+        fails_with(&bento(&["map", t]), "an empty trace");
+    }
+    let garbage = dir.join("garbage.trace");
+    std::fs::write(&garbage, b"\0\0\0").unwrap();
+    fails_with(
+        &bento(&["inspect", garbage.to_str().unwrap()]),
+        "not a bento trace",
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
