@@ -167,7 +167,7 @@ fn decimate(samples: &[Sample], y: impl Fn(&Sample) -> u64, x_max: f64) -> Vec<(
 }
 
 fn write(out: &Path, svg: &str) -> Result<(), String> {
-    std::fs::write(out, svg).map_err(|e| format!("cannot write {}: {e}", out.display()))
+    crate::output::write_bytes(out, svg.as_bytes())
 }
 
 /// Colour of each byte category of the map, and its legend.

@@ -59,7 +59,7 @@ pub(crate) fn child(
         }
     };
     let json = serde_json::to_vec(&run).map_err(|e| e.to_string())?;
-    std::fs::write(result, json).map_err(|e| format!("cannot write {}: {e}", result.display()))
+    crate::output::write_bytes(result, &json)
 }
 
 /// Replays `trace` on `target`, sampling its figures and the resident set.
@@ -110,6 +110,7 @@ fn measure<T: ReplayTarget + Report>(
         allocator: allocator.to_owned(),
         records: report.records,
         ops: report.allocs + report.frees + report.reallocs,
+        requests: report.allocs + report.reallocs,
         failures: report.failures,
         nanos: report.nanos,
         peak_live: report.peak_live,
@@ -137,7 +138,7 @@ pub(crate) fn replay_all(
     scratch: &Path,
 ) -> Result<Vec<Run>, String> {
     let me = std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
-    let bar = ProgressBar::new(records * allocators.len() as u64);
+    let bar = ProgressBar::new(records.saturating_mul(allocators.len() as u64));
     bar.set_style(
         indicatif::ProgressStyle::with_template("{msg:>10} [{bar:40}] {percent:>3}% {elapsed}")
             .expect("a valid template")
@@ -148,7 +149,7 @@ pub(crate) fn replay_all(
     let mut runs = Vec::new();
     for (i, name) in allocators.iter().enumerate() {
         bar.set_message(name.clone());
-        let done = records * i as u64;
+        let done = records.saturating_mul(i as u64);
         bar.set_position(done);
         let result = scratch.join(format!(".bento-run-{}-{name}.json", std::process::id()));
         let mut child = Command::new(&me)
@@ -169,7 +170,7 @@ pub(crate) fn replay_all(
                     .strip_prefix("progress ")
                     .and_then(|n| n.parse::<u64>().ok())
                 {
-                    Some(n) => bar.set_position(done + n.min(records)),
+                    Some(n) => bar.set_position(done.saturating_add(n.min(records))),
                     None => {
                         bar.suspend(|| {
                             let _ = writeln!(std::io::stderr(), "{line}");

@@ -1,8 +1,6 @@
 //! `bento demo`, `bento gen` and `bento replay`.
 
 use crate::out;
-use std::fs::File;
-use std::io::BufWriter;
 use std::path::Path;
 
 use bento_trace::TraceWriter;
@@ -14,18 +12,30 @@ use bento_trace::workload::{
 use crate::Profile;
 use crate::child::replay_all;
 use crate::inspect::scan;
-use crate::run::{Run, bytes, runs_table};
+use crate::output::write_file;
+use crate::run::{Run, bytes, refusals, runs_table};
 use crate::setup::{self, ALLOCATORS};
 
-/// Writes a workload's trace to `output`.
+/// The most levels `demo` plays: a trace of about 125 MiB (some 23 million records),
+/// replayed on every allocator.
+pub(crate) const MAX_DEMO_LEVELS: u64 = 1000;
+
+/// The most units (`--levels`) `gen` writes of any profile: a trace of at most about
+/// 1.2 GiB (game and lifo, about 125 KiB a unit; world 72 KiB; mixed 12 KiB).
+pub(crate) const MAX_GEN_LEVELS: u64 = 10_000;
+
+/// Writes a workload's trace to `output`, whole or not at all.
 pub(crate) fn generate(
     profile: Profile,
     levels: Option<usize>,
     seed: Option<u64>,
     output: &Path,
 ) -> Result<Recorded, String> {
-    if levels == Some(0) {
-        return Err("--levels must be at least 1".into());
+    // Clap keeps `--levels` in range; the products below then stay under 10^7.
+    if let Some(n) = levels
+        && !(1..=MAX_GEN_LEVELS).contains(&(n as u64))
+    {
+        return Err(format!("--levels must be from 1 to {MAX_GEN_LEVELS}"));
     }
     match profile {
         Profile::Game => {
@@ -75,27 +85,35 @@ pub(crate) fn generate(
     }
 }
 
+/// Records `workload` as the trace `output`, whole or not at all.
 fn write(workload: impl Workload, output: &Path) -> Result<Recorded, String> {
-    let fail = |e: std::io::Error| format!("cannot write {}: {e}", output.display());
-    let file = File::create(output).map_err(fail)?;
-    let mut writer = TraceWriter::new(BufWriter::new(file)).map_err(fail)?;
-    let counts = record(workload, &mut writer).map_err(fail)?;
-    let mut out = writer.finish().map_err(fail)?;
-    std::io::Write::flush(&mut out).map_err(fail)?;
-    Ok(counts)
+    write_file(output, |out| {
+        let mut writer = TraceWriter::new(out)?;
+        let counts = record(workload, &mut writer)?;
+        writer.finish()?;
+        Ok(counts)
+    })
 }
 
-/// `bento replay`.
+/// `bento replay`: an error when an allocator refused requests, unless
+/// `allow_failures`, after the table (or JSON) and the chart.
 pub(crate) fn replay_command(
     trace: &Path,
     allocators: &[String],
     svg: Option<&Path>,
     json: bool,
+    allow_failures: bool,
 ) -> Result<(), String> {
     for name in allocators {
         setup::check_name(name)?;
     }
     let records = scan(trace)?.records;
+    if records == 0 {
+        return Err(format!(
+            "{}: an empty trace: it holds no records to replay",
+            trace.display()
+        ));
+    }
     let runs = replay_all(trace, allocators, records, &std::env::temp_dir())?;
     if json {
         let summaries: Vec<_> = runs.iter().map(Run::summary).collect();
@@ -118,13 +136,18 @@ pub(crate) fn replay_command(
             out!("wrote {}", svg.display());
         }
     }
-    Ok(())
+    match refusals(&runs) {
+        Some(why) if !allow_failures => {
+            Err(format!("{why} (--allow-failures accepts refused requests)"))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// `bento demo`: the main job.
 pub(crate) fn demo(levels: usize, seed: u64, out: &Path, json: bool) -> Result<(), String> {
-    if levels == 0 {
-        return Err("--levels must be at least 1".into());
+    if !(1..=MAX_DEMO_LEVELS).contains(&(levels as u64)) {
+        return Err(format!("--levels must be from 1 to {MAX_DEMO_LEVELS}"));
     }
     std::fs::create_dir_all(out).map_err(|e| format!("cannot make {}: {e}", out.display()))?;
     let trace = out.join("demo.trace");
@@ -141,13 +164,9 @@ pub(crate) fn demo(levels: usize, seed: u64, out: &Path, json: bool) -> Result<(
     }
     let allocators: Vec<String> = ALLOCATORS.iter().map(|s| s.to_string()).collect();
     let runs = replay_all(&trace, &allocators, counts.records, out)?;
-    for run in &runs {
-        if run.failures > 0 {
-            return Err(format!(
-                "{} refused {} requests of the session",
-                run.allocator, run.failures
-            ));
-        }
+    // The session fits every allocator: a refusal is a defect, never accepted.
+    if let Some(why) = refusals(&runs) {
+        return Err(format!("{why} of the session"));
     }
     let memory_svg = out.join("demo-memory.svg");
     crate::chart::memory_chart(

@@ -5,12 +5,14 @@ mod child;
 mod demo;
 mod inspect;
 mod map;
+mod output;
 mod run;
 mod setup;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use clap::builder::RangedU64ValueParser;
 use clap::{Parser, Subcommand, ValueEnum};
 
 /// `println!` that ends the program quietly when stdout is closed (`bento … | head`)
@@ -38,8 +40,13 @@ enum Command {
     /// A game session on bento's allocators beside the system allocator: a table per
     /// allocator, the subsystem heaps' report, and two SVG charts.
     Demo {
-        /// Levels the session plays.
-        #[arg(long, default_value_t = bento_trace::workload::SessionConfig::DEMO.levels)]
+        /// Levels the session plays: 1 to 1000 (a trace of at most about 125 MiB,
+        /// replayed once per allocator).
+        #[arg(
+            long,
+            default_value_t = bento_trace::workload::SessionConfig::DEMO.levels,
+            value_parser = RangedU64ValueParser::<usize>::new().range(1..=demo::MAX_DEMO_LEVELS)
+        )]
         levels: usize,
         /// The seed of the session's choices.
         #[arg(long, default_value_t = bento_trace::workload::SessionConfig::DEMO.seed)]
@@ -57,8 +64,12 @@ enum Command {
         #[arg(long, value_enum, default_value_t = Profile::Game)]
         profile: Profile,
         /// Levels (game), cells (world), thousands of operations (mixed) or hundreds
-        /// of batches (lifo); the profile's default when left out.
-        #[arg(long)]
+        /// of batches (lifo): 1 to 10000 (a trace of at most about 1.2 GiB); the
+        /// profile's default when left out.
+        #[arg(
+            long,
+            value_parser = RangedU64ValueParser::<usize>::new().range(1..=demo::MAX_GEN_LEVELS)
+        )]
         levels: Option<usize>,
         /// The seed of the workload's choices; the profile's default when left out.
         #[arg(long)]
@@ -82,6 +93,11 @@ enum Command {
         /// Print the figures as JSON instead of a table.
         #[arg(long)]
         json: bool,
+        /// Exit 0 even when an allocator refused allocations or resizes (the table's
+        /// `refused` column counts them); without it, a refusal is an error (exit 1)
+        /// after the table.
+        #[arg(long)]
+        allow_failures: bool,
     },
     /// A trace's sizes, lifetimes and tags, as histograms.
     Inspect {
@@ -96,8 +112,9 @@ enum Command {
     Map {
         /// The trace.
         trace: PathBuf,
-        /// The record after which to draw the space: a sequence number, `peak` (the
-        /// moment the most bytes are live) or `end` (before the trace's last frees).
+        /// The record after which to draw the space: a sequence number no greater
+        /// than the trace's last, `peak` (the moment the most bytes are live) or `end`
+        /// (before the trace's last frees).
         #[arg(long, default_value = "peak")]
         at: String,
         /// The SVG file to write.
@@ -185,7 +202,8 @@ fn run_command(command: Command) -> Result<(), String> {
             allocators,
             svg,
             json,
-        } => demo::replay_command(&trace, &allocators, svg.as_deref(), json),
+            allow_failures,
+        } => demo::replay_command(&trace, &allocators, svg.as_deref(), json, allow_failures),
         Command::Inspect { trace, json } => inspect::inspect(&trace, json),
         Command::Map { trace, at, output } => map::map_command(&trace, &at, &output),
         Command::Child {

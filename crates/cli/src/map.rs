@@ -164,14 +164,30 @@ pub(crate) fn map_at(trace: &Path, seq: u64) -> Result<Vec<SegmentRow>, String> 
     Ok(rows)
 }
 
-/// Resolves `--at`: a sequence number, `peak` or `end`.
+/// Resolves `--at`: a sequence number (at most the trace's last), `peak` or `end`.
+/// A trace of no records has nothing to draw: an error.
 pub(crate) fn resolve_at(trace: &Path, at: &str) -> Result<u64, String> {
-    match at {
-        "peak" => Ok(scan(trace)?.peak_seq),
-        "end" => Ok(scan(trace)?.before_final_frees),
-        n => n.parse().map_err(|_| {
+    let wanted = match at {
+        "peak" | "end" => None,
+        n => Some(n.parse::<u64>().map_err(|_| {
             format!("bad --at `{n}`: expected a record's sequence number, `peak` or `end`")
-        }),
+        })?),
+    };
+    let s = scan(trace)?;
+    if s.records == 0 {
+        return Err(format!(
+            "{}: an empty trace: it holds no records to draw",
+            trace.display()
+        ));
+    }
+    match wanted {
+        None if at == "peak" => Ok(s.peak_seq),
+        None => Ok(s.before_final_frees),
+        Some(n) if n > s.last_seq => Err(format!(
+            "--at {n} is past the trace's last record, {}",
+            s.last_seq
+        )),
+        Some(n) => Ok(n),
     }
 }
 

@@ -23,6 +23,9 @@ pub(crate) struct Run {
     pub(crate) records: u64,
     /// Allocations, resizes and frees.
     pub(crate) ops: u64,
+    /// Allocations and resizes: the requests an allocator may refuse.
+    pub(crate) requests: u64,
+    /// The requests refused (including those no allocator can give).
     pub(crate) failures: u64,
     /// Nanoseconds running the records.
     pub(crate) nanos: u64,
@@ -61,6 +64,7 @@ impl Run {
             "allocator": self.allocator,
             "records": self.records,
             "ops": self.ops,
+            "requests": self.requests,
             "failures": self.failures,
             "seconds": self.nanos as f64 / 1e9,
             "ops_per_sec": self.ops_per_sec(),
@@ -74,8 +78,9 @@ impl Run {
 }
 
 /// Bytes in binary units, three significant figures.
-pub(crate) fn bytes(n: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+pub(crate) fn bytes(n: impl Into<u128>) -> String {
+    const UNITS: [&str; 9] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB", "ZiB", "YiB"];
+    let n: u128 = n.into();
     let mut v = n as f64;
     let mut unit = 0;
     while v >= 1024.0 && unit < UNITS.len() - 1 {
@@ -138,6 +143,7 @@ pub(crate) fn table(header: &[&str], rows: &[Vec<String>]) -> String {
 pub(crate) fn runs_table(runs: &[Run]) -> String {
     let header = [
         "allocator",
+        "refused",
         "time",
         "ops/s",
         "peak live",
@@ -151,6 +157,10 @@ pub(crate) fn runs_table(runs: &[Run]) -> String {
         .map(|r| {
             vec![
                 r.allocator.clone(),
+                match r.failures {
+                    0 => "0".to_owned(),
+                    n => format!("{n} of {}", r.requests),
+                },
                 format!("{:.1} ms", r.nanos as f64 / 1e6),
                 count(r.ops_per_sec()),
                 bytes(r.peak_live),
@@ -166,12 +176,30 @@ pub(crate) fn runs_table(runs: &[Run]) -> String {
         .collect();
     let mut out = table(&header, &rows);
     out.push_str(
-        "\n\ntime: in the allocator, writing each block's ends and a byte of each page; \
+        "\n\nrefused: allocations and resizes the allocator refused (its figures then \
+         leave those blocks out); time: in the allocator, writing each block's ends and a \
+         byte of each page; \
          peak committed: the allocator's own figure (for `bento`, the sum of its parts' \
          peaks), or the growth of the process's resident set where it keeps none; \
          OS calls: reserve, commit, decommit and release.",
     );
     out
+}
+
+/// One line naming each allocator that refused requests and how many, or `None`
+/// when none did: `demo` and `replay` end with it as an error.
+pub(crate) fn refusals(runs: &[Run]) -> Option<String> {
+    let each: Vec<String> = runs
+        .iter()
+        .filter(|r| r.failures > 0)
+        .map(|r| {
+            format!(
+                "{} refused {} of {} allocations and resizes",
+                r.allocator, r.failures, r.requests
+            )
+        })
+        .collect();
+    (!each.is_empty()).then(|| each.join("; "))
 }
 
 /// The resident set of this process, in bytes (0 where `/proc` is missing).
@@ -196,11 +224,13 @@ mod tests {
 
     #[test]
     fn bytes_read_as_a_person_writes_them() {
-        assert_eq!(bytes(0), "0 B");
-        assert_eq!(bytes(1023), "1023 B");
-        assert_eq!(bytes(1536), "1.50 KiB");
-        assert_eq!(bytes(50 << 20), "50.0 MiB");
-        assert_eq!(bytes(300 << 30), "300 GiB");
+        assert_eq!(bytes(0u64), "0 B");
+        assert_eq!(bytes(1023u64), "1023 B");
+        assert_eq!(bytes(1536u64), "1.50 KiB");
+        assert_eq!(bytes(50u64 << 20), "50.0 MiB");
+        assert_eq!(bytes(300u64 << 30), "300 GiB");
+        assert_eq!(bytes(u64::MAX), "16.0 EiB");
+        assert_eq!(bytes(3 * u128::from(u64::MAX)), "48.0 EiB");
     }
 
     #[test]

@@ -247,7 +247,7 @@ fn mistakes_get_one_line_and_a_non_zero_exit() {
     );
     fails_with(
         &bento(&["gen", "--levels", "0", "-o", t]),
-        "--levels must be at least 1",
+        "0 is not in 1..=10000",
     );
     fails_with(&bento(&["demo", "--levels", "-3"]), "unexpected argument");
     fails_with(&bento(&["map", t, "--at", "soon"]), "bad --at `soon`");
@@ -296,5 +296,280 @@ fn a_corrupted_trace_exits_non_zero_with_the_offset() {
             .unwrap_or_else(|| panic!("no offset in {err}"));
         assert!(offset as usize <= cut, "{err}");
     }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Runs bento under a 512-byte file-size limit, with SIGXFSZ ignored so that a write
+/// past the limit fails with EFBIG rather than killing the process.
+fn bento_with_small_file_limit(args: &[&str]) -> Output {
+    Command::new("sh")
+        .arg("-c")
+        .arg("trap '' XFSZ; ulimit -f 1; exec \"$0\" \"$@\"")
+        .arg(env!("CARGO_BIN_EXE_bento"))
+        .args(args)
+        .output()
+        .expect("sh runs")
+}
+
+#[test]
+fn a_write_stopped_by_an_error_leaves_no_file_and_the_old_one_untouched() {
+    let dir = scratch("efbig");
+    let trace = dir.join("t.trace");
+    let t = trace.to_str().unwrap();
+    let o = bento_with_small_file_limit(&["gen", "--profile", "world", "--levels", "1", "-o", t]);
+    fails_with(&o, &format!("cannot write {t}"));
+    let left: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+
+    // An existing output stays as it was, for a trace and for a chart.
+    ok(&bento(&[
+        "gen",
+        "--profile",
+        "world",
+        "--levels",
+        "1",
+        "-o",
+        t,
+    ]));
+    let before = std::fs::read(&trace).unwrap();
+    let o = bento_with_small_file_limit(&["gen", "--profile", "lifo", "--levels", "1", "-o", t]);
+    fails_with(&o, &format!("cannot write {t}"));
+    assert!(std::fs::read(&trace).unwrap() == before, "{t} changed");
+    let map = dir.join("map.svg");
+    std::fs::write(&map, "old").unwrap();
+    let o = bento_with_small_file_limit(&["map", t, "-o", map.to_str().unwrap()]);
+    fails_with(&o, "cannot write");
+    assert_eq!(std::fs::read_to_string(&map).unwrap(), "old");
+    let mut names: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["map.svg", "t.trace"]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Writes a trace by hand.
+fn hand_trace(path: &Path, f: impl FnOnce(&mut bento_trace::TraceWriter<Vec<u8>>)) {
+    let mut w = bento_trace::TraceWriter::new(Vec::new()).unwrap();
+    f(&mut w);
+    std::fs::write(path, w.finish().unwrap()).unwrap();
+}
+
+#[test]
+fn refused_requests_are_counted_in_the_table_and_fail_the_replay_unless_allowed() {
+    let dir = scratch("refused");
+    let trace = dir.join("over-budget.trace");
+    let t = trace.to_str().unwrap();
+    // 100 MiB of untagged blocks: the bento set-up's "game" heap holds 64 MiB.
+    hand_trace(&trace, |w| {
+        for id in 0..100 {
+            w.alloc(id, 1 << 20, 16, 0).unwrap();
+        }
+    });
+    let o = bento(&["replay", t, "--allocators", "system,bento"]);
+    fails_with(&o, "bento refused ");
+    let err = stderr(&o);
+    let refused: u64 = err
+        .split("bento refused ")
+        .nth(1)
+        .and_then(|s| s.split(' ').next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no count in {err}"));
+    assert!((1..100).contains(&refused), "{err}");
+    assert!(err.contains(&format!("{refused} of 100")), "{err}");
+    assert!(!err.contains("system refused"), "{err}");
+    assert!(err.contains("--allow-failures"), "{err}");
+    // The table came first, with the count in its own column.
+    let table = stdout(&o);
+    let header = table.lines().next().unwrap_or_default();
+    assert!(header.contains("refused"), "{table}");
+    let row = |name: &str| {
+        table
+            .lines()
+            .find(|l| l.starts_with(name))
+            .unwrap_or_else(|| panic!("no {name} row:\n{table}"))
+            .to_owned()
+    };
+    assert!(
+        row("bento").contains(&format!(" {refused} of 100 ")),
+        "{table}"
+    );
+    assert!(
+        row("system").split_whitespace().nth(1) == Some("0"),
+        "{table}"
+    );
+
+    let allowed = ok(&bento(&[
+        "replay",
+        t,
+        "--allocators",
+        "bento",
+        "--allow-failures",
+    ]));
+    assert!(
+        allowed.contains(&format!(" {refused} of 100 ")),
+        "{allowed}"
+    );
+    let o = bento(&["replay", t, "--allocators", "bento", "--json"]);
+    assert!(!o.status.success());
+    let runs: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(runs[0]["failures"].as_u64(), Some(refused));
+    assert_eq!(runs[0]["requests"].as_u64(), Some(100));
+    let help = ok(&bento(&["replay", "--help"]));
+    assert!(help.contains("--allow-failures"), "{help}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn sizes_past_isize_max_are_refused_and_no_sum_wraps() {
+    let dir = scratch("huge");
+    let trace = dir.join("huge.trace");
+    let t = trace.to_str().unwrap();
+    let max = isize::MAX as u64;
+    hand_trace(&trace, |w| {
+        // No `Layout` holds these: a replay refuses them.
+        w.alloc(1, 1 << 63, 8, 0).unwrap();
+        w.alloc(2, 1 << 63, 8, 0).unwrap();
+        // These are possible, and three of them overflow a u64 sum.
+        w.alloc(3, max, 1, 5).unwrap();
+        w.alloc(4, max, 1, 5).unwrap();
+        w.alloc(5, max, 1, 5).unwrap();
+        w.realloc(5, u64::MAX).unwrap();
+        // A lifetime in the top bucket.
+        w.record(u64::MAX - 1, &bento_trace::Event::Free { id: 3 })
+            .unwrap();
+    });
+    let table = ok(&bento(&["inspect", t]));
+    assert!(table.contains("impossible: 3 requests"), "{table}");
+    // 3 × (2^63 - 1) bytes asked: 24 EiB, not a wrapped figure.
+    let global = table
+        .lines()
+        .find(|l| l.starts_with("global"))
+        .unwrap_or_else(|| panic!("no global tag:\n{table}"));
+    assert!(global.contains("24.0 EiB"), "{global}");
+    // Asked, though never live: 2 × 2^63 bytes.
+    let none = table.lines().find(|l| l.starts_with("none")).unwrap();
+    assert!(none.contains("16.0 EiB"), "{none}");
+    assert!(table.contains("8.00 EiB – 16.0 EiB"), "{table}");
+    assert!(
+        table.contains("9223372036854775808 – 18446744073709551615"),
+        "{table}"
+    );
+    assert!(!table.contains("– 0 B"), "{table}");
+    let scan: serde_json::Value =
+        serde_json::from_str(&ok(&bento(&["inspect", t, "--json"]))).unwrap();
+    assert_eq!(scan["impossible"].as_u64(), Some(3));
+    assert!(scan["peak_live"].as_f64().unwrap() > 2.7e19, "{scan}");
+
+    // A replay counts the same requests as refused, and says so.
+    let o = bento(&["replay", t, "--allocators", "system"]);
+    fails_with(&o, "system refused ");
+    let o = bento(&[
+        "replay",
+        t,
+        "--allocators",
+        "system",
+        "--allow-failures",
+        "--json",
+    ]);
+    let runs: serde_json::Value = serde_json::from_str(&ok(&o)).unwrap();
+    assert!(runs[0]["failures"].as_u64().unwrap() >= 3, "{runs}");
+    let map = dir.join("map.svg");
+    ok(&bento(&[
+        "map",
+        t,
+        "--at",
+        "end",
+        "-o",
+        map.to_str().unwrap(),
+    ]));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn every_number_a_user_types_is_bounded() {
+    let dir = scratch("bounds");
+    let trace = dir.join("t.trace");
+    let t = trace.to_str().unwrap();
+    // 18446744073709552 thousands of operations (or hundreds of batches) wrap a u64
+    // to a small number; 2^64 does not parse. Only the cheapest profile tries the
+    // first value past the limit (a trace of about 1.2 GiB for the others).
+    for profile in ["game", "world", "mixed", "lifo"] {
+        let levels = gen_levels(profile, "18446744073709552", t);
+        fails_with(&levels, "1..=10000");
+        fails_with(&gen_levels(profile, "18446744073709551616", t), "--levels");
+        assert!(!trace.exists(), "{profile} wrote {t}");
+    }
+    fails_with(&gen_levels("mixed", "10001", t), "1..=10000");
+    assert!(!trace.exists());
+    fails_with(
+        &bento(&["demo", "--levels", "1001", "--out", dir.to_str().unwrap()]),
+        "1..=1000",
+    );
+    assert!(!dir.join("demo.trace").exists());
+    for help in [["gen", "--help"], ["demo", "--help"]] {
+        let text = ok(&bento(&help));
+        assert!(
+            text.contains("1 to 10000") || text.contains("1 to 1000"),
+            "{text}"
+        );
+    }
+    ok(&bento(&[
+        "gen",
+        "--profile",
+        "lifo",
+        "--levels",
+        "1",
+        "-o",
+        t,
+    ]));
+    let scan: serde_json::Value =
+        serde_json::from_str(&ok(&bento(&["inspect", t, "--json"]))).unwrap();
+    let last = scan["last_seq"].as_u64().unwrap();
+    let map = dir.join("map.svg");
+    let m = map.to_str().unwrap();
+    ok(&bento(&["map", t, "--at", &last.to_string(), "-o", m]));
+    for at in [last + 1, u64::MAX] {
+        fails_with(
+            &bento(&["map", t, "--at", &at.to_string(), "-o", m]),
+            &format!("past the trace's last record, {last}"),
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `bento gen --profile PROFILE --levels LEVELS -o OUT`.
+fn gen_levels(profile: &str, levels: &str, out: &str) -> Output {
+    bento(&["gen", "--profile", profile, "--levels", levels, "-o", out])
+}
+
+#[test]
+fn an_empty_trace_inspects_as_one_with_no_records() {
+    let dir = scratch("empty");
+    let empty = dir.join("empty.trace");
+    std::fs::write(&empty, b"").unwrap();
+    let header = dir.join("header.trace");
+    hand_trace(&header, |_| {});
+    assert_eq!(std::fs::metadata(&header).unwrap().len(), 9);
+    for trace in [&empty, &header] {
+        let t = trace.to_str().unwrap();
+        let out = ok(&bento(&["inspect", t]));
+        assert!(out.contains("holds no records"), "{out}");
+        let scan: serde_json::Value =
+            serde_json::from_str(&ok(&bento(&["inspect", t, "--json"]))).unwrap();
+        assert_eq!(scan["records"].as_u64(), Some(0));
+        fails_with(&bento(&["replay", t]), "an empty trace");
+        fails_with(&bento(&["map", t]), "an empty trace");
+    }
+    let garbage = dir.join("garbage.trace");
+    std::fs::write(&garbage, b"\0\0\0").unwrap();
+    fails_with(
+        &bento(&["inspect", garbage.to_str().unwrap()]),
+        "not a bento trace",
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -1,5 +1,7 @@
 //! The records of a trace and the constants of the format (see the crate docs).
 
+use std::alloc::Layout;
+
 /// The first 8 bytes of every trace.
 pub const MAGIC: [u8; 8] = *b"BENTOTRC";
 /// The format version this build writes and reads.
@@ -52,6 +54,30 @@ pub enum Event {
     Frame,
     /// A phase began ("level 3 loaded").
     Phase(String),
+}
+
+impl Event {
+    /// The layout a replay asks for a block of `size` bytes aligned to `align`: a size
+    /// of 0 as one byte; `None` when no [`Layout`] can hold it (more than `isize::MAX`
+    /// bytes once rounded up to the alignment, or an alignment that is not a power of
+    /// two). A replay counts such a request as refused, and `bento inspect` as a
+    /// request no allocator can give.
+    ///
+    /// ```
+    /// use bento_trace::Event;
+    ///
+    /// assert_eq!(Event::layout(0, 8).map(|l| (l.size(), l.align())), Some((1, 8)));
+    /// assert!(Event::layout(isize::MAX as u64, 1).is_some());
+    /// assert!(Event::layout(isize::MAX as u64, 2).is_none());
+    /// assert!(Event::layout(1 << 63, 1).is_none());
+    /// assert!(Event::layout(1, 1 << 63).is_none());
+    /// ```
+    #[must_use]
+    pub fn layout(size: u64, align: u64) -> Option<Layout> {
+        let size = usize::try_from(size.max(1)).ok()?;
+        let align = usize::try_from(align).ok()?;
+        Layout::from_size_align(size, align).ok()
+    }
 }
 
 /// One record: an event and its sequence number (increasing through a trace).

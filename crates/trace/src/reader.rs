@@ -67,6 +67,10 @@ impl TraceError {
 /// (beyond the name of a phase). An iterator of `Result<Record, TraceError>` that ends
 /// after the last record, or after the first error.
 ///
+/// An empty input (0 bytes) reads as a trace with no records: a recorder whose process
+/// ended before its buffered header reached the file (by `_exit`, say) leaves one.
+/// Any other input must start with the whole header.
+///
 /// ```
 /// use bento_trace::{Event, TraceReader, TraceWriter};
 ///
@@ -84,6 +88,9 @@ pub struct TraceReader<R: Read> {
     offset: u64,
     // Invariant: the sequence number the next record has when its gap is 0.
     next: u64,
+    // Invariant: set when the input was empty, so that it stays a trace of no
+    // records whatever the input holds later.
+    empty: bool,
     /// Set after an error, so the iterator stops.
     failed: bool,
 }
@@ -95,22 +102,35 @@ enum Byte {
 }
 
 impl<R: Read> TraceReader<R> {
-    /// Reads and checks the header.
+    /// Reads and checks the header; an empty input is a trace of no records.
     ///
     /// # Errors
     ///
     /// [`TraceError::BadMagic`], [`TraceError::Version`], or a truncated, corrupt or
     /// unreadable header.
+    ///
+    /// ```
+    /// use bento_trace::{TraceError, TraceReader};
+    ///
+    /// assert_eq!(TraceReader::new(&b""[..]).unwrap().count(), 0);
+    /// assert_eq!(TraceReader::new(&b"BENTOTRC\x01"[..]).unwrap().count(), 0);
+    /// assert!(matches!(TraceReader::new(&b"BENTO"[..]), Err(TraceError::BadMagic)));
+    /// ```
     pub fn new(input: R) -> Result<Self, TraceError> {
         let mut reader = Self {
             input: BufReader::new(input),
             offset: 0,
             next: 0,
+            empty: false,
             failed: false,
         };
-        for &want in &MAGIC {
+        for (i, &want) in MAGIC.iter().enumerate() {
             match reader.byte()? {
                 Byte::One(b) if b == want => {}
+                Byte::End if i == 0 => {
+                    reader.empty = true;
+                    return Ok(reader);
+                }
                 _ => return Err(TraceError::BadMagic),
             }
         }
@@ -127,6 +147,9 @@ impl<R: Read> TraceReader<R> {
     ///
     /// [`TraceError`] for a truncated, corrupt or unreadable record.
     pub fn next_record(&mut self) -> Result<Option<Record>, TraceError> {
+        if self.empty {
+            return Ok(None);
+        }
         let start = self.offset;
         let kind = match self.byte()? {
             Byte::End => return Ok(None),

@@ -530,9 +530,10 @@ impl Table {
 /// at each frame and phase, and every [`ReplayOptions::sample_every`] records. Blocks
 /// the trace leaves live are freed at the end.
 ///
-/// Sizes of zero are replayed (and counted) as one byte. An allocation the target
-/// refuses (or a layout no allocator can give) counts as a failure, and the frees and
-/// resizes of its block are skipped. Records are decoded in batches of
+/// Sizes of zero are replayed (and counted) as one byte. An allocation or resize the
+/// target refuses, or one no allocator can give (no `Layout` holds it: see
+/// [`Event::layout`]), counts as a failure, and the frees and resizes of a block
+/// never allocated are skipped. Records are decoded in batches of
 /// [`ReplayOptions::batch`]; only running them is timed.
 ///
 /// # Errors
@@ -606,14 +607,10 @@ pub fn replay<R: Read, T: ReplayTarget + ?Sized>(
                     align,
                     tag,
                 } => table.open(id, seq).map(|slot| {
-                    let layout = usize::try_from(size.max(1))
-                        .ok()
-                        .zip(usize::try_from(align).ok())
-                        .and_then(|(size, align)| Layout::from_size_align(size, align).ok());
                     batch.push(Op::Alloc {
                         seq,
                         slot,
-                        layout,
+                        layout: Event::layout(size, align),
                         tag,
                     });
                     None
@@ -752,9 +749,9 @@ unsafe fn run_op<T: ReplayTarget + ?Sized>(
             let Some(block) = blocks[slot] else {
                 return;
             };
-            let resized = usize::try_from(new.max(1)).ok().and_then(|new| {
+            let resized = Event::layout(new, block.layout.align() as u64).and_then(|new| {
                 // SAFETY: the caller's contract: `block` is live, marked with `slot`.
-                unsafe { realloc_marked(target, block, new, slot) }
+                unsafe { realloc_marked(target, block, new.size(), slot) }
             });
             match resized {
                 Some(moved) => {

@@ -97,7 +97,9 @@ fn a_trace_cut_at_every_byte_is_truncated_at_its_last_record() {
     assert_eq!(read(&bytes).unwrap().len(), 5);
     for cut in 0..bytes.len() {
         let result = read(&bytes[..cut]);
-        if cut < 8 {
+        if cut == 0 {
+            assert!(matches!(result.as_deref(), Ok([])), "cut {cut}");
+        } else if cut < 8 {
             assert!(matches!(result, Err(TraceError::BadMagic)), "cut {cut}");
         } else if cut == 8 {
             assert!(
@@ -162,6 +164,21 @@ fn bad_values_name_their_offset() {
         Err(TraceError::Version { version: 2 })
     ));
     assert!(matches!(read(b"NOTATRACE"), Err(TraceError::BadMagic)));
+}
+
+#[test]
+fn an_empty_input_and_a_bare_header_are_traces_of_no_records() {
+    // A recorder whose process ended before its header was written leaves 0 bytes.
+    let mut empty = TraceReader::new(&b""[..]).unwrap();
+    assert!(empty.next_record().unwrap().is_none());
+    assert!(empty.next_record().unwrap().is_none());
+    let header = TraceWriter::new(Vec::new()).unwrap().finish().unwrap();
+    assert_eq!(header.len(), 9);
+    assert_eq!(read(&header).unwrap(), []);
+    // Anything else that is not a whole header is still not a trace.
+    for bad in [&b"B"[..], b"BENTOTR", b"\0", b"hello"] {
+        assert!(matches!(read(bad), Err(TraceError::BadMagic)), "{bad:?}");
+    }
 }
 
 #[test]
