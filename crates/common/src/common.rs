@@ -92,6 +92,9 @@ pub(crate) struct Inner<P: PageSource> {
     large: usize,
     /// Requests of at least this size get a dedicated segment in a general region.
     dedicated: usize,
+    /// Whether a free without a layout is probed (`State::probe`): in release builds
+    /// (debug builds walk instead), over a source whose reserved memory reads.
+    probe_frees: bool,
     /// The block's own size.
     pub(crate) block_bytes: usize,
     /// What the commit cache's slot table took from the source.
@@ -415,6 +418,17 @@ impl<P: PageSource> CommonAllocator<P> {
             report_foreign(inner.misuse, ptr);
             return 0;
         };
+        if inner.probe_frees {
+            let held = region.lock();
+            if !inner.probe(&held, region, ptr) {
+                return 0;
+            }
+            if region.block != 0 {
+                return region.block;
+            }
+            // SAFETY: the caller's contract, probed; the region owns `ptr`.
+            return unsafe { held.space.usable_size(ptr) };
+        }
         if region.block != 0 {
             return region.block;
         }
@@ -653,6 +667,13 @@ impl<P: PageSource> fmt::Debug for CommonAllocator<P> {
     }
 }
 
+/// Reports `misuse` through `hook`, off the hot path.
+#[cold]
+#[inline(never)]
+fn report(hook: MisuseHook, misuse: &Misuse<'_>) {
+    hook(misuse);
+}
+
 /// Reports `ptr` as owned by no region.
 #[cold]
 fn report_foreign(hook: MisuseHook, ptr: NonNull<u8>) {
@@ -696,6 +717,7 @@ fn build<P: PageSource>(config: CommonConfig<P>) -> Result<NonNull<Inner<P>>, Co
         // SAFETY: committed above, ours alone.
         unsafe { block.write_bytes(0, bytes) };
     }
+    let probe_frees = !cfg!(debug_assertions) && source.commit_is_implicit();
     let this = block.cast::<Inner<P>>().as_ptr();
     // SAFETY: the top level lies in the block after `Inner`, aligned for pointers,
     // zeroed, and reached only through the map.
@@ -722,6 +744,7 @@ fn build<P: PageSource>(config: CommonConfig<P>) -> Result<NonNull<Inner<P>>, Co
             Routing::Contention { regions } => regions,
         });
         (&raw mut (*this).dedicated).write(large.segment_threshold);
+        (&raw mut (*this).probe_frees).write(probe_frees);
         (&raw mut (*this).block_bytes).write(bytes);
         (&raw mut (*this).table_bytes).write(table_bytes);
         (&raw mut (*this).count).write(0);
@@ -996,12 +1019,57 @@ impl<P: PageSource> Inner<P> {
             if self.fronts.enabled && unsafe { self.cached_free(class, ptr) } {
                 return;
             }
-            // SAFETY: the caller's contract; the map gives the block to `region`.
-            unsafe { region.free_small(ptr, &self.budget, self.misuse) }
+            let mut held = region.lock();
+            if self.probe_frees && !self.probe(&held, region, ptr) {
+                return;
+            }
+            if cfg!(debug_assertions) && !held.check_small(ptr, self.misuse) {
+                return;
+            }
+            // SAFETY: the caller's contract (probed, or checked in debug builds); the
+            // map gives the block to `region`.
+            unsafe { held.give(ptr, 0, region.block, &self.budget) }
         } else {
-            // SAFETY: as above.
-            unsafe { region.lock().space.free(ptr) }
+            let held = region.lock();
+            if self.probe_frees && !self.probe(&held, region, ptr) {
+                return;
+            }
+            // SAFETY: as above (the space checks in debug builds).
+            unsafe { held.space.free(ptr) }
         }
+    }
+
+    /// The release build's checks of `ptr`, freed (or sized) without a layout in
+    /// `region`, whose lock `held` is: the space's O(1) probe, reading only memory
+    /// the map gives the region; the size of the region's class; and, for a block
+    /// marked freed, whether a list holds it. Reports a misuse and returns false.
+    #[inline(always)]
+    fn probe(
+        &self,
+        held: &crate::region::Held<'_, P>,
+        region: &Region<P>,
+        ptr: NonNull<u8>,
+    ) -> bool {
+        let map = &self.layer.map;
+        let near = ptr.addr().get();
+        // SAFETY: the map gives every address `readable` admits to this region, whose
+        // reservations are memory the source reserved (`probe_frees`: reserved memory
+        // reads), and reads none outside them.
+        let probed = unsafe {
+            held.space.probe(ptr, |a| {
+                map.same_granule(a, near) || map.owner(a) == region.id
+            })
+        };
+        let misuse = match probed {
+            Ok(usable) if region.block != 0 && !crate::region::fits_class(usable, region.block) => {
+                Misuse::Interior { ptr, block: None }
+            }
+            Ok(_) if held.listed_with_mark(ptr) => Misuse::DoubleFree { ptr },
+            Ok(_) => return true,
+            Err(misuse) => misuse,
+        };
+        report(self.misuse, &misuse);
+        false
     }
 
     /// # Safety

@@ -77,6 +77,12 @@ impl RegionMap {
         (i < TOP).then(|| unsafe { self.top.add(i).as_ref() })
     }
 
+    /// Whether `a` and `b` lie in one granule (and so have one owner).
+    #[inline]
+    pub(crate) fn same_granule(&self, a: usize, b: usize) -> bool {
+        (a ^ b) >> GRANULE_SHIFT == 0
+    }
+
     /// The owner of the granule holding `addr`: a region id, or [`NOBODY`].
     #[inline]
     pub(crate) fn owner(&self, addr: usize) -> u8 {

@@ -20,8 +20,8 @@ pub(crate) const LISTS: usize = crate::thread::MEDIUM_BINS;
 /// The unit a small region takes from (and gives back to) the shared block budget.
 pub(crate) const QUANTUM: usize = 8 << 10;
 
-/// What a block on a free list holds in its second word in debug builds, so that a
-/// second free of it is caught.
+/// What a block on a region's free list holds in its second word (and one on a
+/// thread's cache, in debug builds), so that a second free of it is caught.
 pub(crate) const FREED: usize = 0x_f7ee_b10c_f7ee_b10c_u64 as usize;
 
 /// One region. Aligned to two cache lines so that threads working in different
@@ -45,8 +45,7 @@ pub(crate) struct State<P: PageSource> {
     // Invariant: lists of blocks of one size each (a small region uses list 0; the
     // large region one per medium bin of the front end), `counts[l]` blocks on list
     // `l`, each a live block of `space` (freed from the user's point of view)
-    // linked through its first word; in debug builds each holds `FREED` in its
-    // second word.
+    // linked through its first word, holding `FREED` in its second word.
     free: [Option<NonNull<u8>>; LISTS],
     counts: [u32; LISTS],
     /// Blocks on all lists.
@@ -179,6 +178,14 @@ impl<P: PageSource> Region<P> {
     }
 }
 
+/// Whether a block of `usable` bytes (its chunk's) may be one of a small region of
+/// `block`-byte blocks: a chunk holds the block and its 8-byte tag rounded to 16, or
+/// up to 16 bytes more when the space gave it a remainder too small to split off.
+#[inline]
+pub(crate) fn fits_class(usable: usize, block: usize) -> bool {
+    usable >= block && usable <= block + 32
+}
+
 /// Takes a quantum from the shared budget, if one is left.
 fn take_quantum(budget: &AtomicUsize) -> bool {
     budget
@@ -205,10 +212,8 @@ impl<P: PageSource> State<P> {
         self.counts[list] -= 1;
         self.cached -= 1;
         self.cached_bytes -= block;
-        if cfg!(debug_assertions) {
-            // SAFETY: every block holds at least 24 bytes (the space's smallest).
-            unsafe { b.cast::<usize>().add(1).write(0) };
-        }
+        // SAFETY: every block holds at least 24 bytes (the space's smallest).
+        unsafe { b.cast::<usize>().add(1).write(0) };
         if self.quota - self.cached_bytes >= 2 * QUANTUM {
             self.quota -= QUANTUM;
             budget.fetch_add(QUANTUM, Ordering::Relaxed);
@@ -244,9 +249,7 @@ impl<P: PageSource> State<P> {
         // first two words are ours.
         unsafe {
             ptr.cast::<Option<NonNull<u8>>>().write(self.free[list]);
-            if cfg!(debug_assertions) {
-                ptr.cast::<usize>().add(1).write(FREED);
-            }
+            ptr.cast::<usize>().add(1).write(FREED);
         }
         self.free[list] = Some(ptr);
         self.counts[list] += 1;
@@ -269,6 +272,15 @@ impl<P: PageSource> State<P> {
             return false;
         }
         true
+    }
+
+    /// Whether `ptr`, a live block of the space, is on a list: it holds the mark
+    /// (one read), and a walk of the lists finds it (only then).
+    #[inline]
+    pub(crate) fn listed_with_mark(&self, ptr: NonNull<u8>) -> bool {
+        // SAFETY: a live block of the space holds at least 24 bytes.
+        let marked = unsafe { ptr.cast::<usize>().add(1).read() } == FREED;
+        marked && self.listed().any(|b| b == ptr)
     }
 
     /// The blocks on the lists.

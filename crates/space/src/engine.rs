@@ -912,8 +912,10 @@ impl Core {
                 total += next_size;
             }
             // SAFETY: `prev`'s head, committed; `prev` is listed with `prev_size`
-            // bytes unless designated, and now holds `total`.
+            // bytes unless designated, and now holds `total`. `c`'s own head, now
+            // inside the merged chunk, says free: a second free of `c` is told apart.
             unsafe {
+                raw::set_head(c, head & !IN_USE);
                 raw::set_head(prev, total | PREV_IN_USE | kind);
                 if prev.as_ptr() == self.dv {
                     self.dv_size = total;
@@ -1442,6 +1444,149 @@ impl Core {
         }
     }
 
+    /// The O(1) checks of a pointer given to a free without its layout; see
+    /// [`MemorySpace::probe`](crate::MemorySpace::probe). Returns the block's usable
+    /// size, or what is wrong (a small value, so that the caller's fast path keeps
+    /// it in registers and builds the report only on the cold path).
+    ///
+    /// # Safety
+    ///
+    /// Every address `a` for which `readable(a)` holds lies in memory reserved by this
+    /// space's source that may be read (decommitted pages reading as anything).
+    #[inline(always)]
+    pub(crate) unsafe fn probe(
+        &self,
+        payload: NonNull<u8>,
+        readable: impl Fn(usize) -> bool,
+    ) -> Result<usize, Fault> {
+        let c_addr = payload.addr().get().wrapping_sub(PAYLOAD);
+        // A chunk's first 16 bytes lie in one page: one test covers `prev_foot` and
+        // the head.
+        if !c_addr.is_multiple_of(CHUNK_ALIGN) || c_addr == 0 || !readable(c_addr) {
+            return Err(Fault::Interior);
+        }
+        let c = self.adopt(payload);
+        // SAFETY: `readable(c)`: the caller's contract.
+        let head = unsafe { raw::head(c) };
+        let size = raw::size(head);
+        let next = c_addr.wrapping_add(size);
+        // The usual block: in use, of an ordinary segment, followed by a readable tag.
+        if head & (IN_USE | KIND_MASK) != IN_USE
+            || size < MIN_CHUNK
+            || next < c_addr
+            || !readable(next)
+        {
+            // SAFETY: as above.
+            return unsafe { self.probe_unusual(c, head, &readable) };
+        }
+        // SAFETY: `readable(next)`.
+        unsafe { Self::probe_neighbours(c, head, &readable) }?;
+        Ok(size - IN_USE_OVERHEAD)
+    }
+
+    /// The rest of [`probe`](Self::probe) for a tag of in-use chunk `c` whose next
+    /// chunk's tag is readable: that tag says its predecessor is in use, and a free
+    /// chunk before `c` has the size `c`'s footer says.
+    ///
+    /// # Safety
+    ///
+    /// As for `probe`; `readable(c)` and `readable(c + size)` hold.
+    #[inline(always)]
+    unsafe fn probe_neighbours(
+        c: NonNull<u8>,
+        head: usize,
+        readable: &impl Fn(usize) -> bool,
+    ) -> Result<(), Fault> {
+        let interior = Fault::Interior;
+        let c_addr = c.addr().get();
+        // SAFETY: `readable(c + size)`: the caller's contract.
+        let next_head = unsafe { raw::head(at(c, c_addr + raw::size(head))) };
+        if next_head & PREV_IN_USE == 0 {
+            return Err(interior);
+        }
+        if head & PREV_IN_USE == 0 {
+            // SAFETY: `readable(c)`.
+            let prev_size = unsafe { raw::prev_foot(c) };
+            let prev = c_addr.wrapping_sub(prev_size);
+            if prev_size < MIN_CHUNK
+                || !prev_size.is_multiple_of(CHUNK_ALIGN)
+                || prev > c_addr
+                || !readable(prev)
+            {
+                return Err(interior);
+            }
+            // SAFETY: `readable(prev)`.
+            let prev_head = unsafe { raw::head(at(c, prev)) };
+            if prev_head & IN_USE != 0 || raw::size(prev_head) != prev_size {
+                return Err(interior);
+            }
+        }
+        Ok(())
+    }
+
+    /// [`probe`](Self::probe) for a tag that is not an ordinary block's in use: a free
+    /// chunk's (a second free), a cached chunk's (a second free), a dedicated
+    /// segment's chunk (checked against its segment's header), a base segment's, or
+    /// no tag at all (a pointer inside a block).
+    ///
+    /// # Safety
+    ///
+    /// As for `probe`; `readable(c)` holds.
+    #[cold]
+    #[inline(never)]
+    unsafe fn probe_unusual(
+        &self,
+        c: NonNull<u8>,
+        head: usize,
+        readable: &impl Fn(usize) -> bool,
+    ) -> Result<usize, Fault> {
+        let interior = Fault::Interior;
+        let c_addr = c.addr().get();
+        let size = raw::size(head);
+        if size < MIN_CHUNK {
+            return Err(interior);
+        }
+        if head & IN_USE == 0 {
+            // A chunk's tag, but a free one's (or the stale tag of a chunk merged
+            // into the one before it, which free clears the same way).
+            return Err(Fault::DoubleFree);
+        }
+        let end = c_addr.checked_add(size).ok_or(interior)?;
+        if head & DEDICATED != 0 {
+            // The only chunk of a dedicated segment, whose `prev_foot` is its offset
+            // from the segment's base; or a chunk of the block cache, whose
+            // `prev_foot` is anything (a second free).
+            // SAFETY: `readable(c)`.
+            let offset = unsafe { raw::prev_foot(c) };
+            let base = c_addr.wrapping_sub(offset);
+            let dedicated = base < c_addr
+                && base & self.page_mask == 0
+                && readable(base)
+                // SAFETY: `readable(base)`: the header is read as plain words.
+                && unsafe {
+                    let seg = at(c, base).cast::<Segment>().as_ptr();
+                    (*seg).kind == Kind::Dedicated as usize
+                        && (*seg).first == offset
+                        && end <= base + (*seg).size - FENCE
+                };
+            return if dedicated {
+                Ok(size - IN_USE_OVERHEAD)
+            } else {
+                Err(Fault::DoubleFree)
+            };
+        }
+        let (base, len) = self.base_range;
+        if head & BASE != 0 && (c_addr < base + HEADER || end > base + len - FENCE) {
+            return Err(interior);
+        }
+        if !readable(end) {
+            return Err(interior);
+        }
+        // SAFETY: `readable(c)` and `readable(end)`.
+        unsafe { Self::probe_neighbours(c, head, readable) }?;
+        Ok(size - IN_USE_OVERHEAD)
+    }
+
     /// Reports `misuse` through the hook.
     #[cold]
     pub(crate) fn report(&self, misuse: &Misuse<'_>) {
@@ -1475,6 +1620,20 @@ impl Core {
             ..SpaceStats::default()
         }
     }
+}
+
+/// What [`Core::probe`] found wrong with a pointer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Fault {
+    /// The tag says free or cached: a second free.
+    DoubleFree,
+    /// No block in use starts there.
+    Interior,
+}
+
+/// `c` moved to address `addr` (with `c`'s provenance); `c` itself for 0.
+fn at(c: NonNull<u8>, addr: usize) -> NonNull<u8> {
+    c.with_addr(core::num::NonZeroUsize::new(addr).unwrap_or(c.addr()))
 }
 
 /// The offset of a dedicated chunk from its segment's base such that its payload `p`

@@ -13,7 +13,7 @@ use crate::chunk::{
     CHUNK_ALIGN, FENCE, HEADER, Kind, MAX_SEGMENT, MIN_CHUNK, Segment, chunk_size_for, raw,
 };
 use crate::config::{SpaceConfig, SpaceError};
-use crate::engine::{Core, Freed, PageOps, dedicated_chunk_offset};
+use crate::engine::{Core, Fault, Freed, PageOps, dedicated_chunk_offset};
 use crate::{AllocError, Misuse, MisuseHook, SpaceStats, panic_on_misuse};
 
 /// A dsmalloc-style general allocator over a [`PageSource`].
@@ -615,6 +615,71 @@ impl<P: PageSource> MemorySpace<P> {
         }
         // SAFETY: the caller's contract.
         unsafe { Core::usable(inner.core.adopt(ptr)) }
+    }
+
+    /// Checks, in O(1) and in every build, that `ptr` may be a block in use of this
+    /// space, as a free without a layout (C's `free`) needs: it is 16-aligned; the
+    /// tag in front of it says in use, and not in the block cache; the next chunk's
+    /// tag says its predecessor is in use; a free chunk before it has the size its
+    /// footer says; a dedicated segment's header names the chunk back, and a base
+    /// segment's chunk lies inside it. Returns the block's usable size.
+    ///
+    /// It catches a second free of a block the space has taken back (its tag says
+    /// free or cached, or its segment is gone) and nearly every pointer inside a
+    /// block, without walking anything; it is no proof: a pointer into a block whose
+    /// bytes happen to spell a valid tag, or a block freed twice after its memory was
+    /// handed out again, can pass. [`validate`](Self::validate) is the proof, and in
+    /// debug builds [`free`](Self::free) walks the segment instead.
+    ///
+    /// # Errors
+    ///
+    /// The [`Misuse`] found: [`Misuse::DoubleFree`] when the tag says free or
+    /// cached, [`Misuse::Interior`] otherwise.
+    ///
+    /// # Safety
+    ///
+    /// Every address `a` for which `readable(a)` holds lies in memory reserved from
+    /// this space's source that may be read (as for a source whose
+    /// [`commit_is_implicit`](PageSource::commit_is_implicit)), and `readable` holds
+    /// for no address outside this space's live segments. The words read are
+    /// `ptr - 16` and the next chunk's tag, and where the tag asks for them, the
+    /// chunk before it and a dedicated segment's header, each asked of `readable`
+    /// first.
+    ///
+    /// ```
+    /// use core::alloc::Layout;
+    /// use bento_pages::HeapPages;
+    /// use bento_space::{Misuse, MemorySpace, SpaceConfig};
+    ///
+    /// let mut space = MemorySpace::new(HeapPages::new(), SpaceConfig::DEFAULT.with_page_size(4096)).unwrap();
+    /// let p = space.alloc(Layout::new::<[u8; 100]>()).unwrap();
+    /// let q = space.alloc(Layout::new::<[u8; 100]>()).unwrap();
+    /// // Heap-backed pages are all readable: an address is the space's when it lies in
+    /// // one of its segments.
+    /// let segments: Vec<(usize, usize)> = space
+    ///     .chunks()
+    ///     .map(|c| (c.segment.addr().get(), c.segment_size))
+    ///     .collect();
+    /// let mine = |a: usize| segments.iter().any(|&(base, len)| (base..base + len).contains(&a));
+    /// // SAFETY: `mine` holds for the space's own segments only, all readable.
+    /// unsafe {
+    ///     assert_eq!(space.probe(p, &mine).ok(), Some(104));
+    ///     assert!(matches!(space.probe(p.add(16), &mine), Err(Misuse::Interior { .. })));
+    ///     space.free(p);
+    ///     space.free(q);
+    /// }
+    /// ```
+    #[inline(always)]
+    pub unsafe fn probe(
+        &self,
+        ptr: NonNull<u8>,
+        readable: impl Fn(usize) -> bool,
+    ) -> Result<usize, Misuse<'static>> {
+        // SAFETY: the caller's contract.
+        unsafe { self.enter().core.probe(ptr, readable) }.map_err(|fault| match fault {
+            Fault::DoubleFree => Misuse::DoubleFree { ptr },
+            Fault::Interior => Misuse::Interior { ptr, block: None },
+        })
     }
 
     /// The space's figures, from its counters (O(1)).

@@ -174,3 +174,56 @@ fn the_default_hook_writes_to_stderr_and_aborts() {
     assert!(stderr.contains("bento-common: "), "{stderr}");
     assert!(!stderr.contains("unreachable"), "{stderr}");
 }
+
+/// Release builds: a free without a layout (C's `free`) and `usable_size` probe the
+/// pointer in O(1), so a double free and a pointer inside a block of any size are
+/// reported and change nothing, as the debug build's walk does.
+#[test]
+#[cfg(not(debug_assertions))]
+fn a_free_without_a_layout_is_probed_in_release_builds() {
+    let _ = seen();
+    let common = on_heap(Routing::BySize);
+    let sizes = [8, 24, 64, 200, 256, 300, 3000, 20_000, crate::LARGE_SEGMENT];
+    for size in sizes {
+        let layout = Layout::from_size_align(size, 8).unwrap();
+        let a = common.alloc(layout).unwrap();
+        let keep = common.alloc(layout).unwrap();
+        // SAFETY: each misuse is the point: the probe reports it before any memory
+        // is touched; `a` and `keep` are live blocks of this allocator.
+        unsafe {
+            a.write_bytes(0x41, size);
+            if size >= 32 {
+                common.free(a.add(16));
+                assert!(
+                    matches!(seen()[..], [Misuse::Interior { .. }]),
+                    "{size}: an interior pointer"
+                );
+                assert_eq!(common.usable_size(a.add(16)), 0);
+                assert_eq!(
+                    seen().len(),
+                    1,
+                    "{size}: usable_size of an interior pointer"
+                );
+            }
+            common.free(a);
+            assert!(seen().is_empty(), "{size}: a good free");
+            common.free(a);
+            let twice = seen();
+            assert!(
+                matches!(
+                    twice[..],
+                    [
+                        Misuse::DoubleFree { .. }
+                            | Misuse::Interior { .. }
+                            | Misuse::Foreign { .. }
+                    ]
+                ),
+                "{size}: a double free: {twice:?}"
+            );
+            common.free(keep);
+        }
+        common.validate().unwrap();
+        assert_eq!(common.stats().live_blocks, 0);
+    }
+    assert!(seen().is_empty());
+}

@@ -139,3 +139,131 @@ fn a_traced_program_replays_to_the_same_number_of_allocations() {
     assert!(reader.count() > 10);
     assert!(!pattern.exists());
 }
+
+/// Runs `cmd` to its end, or kills it after `limit` and fails: a deadlock ends the
+/// test instead of hanging it.
+fn run_within(cmd: &mut std::process::Command, limit: std::time::Duration) -> std::process::Output {
+    let mut child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the program runs");
+    let start = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let o = child.wait_with_output().unwrap();
+            panic!(
+                "{cmd:?} did not end within {limit:?} (a deadlock?)\nstderr:\n{}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn threads_cancelled_while_a_trace_is_written_leave_no_lock_held() {
+    let dir = scratch("cancel");
+    let program = compile("cancel", &dir);
+    let trace = dir.join("cancel.trace");
+    let o = run_within(
+        preloaded(&program).arg("5").env("BENTO_TRACE", &trace),
+        std::time::Duration::from_secs(60),
+    );
+    assert!(
+        o.status.success(),
+        "{:?}\n{}",
+        o.status,
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "cancel: ok\n");
+    let reader = TraceReader::new(std::fs::File::open(&trace).unwrap()).unwrap();
+    assert!(reader.count() > 1000);
+}
+
+#[test]
+fn a_process_that_ends_with_exit_leaves_a_trace_with_its_header() {
+    let dir = scratch("quick-exit");
+    let program = compile("quick_exit", &dir);
+    let trace = dir.join("quick.trace");
+    run_ok(preloaded(&program).env("BENTO_TRACE", &trace));
+    let bytes = std::fs::read(&trace).unwrap();
+    assert!(bytes.len() >= 9, "{} bytes", bytes.len());
+    // A trace: its header read, whatever records made it out.
+    let reader = TraceReader::new(&bytes[..]).unwrap();
+    assert!(reader.into_iter().all(|r| r.is_ok()));
+}
+
+#[test]
+fn a_trace_that_cannot_be_written_is_said_once_on_stderr() {
+    let dir = scratch("trace-unwritable");
+    let trace = dir.join("no-such-dir").join("x.trace");
+    let o = run_ok(preloaded("/bin/true").env("BENTO_TRACE", &trace));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with("bento-malloc: BENTO_TRACE: cannot write the trace ")
+            && err.contains("no-such-dir/x.trace")
+            && err.contains("No such file or directory"),
+        "{err}"
+    );
+}
+
+/// Runs `misuse CASE SIZE` and checks that it aborted with one line naming the
+/// pointer.
+fn misuse_aborts(program: &std::path::Path, case: &str, size: usize) {
+    let o = run_within(
+        preloaded(program).args([case, &size.to_string()]),
+        std::time::Duration::from_secs(30),
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(
+        o.status.signal(),
+        Some(libc::SIGABRT),
+        "`misuse {case} {size}` ended with {:?}\nstdout: {}\nstderr: {err}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout)
+    );
+    assert!(
+        err.starts_with("bento-common: ") && err.contains("0x") && err.lines().count() == 1,
+        "`misuse {case} {size}`: {err}"
+    );
+}
+
+#[test]
+fn misuse_of_free_is_caught_in_every_size() {
+    let dir = scratch("misuse");
+    let program = compile("misuse", &dir);
+    // The small classes, the medium sizes, the large region and a dedicated segment.
+    for size in [16, 24, 64, 200, 256, 300, 1000, 5000, 100_000, 3 << 20] {
+        for case in ["interior", "interior-zeroed", "double", "double-later"] {
+            misuse_aborts(&program, case, size);
+        }
+    }
+    for case in ["realloc-freed", "usable-interior"] {
+        misuse_aborts(&program, case, 64);
+        misuse_aborts(&program, case, 1000);
+    }
+}
+
+#[test]
+fn malloc_trim_gives_the_address_space_back() {
+    let dir = scratch("trim");
+    let program = compile("trim", &dir);
+    let o = run_ok(&mut preloaded(&program));
+    let out = String::from_utf8_lossy(&o.stdout);
+    let kib: Vec<u64> = out.split_whitespace().map(|s| s.parse().unwrap()).collect();
+    let [start, freed, trimmed] = kib[..] else {
+        panic!("{out}")
+    };
+    // Freed, the allocator keeps spare segments and pages (address space, not
+    // resident memory); trimmed, it is back where it started.
+    assert!(freed > start, "{out}");
+    assert!(
+        trimmed <= start + 1024,
+        "{out}: {} KiB kept after the trim",
+        trimmed - start
+    );
+}

@@ -106,6 +106,7 @@ fn the_library_exports_every_entry_point() {
         "valloc",
         "pvalloc",
         "malloc_usable_size",
+        "malloc_trim",
         "cfree",
         "__libc_malloc",
         "__libc_free",
