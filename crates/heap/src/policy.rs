@@ -148,8 +148,8 @@ pub struct FillPattern {
     /// keeps the block's alignment drops (before the inner allocator shrinks the
     /// block, while they are still the block's; a shrink to a stricter alignment,
     /// which may move the block and fail, fills nothing). Should the inner allocator
-    /// then refuse such a shrink, the block keeps its size with those bytes filled:
-    /// no allocator of bento refuses one.
+    /// refuse such a shrink all the same (one that moves the block to another size
+    /// class and finds no memory), the block keeps its size with those bytes filled.
     pub on_free: Option<u8>,
 }
 
