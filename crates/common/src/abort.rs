@@ -88,7 +88,12 @@ unsafe fn raw_write(bytes: &[u8]) -> isize {
     // SAFETY: the caller's contract; `syscall` passes the arguments of `write` as
     // they are. The result is a byte count or -1, which fits an `isize`.
     unsafe {
-        libc::syscall(libc::SYS_write, 2, bytes.as_ptr(), bytes.len()) as isize
+        libc::syscall(
+            libc::SYS_write,
+            libc::c_long::from(2),
+            bytes.as_ptr(),
+            bytes.len(),
+        ) as isize
     }
     #[cfg(not(target_os = "linux"))]
     // SAFETY: the caller's contract.

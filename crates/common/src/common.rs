@@ -334,6 +334,12 @@ impl<P: PageSource> CommonAllocator<P> {
     /// Frees a block without its size: the region map says its region (the C
     /// `free`). A pointer no region owns is reported to the misuse hook.
     ///
+    /// Release builds over a source whose reserved memory reads (the OS's, the
+    /// heap-backed one) also probe the pointer in O(1) under its region's lock (see
+    /// `MemorySpace::probe`): a block freed twice or a pointer inside a block is
+    /// reported and nothing is freed. Not probed: a small block that the per-thread
+    /// front end takes (it is lock-free). Debug builds walk the segment instead.
+    ///
     /// # Safety
     ///
     /// `ptr` is a live block of this allocator, not used afterwards.
@@ -420,7 +426,9 @@ impl<P: PageSource> CommonAllocator<P> {
         };
         if inner.probe_frees {
             let held = region.lock();
-            if !inner.probe(&held, region, ptr) {
+            if let Err(misuse) = inner.probe(&held, region, ptr) {
+                drop(held);
+                report(inner.misuse, &misuse);
                 return 0;
             }
             if region.block != 0 {
@@ -1020,8 +1028,11 @@ impl<P: PageSource> Inner<P> {
                 return;
             }
             let mut held = region.lock();
-            if self.probe_frees && !self.probe(&held, region, ptr) {
-                return;
+            if self.probe_frees
+                && let Err(misuse) = self.probe(&held, region, ptr)
+            {
+                drop(held);
+                return report(self.misuse, &misuse);
             }
             if cfg!(debug_assertions) && !held.check_small(ptr, self.misuse) {
                 return;
@@ -1031,8 +1042,11 @@ impl<P: PageSource> Inner<P> {
             unsafe { held.give(ptr, 0, region.block, &self.budget) }
         } else {
             let held = region.lock();
-            if self.probe_frees && !self.probe(&held, region, ptr) {
-                return;
+            if self.probe_frees
+                && let Err(misuse) = self.probe(&held, region, ptr)
+            {
+                drop(held);
+                return report(self.misuse, &misuse);
             }
             // SAFETY: as above (the space checks in debug builds).
             unsafe { held.space.free(ptr) }
@@ -1040,36 +1054,43 @@ impl<P: PageSource> Inner<P> {
     }
 
     /// The release build's checks of `ptr`, freed (or sized) without a layout in
-    /// `region`, whose lock `held` is: the space's O(1) probe, reading only memory
-    /// the map gives the region; the size of the region's class; and, for a block
-    /// marked freed, whether a list holds it. Reports a misuse and returns false.
+    /// `region`, whose lock `held` is: the map still gives `ptr` to the region (a
+    /// free racing this one may have released its segment meanwhile); the space's
+    /// O(1) probe, reading only memory the map gives the region; the size of the
+    /// region's class; and, for a block marked freed, whether a list holds it. The
+    /// caller reports the misuse found once it has let go of the lock (a hook may
+    /// allocate).
     #[inline(always)]
     fn probe(
         &self,
         held: &crate::region::Held<'_, P>,
         region: &Region<P>,
         ptr: NonNull<u8>,
-    ) -> bool {
+    ) -> Result<(), Misuse<'static>> {
         let map = &self.layer.map;
         let near = ptr.addr().get();
-        // SAFETY: the map gives every address `readable` admits to this region, whose
-        // reservations are memory the source reserved (`probe_frees`: reserved memory
-        // reads), and reads none outside them.
+        // Under the lock no segment of the region comes or goes: an owner read now
+        // holds until the probe ends.
+        if map.owner(near) != region.id {
+            return Err(Misuse::Foreign { ptr });
+        }
+        // SAFETY: the map gives every address `readable` admits to this region (the
+        // granule of `ptr` was checked just above), whose reservations are memory the
+        // source reserved (`probe_frees`: reserved memory reads), and reads none
+        // outside them.
         let probed = unsafe {
             held.space.probe(ptr, |a| {
                 map.same_granule(a, near) || map.owner(a) == region.id
             })
         };
-        let misuse = match probed {
+        match probed {
             Ok(usable) if region.block != 0 && !crate::region::fits_class(usable, region.block) => {
-                Misuse::Interior { ptr, block: None }
+                Err(Misuse::Interior { ptr, block: None })
             }
-            Ok(_) if held.listed_with_mark(ptr) => Misuse::DoubleFree { ptr },
-            Ok(_) => return true,
-            Err(misuse) => misuse,
-        };
-        report(self.misuse, &misuse);
-        false
+            Ok(_) if held.listed_with_mark(ptr) => Err(Misuse::DoubleFree { ptr }),
+            Ok(_) => Ok(()),
+            Err(misuse) => Err(misuse),
+        }
     }
 
     /// # Safety

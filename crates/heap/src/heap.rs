@@ -201,7 +201,9 @@ impl<G: Guards, T: Tracking> HeapBuilder<G, T> {
     /// most a *slack* old — a 256th of the budget, at most 64 KiB, allocated by that
     /// thread since it last read the others — so together they may pass the budget
     /// by at most the slack per thread, and `peak_bytes` may miss a maximum by as
-    /// much (it is never below a `live_bytes` that `stats` returned).
+    /// much. It is never below a `live_bytes` that `stats` returned — which, read
+    /// while threads allocate and free, may count a block freed on one thread and one
+    /// allocated on another at once, a little above any instant's total.
     pub fn budget(mut self, bytes: usize) -> Self {
         self.budget = Some(bytes);
         self

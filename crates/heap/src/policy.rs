@@ -144,7 +144,8 @@ pub(crate) unsafe fn broken_guard<G: Guards>(
 pub struct FillPattern {
     /// Written over every fresh block (and the new bytes of a grown one).
     pub on_alloc: Option<u8>,
-    /// Written over every block as it is freed, and over the bytes a shrink that
+    /// Written over every block as it is freed (not over the old place of a block a
+    /// resize moves: the inner allocator frees it), and over the bytes a shrink that
     /// keeps the block's alignment drops (before the inner allocator shrinks the
     /// block, while they are still the block's; a shrink to a stricter alignment,
     /// which may move the block and fail, fills nothing). Should the inner allocator

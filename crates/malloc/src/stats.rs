@@ -65,7 +65,14 @@ pub(crate) fn write_all(fd: i32, mut bytes: &[u8]) {
     while !bytes.is_empty() {
         // SAFETY: `bytes` is a live slice of `bytes.len()` bytes; `syscall` passes the
         // three arguments of `write` to the kernel as they are.
-        let n = unsafe { libc::syscall(libc::SYS_write, fd, bytes.as_ptr(), bytes.len()) };
+        let n = unsafe {
+            libc::syscall(
+                libc::SYS_write,
+                libc::c_long::from(fd),
+                bytes.as_ptr(),
+                bytes.len(),
+            )
+        };
         match usize::try_from(n) {
             Ok(n) if n > 0 => bytes = &bytes[n..],
             _ => {

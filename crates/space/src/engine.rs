@@ -783,7 +783,10 @@ impl Core {
                         from = hi - base;
                     }
                 } else {
-                    if at != c && !all_cached_here {
+                    if at == c {
+                        // Its head says free from now (see `free_chunk`).
+                        raw::set_head(at, head & !IN_USE);
+                    } else if !all_cached_here {
                         let k = cache::class_of(size).expect("a cached chunk has a class");
                         self.cache.unlink(k, at);
                     }
@@ -1011,6 +1014,9 @@ impl Core {
                 self.unlist(start, prev_size);
                 total += prev_size;
                 from = c.addr().get() & !self.page_mask;
+                // `c`'s own head, now inside the merged chunk, says free (see
+                // `free_chunk`): a second free of it is told apart.
+                raw::set_head(c, head & !IN_USE);
             }
             let next = c.add(size);
             let next_head = raw::head(next);
@@ -1559,15 +1565,20 @@ impl Core {
             // SAFETY: `readable(c)`.
             let offset = unsafe { raw::prev_foot(c) };
             let base = c_addr.wrapping_sub(offset);
+            // A dedicated segment's base is aligned to the source's page at least.
             let dedicated = base < c_addr
-                && base & self.page_mask == 0
+                && base & (self.source_page - 1) == 0
                 && readable(base)
                 // SAFETY: `readable(base)`: the header is read as plain words.
                 && unsafe {
                     let seg = at(c, base).cast::<Segment>().as_ptr();
                     (*seg).kind == Kind::Dedicated as usize
                         && (*seg).first == offset
-                        && end <= base + (*seg).size - FENCE
+                        && (*seg)
+                            .size
+                            .checked_sub(FENCE)
+                            .and_then(|len| base.checked_add(len))
+                            .is_some_and(|fence| end <= fence)
                 };
             return if dedicated {
                 Ok(size - IN_USE_OVERHEAD)

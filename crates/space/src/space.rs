@@ -1075,6 +1075,9 @@ impl<'a, P: PageSource> Entered<'a, P> {
     }
 }
 
+/// What a released segment's header says of its kind: none.
+const RETIRED: usize = usize::MAX;
+
 /// Gives an unlinked, empty (or torn down) segment back to the source: decommits its
 /// committed runs (and the `pending` addresses, see `Freed::Release`), or only its
 /// first `head_run` bytes when the emptying walk gave back the rest (see
@@ -1104,6 +1107,12 @@ unsafe fn release_segment<P: PageSource>(
         let s = seg.as_ptr();
         ((*s).size, (*s).committed, (*s).kind)
     };
+    // Before its first page is decommitted (after which it may read as anything the
+    // source leaves), the header stops naming a kind: a stale pointer into a segment
+    // parked in a commit cache never passes for a dedicated block's
+    // (`MemorySpace::probe`).
+    // SAFETY: the header is readable and writable until its run is decommitted.
+    let retire = || unsafe { (*seg.as_ptr()).kind = RETIRED };
     let through_cache = kind == Kind::Normal as usize;
     let decommit = |ptr: NonNull<u8>, len: usize| {
         // SAFETY: the callers below pass committed, unused runs of the segment, a
@@ -1132,10 +1141,17 @@ unsafe fn release_segment<P: PageSource>(
     // back everything else already.
     unsafe {
         if head_run != 0 {
+            retire();
             decommit(base, head_run);
             decommitted += head_run;
         } else {
+            // The walk reads the header before it hands out the first run.
+            let mut first = true;
             core.committed_runs(seg, |lo, hi| {
+                if first {
+                    retire();
+                    first = false;
+                }
                 decommit(base.add(lo), hi - lo);
                 decommitted += hi - lo;
             });

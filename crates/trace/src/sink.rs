@@ -11,7 +11,8 @@ use crate::format::Event;
 use crate::writer::TraceWriter;
 
 /// Records the events of the heaps it is given to ([`HeapBuilder::sink`]) as a trace
-/// on `W`: each live block gets an id (from 1, in allocation order), each tag name a
+/// on `W`: each live block (known by its heap's name and its address) gets an id
+/// (from 1, in allocation order), each tag name a
 /// number (from 1, in order of first use; 0 is no tag, see [`tags`](Self::tags)).
 /// Sequence numbers follow the order the sink receives events in. The first write
 /// error is kept and returned by [`finish`](Self::finish); events after it are dropped.
@@ -47,12 +48,13 @@ pub struct TraceSink<W: Write> {
 #[derive(Debug)]
 struct State<W: Write> {
     writer: TraceWriter<W>,
-    // Invariant: every live block the sink has seen allocated, by address, with its id,
-    // but for those being resized.
-    live: HashMap<usize, u64>,
+    // Invariant: every live block the sink has seen allocated, by heap and address
+    // (a heap over another that shares the sink may report the same address), with
+    // its id, but for those being resized.
+    live: HashMap<(&'static str, usize), u64>,
     // Invariant: the blocks being resized (between `resize_begin` and their `Realloc`
-    // or `resize_failed`): the thread resizing, the old address and the id.
-    moving: Vec<(ThreadId, usize, u64)>,
+    // or `resize_failed`): the thread resizing, the heap, the old address and the id.
+    moving: Vec<(ThreadId, &'static str, usize, u64)>,
     next_id: u64,
     tags: Vec<&'static str>,
     error: Option<io::Error>,
@@ -146,7 +148,7 @@ impl<W: Write + Send> EventSink for TraceSink<W> {
             EventKind::Alloc => {
                 let id = state.next_id;
                 state.next_id += 1;
-                state.live.insert(event.addr, id);
+                state.live.insert((event.heap, event.addr), id);
                 Event::Alloc {
                     id,
                     size: event.size as u64,
@@ -154,16 +156,16 @@ impl<W: Write + Send> EventSink for TraceSink<W> {
                     tag: u32::try_from(tag).unwrap_or(u32::MAX),
                 }
             }
-            EventKind::Free => match state.live.remove(&event.addr) {
+            EventKind::Free => match state.live.remove(&(event.heap, event.addr)) {
                 Some(id) => Event::Free { id },
                 None => return,
             },
             EventKind::Realloc { old_addr, .. } => match state
-                .take_moving(old_addr)
-                .or_else(|| state.live.remove(&old_addr))
+                .take_moving(event.heap, old_addr)
+                .or_else(|| state.live.remove(&(event.heap, old_addr)))
             {
                 Some(id) => {
-                    state.live.insert(event.addr, id);
+                    state.live.insert((event.heap, event.addr), id);
                     Event::Realloc {
                         id,
                         new_size: event.size as u64,
@@ -178,29 +180,32 @@ impl<W: Write + Send> EventSink for TraceSink<W> {
         }
     }
 
-    fn resize_begin(&self, _heap: &'static str, addr: usize) {
+    fn resize_begin(&self, heap: &'static str, addr: usize) {
         let mut state = self.lock();
-        if let Some(id) = state.live.remove(&addr) {
-            state.moving.push((std::thread::current().id(), addr, id));
+        if let Some(id) = state.live.remove(&(heap, addr)) {
+            state
+                .moving
+                .push((std::thread::current().id(), heap, addr, id));
         }
     }
 
-    fn resize_failed(&self, _heap: &'static str, addr: usize) {
+    fn resize_failed(&self, heap: &'static str, addr: usize) {
         let mut state = self.lock();
-        if let Some(id) = state.take_moving(addr) {
-            state.live.insert(addr, id);
+        if let Some(id) = state.take_moving(heap, addr) {
+            state.live.insert((heap, addr), id);
         }
     }
 }
 
 impl<W: Write> State<W> {
-    /// The id of the block this thread is resizing from `addr`, no longer moving.
-    fn take_moving(&mut self, addr: usize) -> Option<u64> {
+    /// The id of the block this thread is resizing in `heap` from `addr`, no longer
+    /// moving.
+    fn take_moving(&mut self, heap: &'static str, addr: usize) -> Option<u64> {
         let me = std::thread::current().id();
         let i = self
             .moving
             .iter()
-            .rposition(|&(t, a, _)| t == me && a == addr)?;
-        Some(self.moving.swap_remove(i).2)
+            .rposition(|&(t, h, a, _)| t == me && h == heap && a == addr)?;
+        Some(self.moving.swap_remove(i).3)
     }
 }

@@ -236,8 +236,21 @@ fn misuse_aborts(program: &std::path::Path, case: &str, size: usize) {
 fn misuse_of_free_is_caught_in_every_size() {
     let dir = scratch("misuse");
     let program = compile("misuse", &dir);
-    // The small classes, the medium sizes, the large region and a dedicated segment.
-    for size in [16, 24, 64, 200, 256, 300, 1000, 5000, 100_000, 3 << 20] {
+    // The small classes, the medium sizes, the large region (3 MiB too) and a
+    // dedicated segment (from 16 MiB).
+    for size in [
+        16,
+        24,
+        64,
+        200,
+        256,
+        300,
+        1000,
+        5000,
+        100_000,
+        3 << 20,
+        20 << 20,
+    ] {
         for case in ["interior", "interior-zeroed", "double", "double-later"] {
             misuse_aborts(&program, case, size);
         }
@@ -246,6 +259,9 @@ fn misuse_of_free_is_caught_in_every_size() {
         misuse_aborts(&program, case, 64);
         misuse_aborts(&program, case, 1000);
     }
+    // No misuse: blocks of every alignment pass the checks.
+    let o = run_ok(preloaded(&program).arg("aligned"));
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "aligned: ok\n");
 }
 
 #[test]

@@ -5,6 +5,7 @@ mod cache;
 mod interop;
 mod model;
 mod pages;
+mod probe;
 mod resized;
 mod segments;
 mod session;
