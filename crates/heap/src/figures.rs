@@ -16,11 +16,13 @@
 //! the budget by more than a little, a lane also takes the slow path, which reads the
 //! other lanes afresh, once it has allocated more than the account's *slack* since it
 //! last did ([`slack`]: a 256th of the budget, at most 64 KiB), and every [`REFRESH`]
-//! allocations. Every allocation that the fast path grants comes after the latest
-//! refresh of some lane, which saw a total within the budget, and each lane has
-//! allocated at most the slack since: so live bytes pass the budget by at most the
-//! slack per thread allocating at once, and the peak misses a maximum by at most as
-//! much. One thread alone is exact: its view of idle lanes is never stale.
+//! allocations. A refresh begins with a sequentially consistent fence, so of two
+//! refreshes the later sees what the other's lane stored before the earlier. Every
+//! allocation that the fast path grants comes after the latest refresh of some lane,
+//! which saw a total within the budget, and each lane has allocated at most the slack
+//! since its own: so live bytes pass the budget by at most the slack per thread
+//! allocating at once, and the peak misses a maximum by at most as much. One thread
+//! alone is exact: its view of idle lanes is never stale.
 
 use alloc::sync::Arc;
 use alloc::vec::Vec;
@@ -29,7 +31,7 @@ use core::fmt;
 use crate::slot::{self, LANES, SHARED};
 use crate::sync::Lock;
 
-use crate::sync::{AtomicBool, AtomicUsize, Ordering};
+use crate::sync::{AtomicBool, AtomicUsize, Ordering, fence};
 use crate::track::Leak;
 
 /// A heap's figures, from [`Heap::stats`](crate::Heap::stats). A heap with children
@@ -287,6 +289,12 @@ impl Account {
     #[cold]
     #[inline(never)]
     fn passed(&self, lane: &Lane, i: usize, live: usize) -> bool {
+        // Orders this lane's stores before the reads below, against every other
+        // lane's last refresh (which has the same fence): of two refreshes, the later
+        // sees what the other lane had stored before the earlier one. So a lane's
+        // stores that a refresh misses are those since its own last refresh: at most
+        // the slack (the bound the module's docs give).
+        fence(Ordering::SeqCst);
         let seen = self
             .lanes
             .iter()

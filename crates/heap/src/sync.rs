@@ -2,10 +2,10 @@
 //! so that `cargo xtask loom` model-checks the same code.
 
 #[cfg(bento_loom)]
-pub(crate) use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+pub(crate) use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering, fence};
 
 #[cfg(not(bento_loom))]
-pub(crate) use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+pub(crate) use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering, fence};
 
 /// The current tag of a heap without `std` (no thread-locals there).
 #[cfg(not(feature = "std"))]
