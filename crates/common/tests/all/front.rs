@@ -178,8 +178,9 @@ fn contention_routing_has_no_front_end() {
 #[test]
 fn figures_read_while_threads_churn_stay_within_what_was_live() {
     const HELD_BY_MAIN: usize = 100;
-    const WORKERS: usize = 8;
     const EACH: usize = 20;
+    // Fewer under Miri, where each read of the figures walks every region slowly.
+    const WORKERS: usize = cases(8, 2);
     let pages = Metered::new(heap());
     let common = with_front(&pages);
     let layout = Layout::from_size_align(32, 8).unwrap();
@@ -195,7 +196,7 @@ fn figures_read_while_threads_churn_stay_within_what_was_live() {
             .live_blocks
     };
     let stop = std::sync::atomic::AtomicBool::new(false);
-    let rounds = cases(3000, 20);
+    let rounds = cases(3000, 8);
     std::thread::scope(|s| {
         let (common, stop) = (&common, &stop);
         let workers: Vec<_> = (0..WORKERS)
