@@ -22,7 +22,10 @@
 //! which saw a total within the budget, and each lane has allocated at most the slack
 //! since its own: so live bytes pass the budget by at most the slack per thread
 //! allocating at once, and the peak misses a maximum by at most as much. One thread
-//! alone is exact: its view of idle lanes is never stale.
+//! alone is exact: its view of idle lanes is never stale. The shared lane (threads
+//! past the 15 slots) counts its threads' bytes since a refresh together, and any of
+//! them starts it afresh: together they may pass their slack by what they allocate
+//! between two refreshes.
 
 use alloc::sync::Arc;
 use alloc::vec::Vec;
