@@ -71,6 +71,7 @@ fn measure<T: ReplayTarget + Report>(
 ) -> Result<Run, String> {
     let reader = open(trace)?;
     let base = rss();
+    let faults_before = crate::run::minor_faults();
     let mut samples = Vec::new();
     let mut phases = Vec::new();
     let mut peak_rss = 0;
@@ -105,6 +106,9 @@ fn measure<T: ReplayTarget + Report>(
     })
     .map_err(|e| format!("{}: {e}", trace.display()))?;
     peak_rss = peak_rss.max(rss().saturating_sub(base));
+    let faults = crate::run::minor_faults()
+        .zip(faults_before)
+        .map(|(after, before)| after.saturating_sub(before));
     let footprint = target.footprint();
     Ok(Run {
         allocator: allocator.to_owned(),
@@ -117,6 +121,7 @@ fn measure<T: ReplayTarget + Report>(
         peak_committed: footprint.map(|f| f.peak_committed as u64),
         peak_rss,
         os_calls: footprint.map(|f| f.os_calls),
+        faults,
         samples,
         phases,
         heaps,

@@ -36,6 +36,9 @@ pub(crate) struct Run {
     pub(crate) peak_rss: u64,
     /// Calls to the OS, where the allocator counts them.
     pub(crate) os_calls: Option<u64>,
+    /// Minor page faults of the process over the replay (where `/proc` tells).
+    #[serde(default)]
+    pub(crate) faults: Option<u64>,
     pub(crate) samples: Vec<Sample>,
     /// Phases, as (sequence number, name).
     pub(crate) phases: Vec<(u64, String)>,
@@ -73,6 +76,7 @@ impl Run {
             "peak_rss_growth": self.peak_rss,
             "fragmentation": self.fragmentation(),
             "os_calls": self.os_calls,
+            "page_faults": self.faults,
         })
     }
 }
@@ -151,6 +155,7 @@ pub(crate) fn runs_table(runs: &[Run]) -> String {
         "peak RSS growth",
         "committed ÷ live",
         "OS calls",
+        "page faults",
     ];
     let rows: Vec<Vec<String>> = runs
         .iter()
@@ -171,6 +176,7 @@ pub(crate) fn runs_table(runs: &[Run]) -> String {
                 bytes(r.peak_rss),
                 format!("{:.3}", r.fragmentation()),
                 r.os_calls.map_or("-".to_owned(), |c| c.to_string()),
+                r.faults.map_or("-".to_owned(), |f| f.to_string()),
             ]
         })
         .collect();
@@ -181,7 +187,9 @@ pub(crate) fn runs_table(runs: &[Run]) -> String {
          byte of each page; \
          peak committed: the allocator's own figure (for `bento`, the sum of its parts' \
          peaks), or the growth of the process's resident set where it keeps none; \
-         OS calls: reserve, commit, decommit and release.",
+         OS calls: reserve, commit, decommit and release; page faults: the minor faults \
+         of the process over the replay (a page touched for the first time, or again \
+         after it was given back).",
     );
     out
 }
@@ -213,6 +221,16 @@ pub(crate) fn rss() -> u64 {
     pages * page_size()
 }
 
+/// The process's minor page faults so far (`/proc/self/stat`), or `None` where there
+/// is no `/proc`.
+pub(crate) fn minor_faults() -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // The fields after the command name, which is in parentheses and may hold spaces:
+    // state, ppid, pgrp, session, tty_nr, tpgid, flags, minflt, ...
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(7)?.parse().ok()
+}
+
 fn page_size() -> u64 {
     use bento_pages::PageSource;
     bento_pages::SystemPages::new().page_size() as u64
@@ -221,6 +239,20 @@ fn page_size() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn minor_faults_grow_as_fresh_pages_are_touched() {
+        let before = minor_faults().unwrap();
+        // 64 MiB: a fresh mapping whatever the allocator keeps, its pages untouched
+        // (one fault each, or one per huge page).
+        let mut pages = vec![0u8; 64 << 20];
+        for page in pages.chunks_mut(4096) {
+            page[0] = 1;
+        }
+        std::hint::black_box(&pages);
+        assert!(minor_faults().unwrap() >= before + 16);
+    }
 
     #[test]
     fn bytes_read_as_a_person_writes_them() {
