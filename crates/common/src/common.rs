@@ -92,7 +92,7 @@ pub(crate) struct Inner<P: PageSource> {
     large: usize,
     /// Requests of at least this size get a dedicated segment in a general region.
     dedicated: usize,
-    /// Whether a free without a layout is probed (`State::probe`): in release builds
+    /// Whether a free without a layout is probed (`Inner::probe`): in release builds
     /// (debug builds walk instead), over a source whose reserved memory reads.
     probe_frees: bool,
     /// The block's own size.
