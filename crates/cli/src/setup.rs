@@ -1,5 +1,7 @@
 //! The allocators a trace replays on, each as a [`ReplayTarget`] that reports its
-//! own figures where it keeps them, and the bento set-up a game would use.
+//! own figures where it keeps them, and the bento set-up a game would use. bento's
+//! targets pass the trace's frames and phases on to their allocators' retention of
+//! freed pages ([`Retention`]).
 
 use std::alloc::Layout;
 use std::ptr::NonNull;
@@ -13,20 +15,36 @@ use bento_space::{MemorySpace, SpaceConfig};
 use bento_trace::workload::{PARTICLE_SIZE, tags};
 use bento_trace::{ApiTarget, Footprint, ReplayTarget};
 
-/// The allocators `replay` and `demo` know, in the order their tables list them.
+/// The allocators `demo` runs and `replay` knows, in the order their tables list
+/// them.
 pub(crate) const ALLOCATORS: &[&str] = &[
     "system",
     #[cfg(feature = "mimalloc")]
     "mimalloc",
+    #[cfg(all(feature = "jemalloc", unix))]
+    "jemalloc",
     "space",
     "common",
     "bento",
 ];
 
+/// The allocators `replay` runs when none are named: all but the bento set-up, whose
+/// routing and budgets fit bento's own workloads.
+pub(crate) const REPLAY_DEFAULT: &[&str] = &[
+    "system",
+    #[cfg(feature = "mimalloc")]
+    "mimalloc",
+    #[cfg(all(feature = "jemalloc", unix))]
+    "jemalloc",
+    "space",
+    "common",
+];
+
 /// What each allocator is, for `--help` and the tables' notes.
 pub(crate) const ABOUT: &str = "\
 system    the C library's malloc (glibc here)
-mimalloc  mimalloc, when built with the `mimalloc` feature
+mimalloc  mimalloc (the default feature `mimalloc`)
+jemalloc  jemalloc, on unix (the default feature `jemalloc`)
 space     one bento MemorySpace over the OS pages
 common    bento's CommonAllocator: 20 size-class regions and a large one
 bento     a game's set-up: subsystem heaps with budgets over the common allocator,
@@ -36,8 +54,13 @@ bento     a game's set-up: subsystem heaps with budgets over the common allocato
 pub(crate) fn check_name(name: &str) -> Result<(), String> {
     if ALLOCATORS.contains(&name) {
         Ok(())
-    } else if name == "mimalloc" {
-        Err("mimalloc is not built in: build bento-cli with `--features mimalloc`".into())
+    } else if name == "jemalloc" && cfg!(not(unix)) {
+        Err("jemalloc is not built in: it builds on unix only".into())
+    } else if name == "mimalloc" || name == "jemalloc" {
+        Err(format!(
+            "{name} is not built in: build bento-cli with its default features (or \
+             `--features {name}`)"
+        ))
     } else {
         Err(format!(
             "unknown allocator `{name}`: expected one of {}",
@@ -46,22 +69,97 @@ pub(crate) fn check_name(name: &str) -> Result<(), String> {
     }
 }
 
-/// A target that is an allocator-api2 allocator, with a function for its figures.
-pub(crate) struct Measured<'a, A: ?Sized, F> {
-    api: ApiTarget<'a, A>,
-    figures: F,
+/// What a level of the game is doing, as an allocator's retention of freed pages
+/// hears it.
+// TODO: wired when the API lands: this is `bento_pages::Phase`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Phase {
+    Load,
+    Play,
+    Unload,
 }
 
-impl<'a, A: ?Sized, F: Fn() -> Footprint> Measured<'a, A, F> {
-    pub(crate) fn new(allocator: &'a A, figures: F) -> Self {
+/// The phase a trace's phase record names: "… loading" is a load, "… loaded" play,
+/// "… unloading" an unload (bento's sessions name three a level so); any other name
+/// is none of them.
+pub(crate) fn phase_of(name: &str) -> Option<Phase> {
+    if name.ends_with("unloading") {
+        Some(Phase::Unload)
+    } else if name.ends_with("loading") {
+        Some(Phase::Load)
+    } else if name.ends_with("loaded") {
+        Some(Phase::Play)
+    } else {
+        None
+    }
+}
+
+/// An allocator that keeps freed pages committed for reuse and gives them back on a
+/// schedule counted in frames: a replay tells it each frame end and each phase.
+pub(crate) trait Retention {
+    /// A frame ended: gives back the pages whose time is up; returns their bytes.
+    fn tick(&self) -> usize;
+
+    /// The game entered `phase`.
+    fn phase(&self, phase: Phase);
+}
+
+impl<P: PageSource> Retention for MemorySpace<P> {
+    fn tick(&self) -> usize {
+        // TODO: wired when the API lands: `MemorySpace::tick(self)`.
+        0
+    }
+
+    fn phase(&self, phase: Phase) {
+        // TODO: wired when the API lands: `MemorySpace::phase(self, phase)`.
+        let _ = phase;
+    }
+}
+
+impl Retention for CommonAllocator {
+    fn tick(&self) -> usize {
+        // TODO: wired when the API lands: `CommonAllocator::tick(self)`.
+        0
+    }
+
+    fn phase(&self, phase: Phase) {
+        // TODO: wired when the API lands: `CommonAllocator::phase(self, phase)`.
+        let _ = phase;
+    }
+}
+
+/// An allocator's figures at one moment.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Figures {
+    /// What it holds in the OS.
+    pub(crate) footprint: Footprint,
+    /// Bytes of freed pages it keeps committed for reuse (its commit cache's parked
+    /// pages): part of `footprint.committed`.
+    pub(crate) kept: usize,
+}
+
+/// A target that is an allocator-api2 allocator with a retention of freed pages, and
+/// a function for its figures.
+pub(crate) struct Measured<'a, A: ?Sized, F> {
+    api: ApiTarget<'a, A>,
+    retention: &'a dyn Retention,
+    figures: F,
+    /// OS calls the last frame end made.
+    end_calls: u64,
+}
+
+impl<'a, A: ?Sized, F: Fn() -> Figures> Measured<'a, A, F> {
+    pub(crate) fn new(allocator: &'a A, retention: &'a dyn Retention, figures: F) -> Self {
         Self {
             api: ApiTarget(allocator),
+            retention,
             figures,
+            end_calls: 0,
         }
     }
 }
 
-impl<A: Allocator + ?Sized, F: Fn() -> Footprint> ReplayTarget for Measured<'_, A, F> {
+impl<A: Allocator + ?Sized, F: Fn() -> Figures> ReplayTarget for Measured<'_, A, F> {
     fn alloc(&mut self, layout: Layout, tag: u32) -> Option<NonNull<u8>> {
         self.api.alloc(layout, tag)
     }
@@ -82,31 +180,50 @@ impl<A: Allocator + ?Sized, F: Fn() -> Footprint> ReplayTarget for Measured<'_, 
         unsafe { self.api.free(ptr, layout, tag) }
     }
 
+    fn frame(&mut self) -> Result<(), String> {
+        let before = (self.figures)().footprint.os_calls;
+        self.retention.tick();
+        self.end_calls = (self.figures)().footprint.os_calls.saturating_sub(before);
+        Ok(())
+    }
+
+    fn phase(&mut self, name: &str) {
+        if let Some(phase) = phase_of(name) {
+            self.retention.phase(phase);
+        }
+    }
+
     fn footprint(&self) -> Option<Footprint> {
-        Some((self.figures)())
+        Some((self.figures)().footprint)
     }
 }
 
 /// A memory space's figures: what it holds in the OS (committed, and what its commit
 /// cache parks).
-pub(crate) fn space_footprint<P: PageSource>(space: &MemorySpace<P>) -> Footprint {
+pub(crate) fn space_figures<P: PageSource>(space: &MemorySpace<P>) -> Figures {
     let s = space.stats();
-    Footprint {
-        committed: s.resident,
-        peak_committed: s.max_committed.max(s.resident),
-        reserved: s.source.reserved,
-        os_calls: calls(&s.source),
+    Figures {
+        footprint: Footprint {
+            committed: s.resident,
+            peak_committed: s.max_committed.max(s.resident),
+            reserved: s.source.reserved,
+            os_calls: calls(&s.source),
+        },
+        kept: s.cache.parked,
     }
 }
 
 /// The common allocator's figures: what it holds in the OS, its tables included.
-pub(crate) fn common_footprint(common: &CommonAllocator) -> Footprint {
+pub(crate) fn common_figures(common: &CommonAllocator) -> Figures {
     let s = common.stats();
-    Footprint {
-        committed: s.resident,
-        peak_committed: s.max_resident,
-        reserved: s.source.reserved,
-        os_calls: calls(&s.source),
+    Figures {
+        footprint: Footprint {
+            committed: s.resident,
+            peak_committed: s.max_resident,
+            reserved: s.source.reserved,
+            os_calls: calls(&s.source),
+        },
+        kept: s.cache.parked,
     }
 }
 
@@ -179,6 +296,8 @@ pub(crate) struct Bento<'a> {
     current_live: u64,
     previous_live: u64,
     particles: &'a GrowingPool<&'a Pages>,
+    /// OS calls the last frame end made.
+    end_calls: u64,
 }
 
 /// The frame arena and particle pool of a [`Bento`], made from its [`Parts`].
@@ -253,6 +372,7 @@ impl<'a> Bento<'a> {
             current_live: 0,
             previous_live: 0,
             particles: &linear.particles,
+            end_calls: 0,
         })
     }
 
@@ -280,21 +400,51 @@ impl<'a> Bento<'a> {
     }
 }
 
-/// A replay target whose set-up may have subsystem heaps to report.
+/// What a replay target tells beyond its footprint: its subsystem heaps, and what
+/// its retention of freed pages does.
 pub(crate) trait Report {
     /// The heaps' report as a table, when there are heaps.
     fn heap_report(&self) -> Option<String> {
         None
     }
+
+    /// Bytes of freed pages the allocator keeps committed for reuse, where it keeps
+    /// figures.
+    fn kept(&self) -> Option<u64> {
+        None
+    }
+
+    /// The OS calls the last frame end made (the retention's tick, a frame arena's
+    /// turn): 0 where they are not counted.
+    fn frame_end_calls(&self) -> u64 {
+        0
+    }
 }
 
-impl<A: ?Sized, F> Report for Measured<'_, A, F> {}
+impl<A: ?Sized, F: Fn() -> Figures> Report for Measured<'_, A, F> {
+    fn kept(&self) -> Option<u64> {
+        Some((self.figures)().kept as u64)
+    }
+
+    fn frame_end_calls(&self) -> u64 {
+        self.end_calls
+    }
+}
 
 impl<A> Report for bento_trace::GlobalTarget<A> {}
 
 impl Report for Bento<'_> {
     fn heap_report(&self) -> Option<String> {
         Some(bento_heap::report().to_string())
+    }
+
+    fn kept(&self) -> Option<u64> {
+        // The frame arenas and the pool keep no cache: their pages are theirs.
+        Some(common_figures(&self.parts.common).kept as u64)
+    }
+
+    fn frame_end_calls(&self) -> u64 {
+        self.end_calls
     }
 }
 
@@ -372,6 +522,41 @@ impl ReplayTarget for Bento<'_> {
     }
 
     fn frame(&mut self) -> Result<(), String> {
+        let before = self.os_calls();
+        self.turn_frame()?;
+        self.parts.common.tick();
+        self.end_calls = self.os_calls().saturating_sub(before);
+        Ok(())
+    }
+
+    fn phase(&mut self, name: &str) {
+        if let Some(phase) = phase_of(name) {
+            self.parts.common.phase(phase);
+        }
+    }
+
+    fn footprint(&self) -> Option<Footprint> {
+        let common = common_figures(&self.parts.common).footprint;
+        let pages = self.parts.pages.stats();
+        Some(Footprint {
+            committed: common.committed + pages.committed,
+            // The sum of the parts' peaks: an upper bound of the peak of the sum.
+            peak_committed: common.peak_committed + pages.max_committed,
+            reserved: common.reserved + pages.reserved,
+            os_calls: common.os_calls + calls(&pages),
+        })
+    }
+}
+
+impl Bento<'_> {
+    /// The OS calls of every part so far.
+    fn os_calls(&self) -> u64 {
+        self.footprint().map_or(0, |f| f.os_calls)
+    }
+
+    /// The frame ends: the next frame of the arenas begins, unless a block of the
+    /// frame before this one is still live.
+    fn turn_frame(&mut self) -> Result<(), String> {
         if self.previous_live > 0 {
             let n = self.previous.as_ref().map_or(0, |f| f.number());
             return Err(format!(
@@ -399,17 +584,5 @@ impl ReplayTarget for Bento<'_> {
                 Err(e)
             }
         }
-    }
-
-    fn footprint(&self) -> Option<Footprint> {
-        let common = common_footprint(&self.parts.common);
-        let pages = self.parts.pages.stats();
-        Some(Footprint {
-            committed: common.committed + pages.committed,
-            // The sum of the parts' peaks: an upper bound of the peak of the sum.
-            peak_committed: common.peak_committed + pages.max_committed,
-            reserved: common.reserved + pages.reserved,
-            os_calls: common.os_calls + calls(&pages),
-        })
     }
 }
