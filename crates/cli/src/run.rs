@@ -339,6 +339,58 @@ mod tests {
         assert!(minor_faults().unwrap() >= before + 16);
     }
 
+    fn phases(names: &[(u64, &str)]) -> Vec<(u64, String)> {
+        names.iter().map(|(s, n)| (*s, n.to_string())).collect()
+    }
+
+    #[test]
+    fn warm_up_is_the_first_level() {
+        let session = phases(&[
+            (0, "level 0 loading"),
+            (10, "level 0 loaded"),
+            (50, "level 0 unloading"),
+            (60, "level 1 loading"),
+            (70, "level 1 loaded"),
+        ]);
+        assert_eq!(warm_up_end(&session), Some(70));
+        assert_eq!(warm_up_end(&session[..4]), Some(u64::MAX));
+        assert_eq!(warm_up_end(&phases(&[(5, "menu")])), None);
+        assert_eq!(warm_up_end(&[]), None);
+    }
+
+    #[test]
+    fn frame_calls_count_the_frames_after_warm_up() {
+        let session = phases(&[(10, "level 0 loaded"), (70, "level 1 loaded")]);
+        let frame = |seq, inside, at_end| FrameCall {
+            seq,
+            inside,
+            at_end,
+        };
+        let frames = [
+            frame(20, 5, 0),
+            frame(30, 1, 1),
+            frame(80, 0, 0),
+            frame(90, 2, 3),
+            frame(100, 0, 1),
+        ];
+        let f = FrameCalls::new(&frames, &session);
+        assert_eq!(
+            f,
+            FrameCalls {
+                frames: 5,
+                warm_up_frames: 2,
+                frames_with_calls: 2,
+                max: 5,
+                total: 6,
+                inside_frames: 2,
+                at_frame_ends: 4,
+            }
+        );
+        // Without levels, no warm-up.
+        assert_eq!(FrameCalls::new(&frames, &[]).warm_up_frames, 0);
+        assert_eq!(FrameCalls::new(&frames, &[]).total, 13);
+    }
+
     #[test]
     fn bytes_read_as_a_person_writes_them() {
         assert_eq!(bytes(0u64), "0 B");

@@ -586,3 +586,32 @@ impl Bento<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn phase_names_tell_load_play_and_unload() {
+        assert_eq!(phase_of("level 3 loading"), Some(Phase::Load));
+        assert_eq!(phase_of("level 3 loaded"), Some(Phase::Play));
+        assert_eq!(phase_of("level 3 unloading"), Some(Phase::Unload));
+        assert_eq!(phase_of("boss fight"), None);
+        assert_eq!(phase_of(""), None);
+    }
+
+    #[test]
+    fn every_allocator_built_in_is_known_and_others_are_named() {
+        for name in ALLOCATORS.iter().chain(REPLAY_DEFAULT) {
+            check_name(name).unwrap();
+        }
+        let e = check_name("tcmalloc").unwrap_err();
+        assert!(e.contains("unknown allocator `tcmalloc`"), "{e}");
+        for peer in ["mimalloc", "jemalloc"] {
+            if !ALLOCATORS.contains(&peer) {
+                let e = check_name(peer).unwrap_err();
+                assert!(e.contains("not built in"), "{e}");
+            }
+        }
+    }
+}
