@@ -1,11 +1,15 @@
-//! A direct-mapped cache of committed pages between a consumer and its source, so that
-//! eager decommit does not turn into a system call on every free.
+//! A cache of committed pages between a consumer and its source: what the consumer
+//! decommits stays committed for its next commit, under a retention policy
+//! ([`Retention`]), so that freeing and refilling memory does not turn into system
+//! calls and page faults.
 
 use core::ptr::{self, NonNull};
 
 use bento_align::Alignment;
 
 use crate::lock::Locked;
+use crate::retention::{Decay, Phase, Retention};
+use crate::sync::{AtomicUsize, Ordering};
 use crate::{PageError, PageSource, check_range};
 
 /// The cache's figures.
@@ -15,51 +19,132 @@ use crate::{PageError, PageSource, check_range};
 ///
 /// let cache = CommitCache::with_capacity(HeapPages::new(), 16 * 4096).unwrap();
 /// let s = cache.stats();
-/// assert_eq!((s.capacity, s.limit, s.parked, s.hits), (16 * 4096, 16 * 4096, 0, 0));
+/// assert_eq!((s.capacity, s.parked, s.hits, s.purged), (16 * 4096, 0, 0, 0));
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CacheStats {
-    /// Pages committed from the cache, with no call to the source.
+    /// Pages committed from the cache, with no call to the source: faults avoided.
     pub hits: usize,
     /// Pages the source had to commit.
     pub misses: usize,
-    /// Pages parked by a decommit, with no call to the source.
+    /// Pages kept by a decommit, with no call to the source.
     pub parks: usize,
-    /// Parked pages pushed out of their slot by another page and truly decommitted.
+    /// Kept pages given back to the source to stay within the cap.
     pub evictions: usize,
-    /// Bytes parked now (committed in the source, decommitted for the consumer).
+    /// Bytes kept now (committed in the source, decommitted for the consumer).
     pub parked: usize,
+    /// Bytes of kept memory given back to the source so far: by decay, by the cap
+    /// and by [`CommitCache::trim`].
+    pub purged: usize,
+    /// Decay steps that gave something back.
+    pub decays: usize,
+    /// Bytes committed through the cache for the consumer now (kept pages not
+    /// counted).
+    pub committed: usize,
+    /// The most bytes committed for the consumer at once (since the last trim).
+    pub peak: usize,
     /// Reservations the consumer released that the cache keeps for its next
     /// `reserve` of the same size (see [`CommitCache`]).
     pub spares: usize,
-    /// Bytes of address space those reservations hold (their parked pages are
-    /// counted in `parked`).
+    /// Bytes of address space those reservations hold (their kept pages are counted
+    /// in `parked`).
     pub spare_bytes: usize,
     /// Reservations handed out again from the spares, with no call to the source.
     pub reuses: usize,
-    /// Bytes the cache can park.
+    /// Bytes the cache can keep: the hard cap.
     pub capacity: usize,
-    /// Bytes the cache parks at most now (see [`CommitCache::set_limit`]): at most
-    /// `capacity`.
+    /// Bytes the cache keeps at most now: at most `capacity`.
     pub limit: usize,
 }
 
+/// What [`CommitCache::validate`] found broken.
+///
+/// ```
+/// use bento_pages::CacheCorruption;
+///
+/// let e = CacheCorruption::Count { counted: 4096, recorded: 0 };
+/// assert!(e.to_string().contains("4096"));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CacheCorruption {
+    /// A table entry is not a page address.
+    #[error("a kept page at {addr:#x} is not page-aligned")]
+    Entry {
+        /// The entry's address.
+        addr: usize,
+    },
+    /// A kept page is not found from its own probe path (or is in the table twice).
+    #[error("the kept page at {addr:#x} is not on its probe path, or kept twice")]
+    Probe {
+        /// The page.
+        addr: usize,
+    },
+    /// The kept bytes recorded differ from the table's.
+    #[error("{counted} bytes kept in the table, {recorded} recorded")]
+    Count {
+        /// Bytes found.
+        counted: usize,
+        /// Bytes the figures say.
+        recorded: usize,
+    },
+    /// More is kept than the limit, or the limit exceeds the capacity.
+    #[error("{parked} bytes kept over a limit of {limit}")]
+    Limit {
+        /// Bytes kept.
+        parked: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// The spares' count or bytes differ from the figures.
+    #[error("the spare reservations differ from their figures")]
+    Spares,
+}
+
 /// How many released reservations the cache keeps at most.
-pub(crate) const SPARES: usize = 4;
+pub(crate) const SPARES: usize = 16;
+/// ... and how many under [`Retention::Eager`].
+const EAGER_SPARES: usize = 4;
+
+/// A table entry's generation: its low bit (pages are at least 2-aligned).
+const GENERATION: usize = 1;
+
+#[derive(Clone, Copy, Debug)]
+struct Spare {
+    base: NonNull<u8>,
+    size: usize,
+    generation: usize,
+}
 
 #[derive(Debug)]
 struct State {
-    // Invariant: `stats.parked <= stats.limit <= stats.capacity` once `set_limit`
-    // returns; a decommit parks a page in an empty slot only below the limit.
+    // Invariant: `stats.parked` is the bytes of the table's entries and
+    // `stats.parked <= stats.limit <= stats.capacity` between calls; `young` is the
+    // generation new entries take, and `count[g]` the entries of generation `g`.
     stats: CacheStats,
+    retention: Retention,
+    // The limit `set_limit` asked for: the limit under `Eager` (the capacity until
+    // set), the least one under `Decay` (none until set).
+    floor: Option<usize>,
+    young: usize,
+    count: [usize; 2],
+    // Frames ticked, and whether the program ticks (then frames rule the decay).
+    frames: u64,
+    ticked: bool,
+    // When the last decay step ran (frames once ticked, else milliseconds).
+    stepped_at: u64,
+    // A level loads or unloads: nothing decays.
+    held: bool,
+    // Where the next eviction scan starts.
+    cursor: usize,
     // Invariant: each `Some` is a live reservation of `inner` that the consumer has
-    // released: every page of it decommitted for the consumer (its pages are either
-    // parked or decommitted in `inner`), of at most `capacity` bytes; `stats.spares`
+    // released: every page of it decommitted for the consumer (its pages either
+    // kept or decommitted in `inner`), of at most `capacity` bytes; `stats.spares`
     // and `stats.spare_bytes` count them.
-    spares: [Option<(NonNull<u8>, usize)>; SPARES],
+    spares: [Option<Spare>; SPARES],
 }
 
-/// Parked pages on their way back to the source, gathered into runs of adjacent pages
+/// Kept pages on their way back to the source, gathered into runs of adjacent pages
 /// so that a run costs one `decommit` where the source allows a call to span
 /// reservations ([`PageSource::decommit_may_span`]); elsewhere each page is its own
 /// call. Gives the last run back on drop.
@@ -67,8 +152,8 @@ struct Decommits<'a, P: PageSource> {
     inner: &'a P,
     page: usize,
     span: bool,
-    // Invariant: `None`, or `len` bytes of parked pages from `start`, taken out of
-    // their slots, committed in `inner`, inside live reservations, unused.
+    // Invariant: `None`, or `len` bytes of kept pages from `start`, taken out of the
+    // table, committed in `inner`, inside live reservations, unused.
     run: Option<(NonNull<u8>, usize)>,
 }
 
@@ -82,22 +167,29 @@ impl<'a, P: PageSource> Decommits<'a, P> {
         }
     }
 
-    /// Adds page `p` to the run, or starts a new one.
+    /// Adds the `len` bytes of pages from `p` to the run, or starts a new one.
     ///
     /// # Safety
     ///
-    /// `p` is a page taken out of its slot: committed in `inner`, inside a live
+    /// The pages were taken out of the table: committed in `inner`, inside a live
     /// reservation, unused, and not already gathered.
-    unsafe fn push(&mut self, p: NonNull<u8>) {
-        if let Some((start, len)) = &mut self.run
-            && self.span
-            && start.addr().get() + *len == p.addr().get()
+    unsafe fn push(&mut self, p: NonNull<u8>, len: usize) {
+        if !self.span {
+            // Pages of one run may lie in different reservations: one call each.
+            for k in (0..len).step_by(self.page) {
+                // SAFETY: the caller's contract, page by page.
+                unsafe { self.inner.decommit(p.add(k), self.page) };
+            }
+            return;
+        }
+        if let Some((start, n)) = &mut self.run
+            && start.addr().get() + *n == p.addr().get()
         {
-            *len += self.page;
+            *n += len;
             return;
         }
         self.flush();
-        self.run = Some((p, self.page));
+        self.run = Some((p, len));
     }
 
     fn flush(&mut self) {
@@ -115,45 +207,57 @@ impl<P: PageSource> Drop for Decommits<'_, P> {
     }
 }
 
-/// A direct-mapped cache of committed pages.
+/// A cache of committed pages, under a retention policy.
 ///
-/// A `decommit` does not reach the source: each page is **parked**, still committed,
-/// in the slot its address maps to (a page already in that slot is truly decommitted
-/// first: an eviction). A `commit` of a parked page takes it out of its slot and costs
-/// no call to the source; the other pages of the range are committed by the source in
-/// as few calls as there are runs of them. Ranges longer than the cache are
-/// decommitted directly except for their last `capacity` bytes.
+/// A `decommit` does not reach the source: each page is **kept**, still committed, in
+/// a hash table of kept pages (while there is room under the cap; otherwise it goes to
+/// the source at once). A `commit` of a kept page takes it out of the table and costs
+/// no call to the source and no page fault; the other pages of the range are committed
+/// by the source in as few calls as there are runs of them.
 ///
-/// A `release` of a reservation of at most `capacity` bytes keeps it as a **spare**
-/// (up to four), whole, with its parked pages, and the next `reserve` of the same
-/// size and alignment takes it back with no call to the source: a consumer that
-/// gives its last segment back at once, and fills again a moment later, then costs
-/// no system call. A reserve the source refuses while spares are kept gives them
-/// back and asks once more (a source of fixed size may need their room).
-/// [`trim`](Self::trim) truly decommits every parked page and releases the spares,
-/// for memory pressure.
+/// A `release` of a reservation of at most `capacity` bytes keeps it as a **spare**,
+/// whole, with its kept pages, and the next `reserve` of the same size and alignment
+/// takes it back with no call to the source. A reserve the source refuses while
+/// spares are kept gives them back and asks once more (a source of fixed size may need
+/// their room).
 ///
-/// A parked page keeps its contents, so memory committed through the cache does not
-/// read as zero ([`decommitted_reads_zero`](PageSource::decommitted_reads_zero) is
-/// false). The slot table (a pointer per slot) is reserved and committed from the
-/// source itself: the cache never calls the global allocator.
+/// How much is kept, and for how long, is the [`Retention`]:
+/// - [`Retention::Decay`] (the default): kept pages and spares age in frames
+///   ([`tick`](Self::tick)) or milliseconds and go back after the decay time unused;
+///   [`phase`](Self::phase) holds them through a level's unload and load. What is
+///   committed, in use and kept, stays within a share of the peak in use, and what is
+///   kept within the capacity.
+/// - [`Retention::Eager`]: at most the limit the consumer sets
+///   ([`set_limit`](Self::set_limit)) is kept, with no decay.
+///
+/// [`trim`](Self::trim) gives every kept page and spare back at once, from any thread.
+///
+/// A kept page keeps its contents, so memory committed through the cache does not read
+/// as zero ([`decommitted_reads_zero`](PageSource::decommitted_reads_zero) is false).
+/// The table (a pointer per slot, twice as many slots as pages of capacity) is reserved
+/// and committed from the source itself: the cache never calls the global allocator.
 ///
 /// ```
 /// use bento_align::Alignment;
-/// use bento_pages::{CommitCache, HeapPages, Metered, PageSource};
+/// use bento_pages::{CommitCache, Decay, HeapPages, Metered, PageSource, Retention};
 ///
 /// let pages = CommitCache::with_capacity(Metered::new(HeapPages::new()), 64 * 4096).unwrap();
+/// pages.set_retention(Retention::Decay(Decay::frames(2)));
 /// let base = pages.reserve(16 * 4096, Alignment::MIN).unwrap();
 /// // SAFETY: ranges of a live reservation; everything is decommitted before release.
 /// unsafe {
 ///     pages.commit(base, 4 * 4096).unwrap();
 ///     let before = pages.inner().stats().commits;
-///     pages.decommit(base, 4 * 4096); // parked, no call to the source
+///     pages.decommit(base, 4 * 4096); // kept, no call to the source
 ///     pages.commit(base, 4 * 4096).unwrap(); // four hits, no call to the source
 ///     assert_eq!(pages.inner().stats().commits, before);
 ///     assert_eq!(pages.stats().hits, 4);
 ///     pages.decommit(base, 4 * 4096);
-///     assert_eq!(pages.trim(), 4 * 4096);
+///     // Two frames unused: the kept pages go back.
+///     pages.tick();
+///     pages.tick();
+///     assert_eq!(pages.stats().parked, 0);
+///     assert_eq!(pages.stats().purged, 4 * 4096);
 ///     pages.release(base, 16 * 4096);
 /// }
 /// ```
@@ -161,14 +265,22 @@ impl<P: PageSource> Drop for Decommits<'_, P> {
 pub struct CommitCache<P: PageSource> {
     inner: P,
     page: Alignment,
-    // Invariant: `slots` pointers, each null (empty) or a parked page: page-aligned,
-    // committed in `inner`, inside a live reservation, decommitted for the consumer.
-    // A page is parked in slot `(addr / page) % slots` only. Reached under `state`.
+    // Invariant: `slots` pointers (a power of two, or 0), each null (empty) or a kept
+    // page tagged with its generation in the low bit: page-aligned, committed in
+    // `inner`, inside a live reservation, decommitted for the consumer, in the table
+    // once. Open addressing with linear probing from `home(page)`; no entry lies
+    // after an empty slot on its probe path. Reached under `state`.
     table: NonNull<*mut u8>,
     slots: usize,
+    // log2(slots), for the hash.
+    slots_log2: u32,
+    // Bytes the cache can keep (`stats.capacity`), readable without the lock.
+    capacity: usize,
     // The table's own reservation, released on drop (0 bytes when `slots == 0`).
     table_bytes: usize,
     state: Locked<State>,
+    // `stats.parked`, readable without the lock.
+    kept: AtomicUsize,
 }
 
 // SAFETY: the table and the spares hold pointers into reservations of `inner`, which
@@ -181,28 +293,39 @@ impl<P: PageSource> CommitCache<P> {
     /// The capacity of [`CommitCache::new`]: 32 MiB.
     pub const DEFAULT_CAPACITY: usize = 32 << 20;
 
-    /// A cache of [`DEFAULT_CAPACITY`](Self::DEFAULT_CAPACITY) bytes over `inner`.
+    /// A cache of [`DEFAULT_CAPACITY`](Self::DEFAULT_CAPACITY) bytes over `inner`,
+    /// with [`Retention::DEFAULT`].
     ///
     /// # Errors
     ///
-    /// When `inner` cannot reserve or commit the slot table.
+    /// When `inner` cannot reserve or commit the table.
     pub fn new(inner: P) -> Result<Self, PageError> {
         Self::with_capacity(inner, Self::DEFAULT_CAPACITY)
     }
 
-    /// A cache that parks up to `bytes` (rounded down to pages) over `inner`; 0 makes
-    /// it a plain pass-through.
+    /// A cache that keeps up to `bytes` (rounded down to pages) over `inner`, with
+    /// [`Retention::DEFAULT`] and no floor; 0 makes it a plain pass-through.
     ///
     /// # Errors
     ///
-    /// When `inner` cannot reserve or commit the slot table.
+    /// When `inner` cannot reserve or commit the table.
     pub fn with_capacity(inner: P, bytes: usize) -> Result<Self, PageError> {
         let page = inner.page_alignment();
-        let slots = bytes >> page.log2();
+        let pages = bytes >> page.log2();
+        let slots = if pages == 0 {
+            0
+        } else {
+            pages
+                .checked_mul(2)
+                .and_then(usize::checked_next_power_of_two)
+                .ok_or(PageError::OutOfAddressSpace { size: bytes })?
+        };
         let (table, table_bytes) = if slots == 0 {
             (NonNull::dangling(), 0)
         } else {
-            let want = slots * size_of::<*mut u8>();
+            let want = slots
+                .checked_mul(size_of::<*mut u8>())
+                .ok_or(PageError::OutOfAddressSpace { size: bytes })?;
             let table_bytes = bento_align::align_up(want, page)
                 .ok_or(PageError::OutOfAddressSpace { size: want })?;
             let base = inner.reserve(table_bytes, Alignment::of::<*mut u8>())?;
@@ -214,27 +337,44 @@ impl<P: PageSource> CommitCache<P> {
                 return Err(e);
             }
             let table = base.cast::<*mut u8>();
-            for i in 0..slots {
-                // SAFETY: `i < slots` and the table holds `slots` pointers; the memory
-                // is committed and aligned for pointers.
-                unsafe { table.add(i).write(ptr::null_mut()) };
+            if !inner.decommitted_reads_zero() {
+                for i in 0..slots {
+                    // SAFETY: `i < slots` and the table holds `slots` pointers; the
+                    // memory is committed and aligned for pointers.
+                    unsafe { table.add(i).write(ptr::null_mut()) };
+                }
             }
+            // Otherwise fresh pages read as zero: every slot is null, and a source
+            // that commits on touch makes only the slots used resident.
             (table, table_bytes)
         };
+        let capacity = pages << page.log2();
         Ok(Self {
             inner,
             page,
             table,
             slots,
+            slots_log2: slots.max(1).trailing_zeros(),
+            capacity,
             table_bytes,
             state: Locked::new(State {
                 stats: CacheStats {
-                    capacity: slots << page.log2(),
-                    limit: slots << page.log2(),
+                    capacity,
+                    limit: capacity,
                     ..CacheStats::default()
                 },
+                retention: Retention::DEFAULT,
+                floor: None,
+                young: 0,
+                count: [0; 2],
+                frames: 0,
+                ticked: false,
+                stepped_at: 0,
+                held: false,
+                cursor: 0,
                 spares: [None; SPARES],
             }),
+            kept: AtomicUsize::new(0),
         })
     }
 
@@ -273,14 +413,14 @@ impl<P: PageSource> CommitCache<P> {
     }
 
     /// The source behind the cache, given back after what [`Drop`] does: every
-    /// parked page decommitted, the spares and the slot table released.
+    /// kept page decommitted, the spares and the table released.
     ///
     /// ```
     /// use bento_pages::{CommitCache, HeapPages, Metered};
     ///
     /// let cache = CommitCache::with_capacity(Metered::new(HeapPages::new()), 16 * 4096).unwrap();
     /// let metered = cache.into_inner();
-    /// assert_eq!(metered.stats().reserved, 0); // the slot table went back
+    /// assert_eq!(metered.stats().reserved, 0); // the table went back
     /// ```
     pub fn into_inner(self) -> P {
         let mut this = core::mem::ManuallyDrop::new(self);
@@ -291,7 +431,7 @@ impl<P: PageSource> CommitCache<P> {
         unsafe { core::ptr::read(&raw const this.inner) }
     }
 
-    /// Decommits every parked page and releases the spares and the slot table.
+    /// Decommits every kept page and releases the spares and the table.
     fn release_all(&mut self) {
         self.trim();
         if self.table_bytes > 0 {
@@ -311,17 +451,118 @@ impl<P: PageSource> CommitCache<P> {
         self.state.with(|s| s.stats)
     }
 
-    /// Parks at most `bytes` (rounded down to pages, and at most the capacity) from
-    /// now on, truly decommitting parked pages until that holds: a consumer whose
-    /// memory shrinks keeps its cache in proportion. A page decommitted while the
-    /// cache is at its limit goes straight to the source unless its slot holds a page
-    /// to evict (the slot table does not shrink).
+    /// Recomputes the cache's figures from its table and spares and checks its
+    /// invariants: each kept page in the table once, on its probe path, page-aligned;
+    /// the counts of each generation and the kept bytes agree; at most the limit is
+    /// kept, the limit at most the capacity; the spares' count and bytes agree.
+    ///
+    /// # Errors
+    ///
+    /// The first invariant found broken.
+    ///
+    /// ```
+    /// let cache = bento_pages::CommitCache::new(bento_pages::HeapPages::new()).unwrap();
+    /// assert_eq!(cache.validate().unwrap().parked, 0);
+    /// ```
+    pub fn validate(&self) -> Result<CacheStats, CacheCorruption> {
+        self.state.with(|s| {
+            let mut count = [0usize; 2];
+            for i in 0..self.slots {
+                // SAFETY: the lock is held and `i < slots`.
+                let e = unsafe { self.slot(i) };
+                if e.is_null() {
+                    continue;
+                }
+                let addr = e.addr() & !GENERATION;
+                if addr & self.page.mask() != 0 {
+                    return Err(CacheCorruption::Entry { addr });
+                }
+                // SAFETY: the lock is held.
+                if unsafe { self.find(addr) } != Some(i) {
+                    return Err(CacheCorruption::Probe { addr });
+                }
+                count[e.addr() & GENERATION] += 1;
+            }
+            let parked = (count[0] + count[1]) << self.page.log2();
+            if count != s.count || parked != s.stats.parked {
+                return Err(CacheCorruption::Count {
+                    counted: parked,
+                    recorded: s.stats.parked,
+                });
+            }
+            if s.stats.parked > s.stats.limit || s.stats.limit > s.stats.capacity {
+                return Err(CacheCorruption::Limit {
+                    parked: s.stats.parked,
+                    limit: s.stats.limit,
+                });
+            }
+            let spares = s.spares.iter().flatten();
+            let (n, bytes) = spares.fold((0, 0), |(n, b), sp| (n + 1, b + sp.size));
+            if (n, bytes) != (s.stats.spares, s.stats.spare_bytes) {
+                return Err(CacheCorruption::Spares);
+            }
+            if self.kept.load(Ordering::Relaxed) != s.stats.parked {
+                return Err(CacheCorruption::Count {
+                    counted: s.stats.parked,
+                    recorded: self.kept.load(Ordering::Relaxed),
+                });
+            }
+            Ok(s.stats)
+        })
+    }
+
+    /// Bytes kept now (`stats().parked`), read without the lock: cheap enough for a
+    /// hot path to ask whether anything is waiting to decay.
+    ///
+    /// ```
+    /// let cache = bento_pages::CommitCache::new(bento_pages::HeapPages::new()).unwrap();
+    /// assert_eq!(cache.kept(), 0);
+    /// ```
+    #[inline]
+    pub fn kept(&self) -> usize {
+        self.kept.load(Ordering::Relaxed)
+    }
+
+    /// The retention policy in force.
+    pub fn retention(&self) -> Retention {
+        self.state.with(|s| s.retention)
+    }
+
+    /// Sets the retention policy from now on (pages kept beyond its cap go back at
+    /// once; ages start afresh).
+    ///
+    /// ```
+    /// use bento_pages::{CommitCache, HeapPages, Retention};
+    ///
+    /// let cache = CommitCache::new(HeapPages::new()).unwrap();
+    /// cache.set_retention(Retention::Eager);
+    /// assert!(cache.retention().is_eager());
+    /// ```
+    pub fn set_retention(&self, retention: Retention) {
+        self.locked(|s, out| {
+            if let Retention::Decay(d) = &retention
+                && let Some(clock) = d.clock
+                && !s.ticked
+            {
+                s.stepped_at = clock();
+            }
+            s.retention = retention;
+            self.fit(s, out);
+        });
+    }
+
+    /// Keeps at most `bytes` (rounded down to pages, and at most the capacity) under
+    /// [`Retention::Eager`], and at least that much room under the decay's cap,
+    /// giving kept pages back until the limit holds: a consumer whose memory shrinks
+    /// keeps its cache in proportion.
     ///
     /// ```
     /// use bento_align::Alignment;
-    /// use bento_pages::{CommitCache, HeapPages, PageSource};
+    /// use bento_pages::{CommitCache, HeapPages, PageSource, Retention};
     ///
     /// let pages = CommitCache::with_capacity(HeapPages::new(), 64 * 4096).unwrap();
+    /// pages.set_retention(Retention::Eager);
+    /// pages.set_limit(64 * 4096);
     /// let base = pages.reserve(16 * 4096, Alignment::MIN).unwrap();
     /// // SAFETY: ranges of a live reservation; everything is decommitted before release.
     /// unsafe {
@@ -335,154 +576,385 @@ impl<P: PageSource> CommitCache<P> {
     /// }
     /// ```
     pub fn set_limit(&self, bytes: usize) {
-        let limit = bytes.min(self.slots << self.page.log2()) & !self.page.mask();
-        self.state.with(|s| {
-            s.stats.limit = limit;
-            let mut out = Decommits::new(&self.inner, self.page.get());
-            let mut i = 0;
-            while s.stats.parked > limit && i < self.slots {
-                // SAFETY: the lock is held and `i < slots`.
-                let p = unsafe { self.take_slot(i) };
-                if let Some(p) = NonNull::new(p) {
-                    // SAFETY: a parked page, now out of its slot.
-                    unsafe { out.push(p) };
-                    s.stats.parked -= self.page.get();
-                    s.stats.evictions += 1;
-                }
-                i += 1;
-            }
+        let floor = bytes.min(self.capacity) & !self.page.mask();
+        self.locked(|s, out| {
+            s.floor = Some(floor);
+            self.fit(s, out);
         });
     }
 
-    /// Truly decommits every parked page and releases the spare reservations to the
-    /// source; returns the bytes of memory given back: the manual prompt for memory
-    /// pressure.
-    pub fn trim(&self) -> usize {
-        self.state.with(|s| {
-            let mut freed = 0;
-            let mut out = Decommits::new(&self.inner, self.page.get());
-            for i in 0..self.slots {
-                // SAFETY: the lock is held and `i < slots`.
-                let p = unsafe { self.take_slot(i) };
-                if let Some(p) = NonNull::new(p) {
-                    // SAFETY: a parked page, now out of its slot.
-                    unsafe { out.push(p) };
-                    freed += self.page.get();
+    /// One frame passed: under a decay counted in frames, what stayed unused long
+    /// enough goes back; under a decay in milliseconds only, the clock is read. Returns
+    /// the bytes given back.
+    ///
+    /// ```
+    /// use bento_pages::{CommitCache, Decay, HeapPages, Retention};
+    ///
+    /// let cache = CommitCache::new(HeapPages::new()).unwrap();
+    /// cache.set_retention(Retention::Decay(Decay::frames(60)));
+    /// assert_eq!(cache.tick(), 0); // nothing kept
+    /// ```
+    pub fn tick(&self) -> usize {
+        self.locked(|s, out| {
+            let Retention::Decay(d) = s.retention else {
+                return 0;
+            };
+            let before = s.stats.purged;
+            if d.frames > 0 {
+                if !s.ticked {
+                    s.ticked = true;
+                    s.stepped_at = s.frames;
                 }
+                s.frames += 1;
+                self.step(s, out, s.frames, d.frames);
+            } else {
+                self.poll(s, out);
             }
-            // The parked pages go back before any spare is released.
-            drop(out);
-            s.stats.parked -= freed;
-            for spare in &mut s.spares {
-                if let Some((base, size)) = spare.take() {
-                    // SAFETY: a spare is a live reservation of `inner` that the
-                    // consumer released, all of it decommitted (its parked pages just
-                    // were).
-                    unsafe { self.inner.release(base, size) };
-                    s.stats.spares -= 1;
-                    s.stats.spare_bytes -= size;
-                }
-            }
-            freed
+            s.stats.purged - before
         })
     }
 
-    /// Releases every spare reservation to the source (after its parked pages);
-    /// true when there was one.
-    fn release_spares(&self) -> bool {
-        let spares = self.state.with(|s| {
-            let taken = s.spares;
-            s.spares = [None; SPARES];
-            s.stats.spares = 0;
-            s.stats.spare_bytes = 0;
-            taken
-        });
-        let mut any = false;
-        for (base, size) in spares.into_iter().flatten() {
-            any = true;
-            // SAFETY: a spare is a live reservation of `inner`, released by the
-            // consumer, so all of it is decommitted for the consumer.
-            unsafe { self.give_back(base, size) };
-        }
-        any
-    }
-
-    /// Truly decommits the pages of `[base, base + size)` that are parked, then
-    /// releases the reservation to the source.
+    /// The program's phase: through [`Phase::Load`] and [`Phase::Unload`] nothing kept
+    /// decays, so what an unload frees is there for the next load; [`Phase::Play`]
+    /// starts the decay time afresh.
     ///
-    /// # Safety
+    /// ```
+    /// use bento_pages::{CommitCache, HeapPages, Phase};
     ///
-    /// `base` and `size` are exactly a live reservation of `inner`, every page of it
-    /// decommitted for the consumer (parked or decommitted in `inner`), and nothing
-    /// uses it again.
-    unsafe fn give_back(&self, base: NonNull<u8>, size: usize) {
-        let start = base.addr().get();
-        let in_range = |p: *mut u8| !p.is_null() && p.addr().wrapping_sub(start) < size;
-        self.state.with(|s| {
-            let pages = size >> self.page.log2();
-            let mut out = Decommits::new(&self.inner, self.page.get());
-            // Visit the slots the range maps to, or all of them if fewer.
-            let mut visit = |i: usize, s: &mut State| {
-                // SAFETY: the lock is held and `i < slots`.
-                let p = unsafe { self.slot(i) };
-                if in_range(p) {
-                    // SAFETY: as above; then a parked page out of its slot, given
-                    // back to `inner` so that its release contract holds.
-                    unsafe {
-                        self.take_slot(i);
-                        out.push(NonNull::new_unchecked(p));
-                    }
-                    s.stats.parked -= self.page.get();
-                }
-            };
-            if pages < self.slots {
-                for k in 0..pages {
-                    visit(self.slot_of(start + (k << self.page.log2())), s);
-                }
-            } else {
-                for i in 0..self.slots {
-                    visit(i, s);
-                }
+    /// let cache = CommitCache::new(HeapPages::new()).unwrap();
+    /// cache.phase(Phase::Unload);
+    /// cache.phase(Phase::Play);
+    /// ```
+    pub fn phase(&self, phase: Phase) {
+        self.locked(|s, _| {
+            let held = phase != Phase::Play;
+            if s.held && !held {
+                s.stepped_at = self.now(s).unwrap_or(s.stepped_at);
             }
+            s.held = held;
         });
-        // SAFETY: the caller passes a live reservation with everything decommitted (for
-        // the consumer); the pages parked inside it were just decommitted in `inner`.
-        unsafe { self.inner.release(base, size) }
     }
 
-    fn slot_of(&self, addr: usize) -> usize {
-        (addr >> self.page.log2()) % self.slots
+    /// Gives every kept page and every spare reservation back to the source at once;
+    /// returns the bytes of memory given back: the manual prompt for memory pressure,
+    /// from any thread.
+    pub fn trim(&self) -> usize {
+        let freed = self.locked(|s, out| {
+            let before = s.stats.purged;
+            // SAFETY: the lock is held.
+            unsafe { self.sweep(s, out, None, 0) };
+            s.stats.peak = s.stats.committed;
+            self.fit(s, out);
+            s.stats.purged - before
+        });
+        // The kept pages went back before any spare is released.
+        self.release_spares(|_| true);
+        freed
     }
 
-    /// Empties slot `i` and returns what it held (null when empty).
+    /// Runs `f` with the state locked and a run of decommits for the pages it gives
+    /// back (sent to the source before the lock is dropped), then updates the
+    /// lock-free copy of the kept bytes.
+    fn locked<R>(&self, f: impl FnOnce(&mut State, &mut Decommits<'_, P>) -> R) -> R {
+        self.state.with(|s| {
+            let mut out = Decommits::new(&self.inner, self.page.get());
+            let r = f(s, &mut out);
+            drop(out);
+            self.kept.store(s.stats.parked, Ordering::Relaxed);
+            r
+        })
+    }
+
+    /// The decay's clock now, in its unit (frames once the program ticks).
+    fn now(&self, s: &State) -> Option<u64> {
+        let Retention::Decay(d) = s.retention else {
+            return None;
+        };
+        if s.ticked {
+            return Some(s.frames);
+        }
+        d.clock.filter(|_| d.millis > 0).map(|clock| clock())
+    }
+
+    /// Reads the clock (before the program ticks) and takes a decay step if one is
+    /// due.
+    fn poll(&self, s: &mut State, out: &mut Decommits<'_, P>) {
+        if let Retention::Decay(d) = s.retention
+            && !s.ticked
+            && d.millis > 0
+            && let Some(clock) = d.clock
+        {
+            self.step(s, out, clock(), d.millis);
+        }
+    }
+
+    /// A decay step at `now`, if half the decay time `delay` passed since the last:
+    /// the older generation goes back (kept pages and spares), the younger becomes
+    /// the older.
+    fn step(&self, s: &mut State, out: &mut Decommits<'_, P>, now: u64, delay: u32) {
+        let period = u64::from(delay / 2).max(1);
+        if s.held || now.wrapping_sub(s.stepped_at) < period {
+            return;
+        }
+        s.stepped_at = now;
+        let old = s.young ^ GENERATION;
+        let before = s.stats.purged;
+        if s.count[old] > 0 {
+            // SAFETY: the lock is held.
+            unsafe { self.sweep(s, out, Some(old), 0) };
+        }
+        // SAFETY: the lock is held.
+        let spares = unsafe { self.drop_spares(s, out, |sp| sp.generation == old) };
+        if s.stats.purged != before || spares {
+            s.stats.decays += 1;
+        }
+        // The emptied generation takes the new pages: what was young (entries and
+        // spares keep their bit) is now the older one.
+        s.young = old;
+    }
+
+    /// Recomputes the limit and gives kept pages back until it holds.
+    fn fit(&self, s: &mut State, out: &mut Decommits<'_, P>) {
+        s.stats.limit = self.limit_of(s);
+        if s.stats.parked > s.stats.limit {
+            let target = s.stats.limit;
+            // SAFETY: the lock is held.
+            unsafe { self.evict(s, out, target) };
+        }
+    }
+
+    /// [`fit`](Self::fit) after a commit under decay: an eighth of the limit more goes
+    /// back, so that a commit that outgrows the cap does not scan the table each time.
+    fn fit_growing(&self, s: &mut State, out: &mut Decommits<'_, P>) {
+        s.stats.limit = self.limit_of(s);
+        if s.stats.parked > s.stats.limit {
+            let target = (s.stats.limit - s.stats.limit / 8) & !self.page.mask();
+            // SAFETY: the lock is held.
+            unsafe { self.evict(s, out, target) };
+        }
+    }
+
+    /// The most the cache may keep now.
+    fn limit_of(&self, s: &State) -> usize {
+        let capacity = s.stats.capacity;
+        match s.retention {
+            Retention::Eager => s.floor.unwrap_or(capacity),
+            Retention::Decay(Decay { peak_percent, .. }) => {
+                let total = u128::try_from(s.stats.peak).unwrap_or(u128::MAX)
+                    * u128::from(peak_percent.max(100))
+                    / 100;
+                let total = usize::try_from(total).unwrap_or(usize::MAX);
+                let room = total.saturating_sub(s.stats.committed) & !self.page.mask();
+                room.max(s.floor.unwrap_or(0)).min(capacity)
+            }
+        }
+    }
+
+    /// Gives kept pages back, the older generation first, until at most `target`
+    /// bytes are kept.
     ///
     /// # Safety
     ///
-    /// The caller must hold the lock and pass `i < slots`.
-    unsafe fn take_slot(&self, i: usize) -> *mut u8 {
-        // SAFETY: the caller's contract; the table is committed memory of `slots`
-        // pointers.
-        unsafe { self.table.add(i).replace(ptr::null_mut()) }
+    /// The caller must hold the lock.
+    unsafe fn evict(&self, s: &mut State, out: &mut Decommits<'_, P>, target: usize) {
+        let before = s.stats.purged;
+        let old = s.young ^ GENERATION;
+        // SAFETY: the caller holds the lock.
+        unsafe {
+            self.sweep(s, out, Some(old), target);
+            self.sweep(s, out, None, target);
+        }
+        s.stats.evictions += (s.stats.purged - before) >> self.page.log2();
+    }
+
+    /// Takes kept pages out of the table (those of `generation`, or all) and gives
+    /// them back, each with the adjacent kept pages of that generation as one run,
+    /// until at most `target` bytes are kept or none is left to take. A sweep for
+    /// the decay or a trim visits the whole table; an eviction starts where the last
+    /// one stopped.
+    ///
+    /// # Safety
+    ///
+    /// The caller must hold the lock.
+    unsafe fn sweep(
+        &self,
+        s: &mut State,
+        out: &mut Decommits<'_, P>,
+        generation: Option<usize>,
+        target: usize,
+    ) {
+        if self.slots == 0 {
+            return;
+        }
+        let page = self.page.get();
+        let wanted = |e: *mut u8| generation.is_none_or(|g| e.addr() & GENERATION == g);
+        let left = |s: &State| match generation {
+            Some(g) => s.count[g],
+            None => s.stats.parked,
+        };
+        // A removal shifts later entries back, possibly past the scan: pass again
+        // while any is left (each pass removes at least one, if one is left).
+        while s.stats.parked > target && left(s) > 0 {
+            let mut i = s.cursor;
+            let mut seen = 0;
+            while seen < self.slots && s.stats.parked > target {
+                // SAFETY: the lock is held and `i < slots`.
+                let e = unsafe { self.slot(i) };
+                if e.is_null() || !wanted(e) {
+                    i = (i + 1) & (self.slots - 1);
+                    seen += 1;
+                    continue;
+                }
+                // SAFETY: the lock is held; `i` holds the entry.
+                unsafe { self.remove(s, i) };
+                let p = untag(e);
+                // The run around it, of pages of the same generation(s).
+                let (mut lo, mut hi) = (p.addr(), p.addr() + page);
+                while s.stats.parked > target
+                    // SAFETY: the lock is held.
+                    && let Some(j) = unsafe { self.find_if(lo.wrapping_sub(page), wanted) }
+                {
+                    // SAFETY: the lock is held and `j` holds an entry.
+                    unsafe { self.remove(s, j) };
+                    lo -= page;
+                }
+                while s.stats.parked > target
+                    // SAFETY: the lock is held.
+                    && let Some(j) = unsafe { self.find_if(hi, wanted) }
+                {
+                    // SAFETY: the lock is held and `j` holds an entry.
+                    unsafe { self.remove(s, j) };
+                    hi += page;
+                }
+                s.stats.purged += hi - lo;
+                // SAFETY: the pages of `[lo, hi)` were all kept and are now out of the
+                // table: committed in `inner`, inside live reservations, unused. The
+                // pointer takes its provenance from the kept page's.
+                unsafe { out.push(NonNull::new_unchecked(p.with_addr(lo)), hi - lo) };
+                // The slot may hold a shifted entry now: look at it again.
+            }
+            s.cursor = i;
+        }
+    }
+
+    /// The slot holding kept page `addr`, if kept.
+    ///
+    /// # Safety
+    ///
+    /// The caller must hold the lock.
+    unsafe fn find(&self, addr: usize) -> Option<usize> {
+        if self.slots == 0 {
+            return None;
+        }
+        let mut i = self.home(addr);
+        loop {
+            // SAFETY: the caller holds the lock; `i < slots`.
+            let e = unsafe { self.slot(i) };
+            if e.is_null() {
+                return None;
+            }
+            if e.addr() & !GENERATION == addr {
+                return Some(i);
+            }
+            i = (i + 1) & (self.slots - 1);
+        }
+    }
+
+    /// The slot holding kept page `addr`, if kept and its entry passes `wanted`.
+    ///
+    /// # Safety
+    ///
+    /// The caller must hold the lock.
+    unsafe fn find_if(&self, addr: usize, wanted: impl Fn(*mut u8) -> bool) -> Option<usize> {
+        // SAFETY: the caller holds the lock; a slot `find` returns is below `slots`.
+        unsafe { self.find(addr).filter(|&j| wanted(self.slot(j))) }
+    }
+
+    /// Adds kept page `p` to the table, of the young generation.
+    ///
+    /// # Safety
+    ///
+    /// The caller must hold the lock; `p` is committed in `inner`, inside a live
+    /// reservation, unused, not in the table, and there is room (`parked` below
+    /// `capacity`, so the table is at most half full).
+    unsafe fn insert(&self, s: &mut State, p: NonNull<u8>) {
+        let mut i = self.home(p.addr().get());
+        // SAFETY: the caller holds the lock; `i < slots`; an empty slot exists.
+        while !unsafe { self.slot(i) }.is_null() {
+            i = (i + 1) & (self.slots - 1);
+        }
+        let young = s.young;
+        // SAFETY: as above.
+        unsafe { self.table.add(i).write(p.as_ptr().map_addr(|a| a | young)) };
+        s.count[young] += 1;
+        s.stats.parked += self.page.get();
+    }
+
+    /// Empties slot `i` (which holds an entry), shifting the entries after it back so
+    /// that no probe path crosses an empty slot.
+    ///
+    /// # Safety
+    ///
+    /// The caller must hold the lock and pass `i < slots` holding an entry.
+    unsafe fn remove(&self, s: &mut State, mut i: usize) {
+        let mask = self.slots - 1;
+        // SAFETY: the caller's contract.
+        let e = unsafe { self.slot(i) };
+        s.count[e.addr() & GENERATION] -= 1;
+        s.stats.parked -= self.page.get();
+        let mut j = i;
+        loop {
+            j = (j + 1) & mask;
+            // SAFETY: the lock is held; `j < slots`.
+            let f = unsafe { self.slot(j) };
+            if f.is_null() {
+                break;
+            }
+            let home = self.home(f.addr() & !GENERATION);
+            // `f` may move to `i` when its home is not in the cyclic range (i, j].
+            if (j.wrapping_sub(home) & mask) >= (j.wrapping_sub(i) & mask) {
+                // SAFETY: as above.
+                unsafe { self.table.add(i).write(f) };
+                i = j;
+            }
+        }
+        // SAFETY: as above.
+        unsafe { self.table.add(i).write(ptr::null_mut()) };
+    }
+
+    /// The slot a page's probe path starts at.
+    #[inline]
+    fn home(&self, addr: usize) -> usize {
+        let n = (addr >> self.page.log2()) as u64;
+        (n.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - self.slots_log2)) as usize
     }
 
     /// # Safety
     ///
     /// The caller must hold the lock and pass `i < slots`.
+    #[inline]
     unsafe fn slot(&self, i: usize) -> *mut u8 {
         // SAFETY: the caller's contract.
         unsafe { self.table.add(i).read() }
     }
 
-    /// Parks the `pages` pages from `ptr`, evicting what their slots held.
+    /// Keeps the `pages` pages from `ptr`, or gives them to the source where the
+    /// limit leaves no room.
     ///
     /// # Safety
     ///
-    /// The caller must hold the lock (`state` is its guarded value), and the pages must
-    /// be committed in `inner`, inside a live reservation, and no longer used.
-    unsafe fn park(&self, state: &mut State, ptr: NonNull<u8>, pages: usize) {
+    /// The caller must hold the lock (`s` is its guarded value), and the pages must be
+    /// committed in `inner`, inside a live reservation, and no longer used.
+    unsafe fn park(
+        &self,
+        s: &mut State,
+        out: &mut Decommits<'_, P>,
+        ptr: NonNull<u8>,
+        pages: usize,
+    ) {
         let page = self.page.get();
-        // Pages `[from, k)` that go straight to the source (the cache at its limit),
-        // decommitted in one call per run.
+        // Pages `[from, k)` that go straight to the source (no room), decommitted in
+        // one call per run: they lie in the caller's one reservation.
         let mut direct: Option<usize> = None;
         let flush = |from: usize, to: usize| {
             // SAFETY: pages of the caller's range, committed and unused.
@@ -491,40 +963,113 @@ impl<P: PageSource> CommitCache<P> {
                     .decommit(ptr.add(from * page), (to - from) * page)
             }
         };
-        let mut evicted = Decommits::new(&self.inner, page);
         for k in 0..pages {
             // SAFETY: `k < pages`, inside the caller's range.
             let p = unsafe { ptr.add(k * page) };
-            let i = self.slot_of(p.addr().get());
-            // SAFETY: the lock is held and `i < slots`.
-            let old = unsafe { self.slot(i) };
-            debug_assert!(
-                old != p.as_ptr(),
-                "CommitCache: page {p:p} decommitted twice"
-            );
-            if old.is_null() && state.stats.parked + page > state.stats.limit {
+            #[cfg(debug_assertions)]
+            {
+                // SAFETY: the caller holds the lock.
+                let kept = unsafe { self.find(p.addr().get()) };
+                debug_assert!(kept.is_none(), "CommitCache: page {p:p} decommitted twice");
+            }
+            if s.stats.parked + page > s.stats.limit {
                 direct.get_or_insert(k);
                 continue;
             }
             if let Some(from) = direct.take() {
                 flush(from, k);
             }
-            if let Some(old) = NonNull::new(old) {
-                // SAFETY: a parked page, out of its slot once the write below replaces
-                // it.
-                unsafe { evicted.push(old) };
-                state.stats.evictions += 1;
-                state.stats.parked -= page;
-            }
-            // SAFETY: the lock is held and `i < slots`.
-            unsafe { self.table.add(i).write(p.as_ptr()) };
-            state.stats.parks += 1;
-            state.stats.parked += page;
+            // SAFETY: the caller's contract; room below the limit.
+            unsafe { self.insert(s, p) };
+            s.stats.parks += 1;
         }
         if let Some(from) = direct {
             flush(from, pages);
         }
+        // The pages were the caller's to give: nothing of them is in `out`.
+        let _ = out;
     }
+
+    /// Gives back the spares `which` picks (after their kept pages); true when there
+    /// was one.
+    fn release_spares(&self, which: impl Fn(&Spare) -> bool) -> bool {
+        // SAFETY: the lock is held inside `locked`.
+        self.locked(|s, out| unsafe { self.drop_spares(s, out, which) })
+    }
+
+    /// Gives back the spares `which` picks (after their kept pages); true when there
+    /// was one.
+    ///
+    /// # Safety
+    ///
+    /// The caller must hold the lock.
+    unsafe fn drop_spares(
+        &self,
+        s: &mut State,
+        out: &mut Decommits<'_, P>,
+        which: impl Fn(&Spare) -> bool,
+    ) -> bool {
+        let mut any = false;
+        for i in 0..SPARES {
+            if let Some(sp) = s.spares[i]
+                && which(&sp)
+            {
+                s.spares[i] = None;
+                any = true;
+                s.stats.spares -= 1;
+                s.stats.spare_bytes -= sp.size;
+                // SAFETY: a spare is a live reservation of `inner`, released by the
+                // consumer, so all of it is decommitted for the consumer; the caller
+                // holds the lock.
+                unsafe { self.give_back_locked(s, out, sp.base, sp.size) };
+            }
+        }
+        any
+    }
+
+    /// Gives back the kept pages of `[base, base + size)`, then releases the
+    /// reservation to the source.
+    ///
+    /// # Safety
+    ///
+    /// The caller must hold the lock; `base` and `size` are exactly a live reservation
+    /// of `inner`, every page of it decommitted for the consumer (kept or decommitted
+    /// in `inner`), and nothing uses it again.
+    unsafe fn give_back_locked(
+        &self,
+        s: &mut State,
+        out: &mut Decommits<'_, P>,
+        base: NonNull<u8>,
+        size: usize,
+    ) {
+        let page = self.page.get();
+        let start = base.addr().get();
+        let mut k = 0;
+        while k < size {
+            // SAFETY: the caller holds the lock.
+            if let Some(i) = unsafe { self.find(start + k) } {
+                // SAFETY: as above; then a kept page out of the table, given back to
+                // `inner` so that its release contract holds.
+                unsafe {
+                    self.remove(s, i);
+                    out.push(base.add(k), page);
+                }
+                s.stats.purged += page;
+            }
+            k += page;
+        }
+        // The decommits reach `inner` before the release.
+        out.flush();
+        // SAFETY: the caller passes a live reservation with everything decommitted (for
+        // the consumer); the pages kept inside it were just decommitted in `inner`.
+        unsafe { self.inner.release(base, size) }
+    }
+}
+
+/// A table entry's page pointer, without its generation bit.
+#[inline]
+fn untag(e: *mut u8) -> *mut u8 {
+    e.map_addr(|a| a & !GENERATION)
 }
 
 impl<P: PageSource> Drop for CommitCache<P> {
@@ -534,7 +1079,7 @@ impl<P: PageSource> Drop for CommitCache<P> {
 }
 
 // SAFETY: reservations, releases and page contents are `inner`'s; the cache only delays
-// decommits, so a committed range is always committed in `inner`. A parked page keeps
+// decommits, so a committed range is always committed in `inner`. A kept page keeps
 // its contents, hence `decommitted_reads_zero` is false. Nothing allocates.
 unsafe impl<P: PageSource> PageSource for CommitCache<P> {
     fn page_size(&self) -> usize {
@@ -544,17 +1089,18 @@ unsafe impl<P: PageSource> PageSource for CommitCache<P> {
     fn reserve(&self, size: usize, align: Alignment) -> Result<NonNull<u8>, PageError> {
         if self.slots > 0 {
             let align = align.get().max(self.page.get());
-            let spare = self.state.with(|s| {
+            let spare = self.locked(|s, out| {
+                self.poll(s, out);
                 let i = s.spares.iter().position(|spare| {
-                    spare.is_some_and(|(base, n)| {
-                        n == size && base.addr().get().is_multiple_of(align)
+                    spare.is_some_and(|sp| {
+                        sp.size == size && sp.base.addr().get().is_multiple_of(align)
                     })
                 })?;
-                let (base, _) = s.spares[i].take()?;
+                let sp = s.spares[i].take()?;
                 s.stats.spares -= 1;
                 s.stats.spare_bytes -= size;
                 s.stats.reuses += 1;
-                Some(base)
+                Some(sp.base)
             });
             if let Some(base) = spare {
                 return Ok(base);
@@ -564,7 +1110,7 @@ unsafe impl<P: PageSource> PageSource for CommitCache<P> {
             // The spares may hold what a source of fixed size (a `FixedPages` buffer)
             // needs: give them back and ask once more.
             Err(e) => {
-                if self.release_spares() {
+                if self.release_spares(|_| true) {
                     self.inner.reserve(size, align)
                 } else {
                     Err(e)
@@ -579,25 +1125,30 @@ unsafe impl<P: PageSource> PageSource for CommitCache<P> {
             // SAFETY: the caller passes a live reservation, all of it decommitted.
             return unsafe { self.inner.release(base, size) };
         }
-        // Keep it whole, with its parked pages, for the next reserve of its size.
-        let kept = self.state.with(|s| {
-            if size > s.stats.capacity {
-                return false;
-            }
-            let Some(free) = s.spares.iter_mut().find(|spare| spare.is_none()) else {
-                return false;
+        self.locked(|s, out| {
+            self.poll(s, out);
+            // Keep it whole, with its kept pages, for the next reserve of its size.
+            let room = if s.retention.is_eager() {
+                EAGER_SPARES
+            } else {
+                SPARES
             };
-            *free = Some((base, size));
-            s.stats.spares += 1;
-            s.stats.spare_bytes += size;
-            true
+            if size <= s.stats.capacity
+                && let Some(free) = s.spares[..room].iter_mut().find(|sp| sp.is_none())
+            {
+                *free = Some(Spare {
+                    base,
+                    size,
+                    generation: s.young,
+                });
+                s.stats.spares += 1;
+                s.stats.spare_bytes += size;
+                return;
+            }
+            // SAFETY: the caller passes a live reservation with everything decommitted
+            // for the consumer; the lock is held.
+            unsafe { self.give_back_locked(s, out, base, size) };
         });
-        if kept {
-            return;
-        }
-        // SAFETY: the caller passes a live reservation with everything decommitted for
-        // the consumer.
-        unsafe { self.give_back(base, size) }
     }
 
     unsafe fn commit(&self, ptr: NonNull<u8>, size: usize) -> Result<(), PageError> {
@@ -608,19 +1159,19 @@ unsafe impl<P: PageSource> PageSource for CommitCache<P> {
         }
         let page = self.page.get();
         let pages = size >> self.page.log2();
-        self.state.with(|s| {
-            // Commits pages `[from, to)` of the range through `inner`; on failure puts
-            // pages `[0, from)`, already committed, back in the cache.
-            let commit_run = |s: &mut State, from: usize, to: usize| {
+        self.locked(|s, out| {
+            // Commits pages `[from, to)` of the range through `inner`; on failure keeps
+            // pages `[0, from)`, already committed, in the cache again.
+            let commit_run = |s: &mut State, out: &mut Decommits<'_, P>, from: usize, to: usize| {
                 // SAFETY: a sub-range of the caller's range, whose pages are neither
-                // committed nor parked.
+                // committed nor kept.
                 let run = unsafe { ptr.add(from * page) };
                 // SAFETY: the caller upholds `commit`'s contract for the whole range.
                 let result = unsafe { self.inner.commit(run, (to - from) * page) };
                 if result.is_err() {
                     // SAFETY: pages `[0, from)` were committed (by `inner` or taken
                     // from the cache) in this call and are unused; the lock is held.
-                    unsafe { self.park(s, ptr, from) };
+                    unsafe { self.park(s, out, ptr, from) };
                 }
                 result
             };
@@ -628,42 +1179,46 @@ unsafe impl<P: PageSource> PageSource for CommitCache<P> {
             for k in 0..pages {
                 // SAFETY: `k < pages`, inside the caller's range.
                 let p = unsafe { ptr.add(k * page) };
-                let i = self.slot_of(p.addr().get());
-                // SAFETY: the lock is held and `i < slots`.
-                if unsafe { self.slot(i) } == p.as_ptr() {
-                    // Commit the pending run first: if it fails, this page stays parked.
+                // SAFETY: the lock is held.
+                if let Some(i) = unsafe { self.find(p.addr().get()) } {
+                    // Commit the pending run first: if it fails, this page stays kept.
                     if let Some(from) = run.take() {
-                        commit_run(s, from, k)?;
+                        commit_run(s, out, from, k)?;
                     }
-                    // SAFETY: the lock is held and `i < slots`.
-                    unsafe { self.take_slot(i) };
+                    // SAFETY: the lock is held and `i` holds the page.
+                    unsafe { self.remove(s, i) };
                     s.stats.hits += 1;
-                    s.stats.parked -= page;
                 } else {
                     s.stats.misses += 1;
                     run.get_or_insert(k);
                 }
             }
-            match run {
-                Some(from) => commit_run(s, from, pages),
-                None => Ok(()),
+            if let Some(from) = run {
+                commit_run(s, out, from, pages)?;
             }
+            s.stats.committed += size;
+            s.stats.peak = s.stats.peak.max(s.stats.committed);
+            if !s.retention.is_eager() {
+                // What is committed, in use and kept, stays within the cap.
+                self.fit_growing(s, out);
+            }
+            Ok(())
         })
     }
 
     unsafe fn decommit(&self, ptr: NonNull<u8>, size: usize) {
-        let page = self.page.get();
         let pages = size >> self.page.log2();
-        let direct = pages.saturating_sub(self.slots);
-        if direct > 0 {
-            // SAFETY: the head of the caller's range, committed and unused.
-            unsafe { self.inner.decommit(ptr, direct * page) };
+        if self.slots == 0 {
+            // SAFETY: the caller's contract.
+            return unsafe { self.inner.decommit(ptr, size) };
         }
-        if direct < pages {
-            // SAFETY: the rest of the caller's range; the lock is held inside `with`.
-            self.state
-                .with(|s| unsafe { self.park(s, ptr.add(direct * page), pages - direct) });
-        }
+        self.locked(|s, out| {
+            self.poll(s, out);
+            s.stats.committed = s.stats.committed.saturating_sub(size);
+            s.stats.limit = self.limit_of(s);
+            // SAFETY: the caller's range, committed and unused; the lock is held.
+            unsafe { self.park(s, out, ptr, pages) };
+        });
     }
 
     fn commit_is_implicit(&self) -> bool {

@@ -18,6 +18,7 @@ mod heap;
 pub mod lock;
 mod metered;
 mod misuse;
+mod retention;
 mod sync;
 mod system;
 
@@ -28,7 +29,7 @@ use bento_align::Alignment;
 #[doc(hidden)]
 pub use crate::alloc_api::resize;
 pub use crate::alloc_api::{AllocError, RawAlloc, dangling};
-pub use crate::cache::{CacheStats, CommitCache};
+pub use crate::cache::{CacheCorruption, CacheStats, CommitCache};
 pub use crate::callback::{CallbackPages, CommitFn, DecommitFn, ReleaseFn, ReserveFn};
 pub use crate::error::{Invalid, PageError};
 #[cfg(feature = "testing")]
@@ -38,6 +39,9 @@ pub use crate::fixed::FixedPages;
 pub use crate::heap::HeapPages;
 pub use crate::metered::{Metered, PageStats};
 pub use crate::misuse::{GuardSide, Leaks, Misuse, MisuseHook, panic_on_misuse};
+#[cfg(all(feature = "os", any(unix, windows)))]
+pub use crate::retention::os_millis;
+pub use crate::retention::{Decay, Phase, Retention};
 #[cfg(all(feature = "os", any(unix, windows)))]
 pub use crate::system::SystemPages;
 

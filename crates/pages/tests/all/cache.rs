@@ -1,12 +1,25 @@
 use bento_align::Alignment;
-use bento_pages::{CommitCache, FaultyPages, HeapPages, Metered, PageError, PageSource};
+use bento_pages::{
+    CommitCache, Decay, FaultyPages, HeapPages, Metered, PageError, PageSource, Phase, Retention,
+};
 
 use crate::common::{disjoint, round_trip};
 
 const PAGE: usize = 4096;
 
+/// A cache of `slots` pages that keeps them under `Retention::Eager`: until evicted
+/// or trimmed.
 fn cache(slots: usize) -> CommitCache<Metered<HeapPages>> {
-    CommitCache::with_capacity(Metered::new(HeapPages::new()), slots * PAGE).unwrap()
+    let c = CommitCache::with_capacity(Metered::new(HeapPages::new()), slots * PAGE).unwrap();
+    c.set_retention(Retention::Eager);
+    c
+}
+
+/// A cache of `slots` pages under a decay of `frames` frames.
+fn decaying(slots: usize, frames: u32) -> CommitCache<Metered<HeapPages>> {
+    let c = CommitCache::with_capacity(Metered::new(HeapPages::new()), slots * PAGE).unwrap();
+    c.set_retention(Retention::Decay(Decay::frames(frames)));
+    c
 }
 
 #[test]
@@ -83,31 +96,26 @@ fn a_partial_hit_commits_the_missing_runs_only() {
 }
 
 #[test]
-fn pages_mapping_to_the_same_slot_evict() {
+fn pages_a_capacity_apart_are_both_kept() {
     let pages = cache(4);
     let base = pages.reserve(8 * PAGE, Alignment::MIN).unwrap();
     // SAFETY: ranges of the live reservation; all decommitted before release.
     unsafe {
         pages.commit(base, 8 * PAGE).unwrap();
-        // Page k and page k + 4 share a slot.
         pages.decommit(base, PAGE);
-        let decommits = pages.inner().stats().decommits;
         pages.decommit(base.add(4 * PAGE), PAGE);
-        assert_eq!(pages.stats().evictions, 1);
-        assert_eq!(
-            pages.inner().stats().decommits,
-            decommits + 1,
-            "the evicted page is truly decommitted"
-        );
-        // Page 0 was evicted: committing it again is a miss.
+        let s = pages.stats();
+        assert_eq!((s.evictions, s.parked), (0, 2 * PAGE), "no collision");
+        let calls = pages.inner().stats().commits;
         pages.commit(base, PAGE).unwrap();
-        assert_eq!(pages.stats().hits, 0);
-        pages.decommit(base, PAGE);
-        pages.decommit(base.add(PAGE), 3 * PAGE);
-        pages.decommit(base.add(5 * PAGE), 3 * PAGE);
+        pages.commit(base.add(4 * PAGE), PAGE).unwrap();
+        assert_eq!(pages.stats().hits, 2);
+        assert_eq!(pages.inner().stats().commits, calls, "both were kept");
+        pages.decommit(base, 8 * PAGE);
         pages.release(base, 8 * PAGE);
     }
-    assert_eq!(pages.inner().stats().committed, PAGE, "only the slot table");
+    pages.trim();
+    assert_eq!(pages.inner().stats().committed, PAGE, "only the table");
 }
 
 #[test]
@@ -151,6 +159,7 @@ fn a_failed_commit_leaves_the_range_decommitted() {
     let pages =
         CommitCache::with_capacity(Metered::new(FaultyPages::new(HeapPages::new())), 64 * PAGE)
             .unwrap();
+    pages.set_retention(Retention::Eager);
     let faulty = pages.inner().inner();
     let base = pages.reserve(8 * PAGE, Alignment::MIN).unwrap();
     // SAFETY: ranges of the live reservation; all decommitted before release.
@@ -359,4 +368,295 @@ fn a_reserve_the_spares_stand_in_the_way_of_gets_them_back() {
         unsafe { pages.release(b, 48 * PAGE) };
         pages.trim();
     });
+}
+
+/// Commits `n` pages at `base`, writes a mark on each, and decommits them: they are
+/// kept.
+///
+/// # Safety
+///
+/// `[base, base + n pages)` lies in a live reservation of `pages`, decommitted.
+unsafe fn use_and_free<P: PageSource>(pages: &P, base: core::ptr::NonNull<u8>, n: usize) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        pages.commit(base, n * PAGE).unwrap();
+        for k in 0..n {
+            base.add(k * PAGE).write(k as u8);
+        }
+        pages.decommit(base, n * PAGE);
+    }
+}
+
+#[test]
+fn kept_pages_go_back_after_the_decay_time_unused() {
+    let pages = decaying(64, 4);
+    let base = pages.reserve(16 * PAGE, Alignment::MIN).unwrap();
+    // SAFETY: ranges of the live reservation; all decommitted before release.
+    unsafe {
+        use_and_free(&pages, base, 8);
+        assert_eq!(pages.stats().parked, 8 * PAGE, "kept");
+        let calls = pages.inner().stats().decommits;
+        // A decay of 4 frames steps every 2: the pages grow old at the first step
+        // (frame 2) and go back at the second (frame 4).
+        for frame in 1..=3 {
+            assert_eq!(pages.tick(), 0, "frame {frame}: still kept");
+        }
+        assert_eq!(pages.stats().parked, 8 * PAGE);
+        assert_eq!(pages.tick(), 8 * PAGE, "frame 4: given back");
+        let s = pages.stats();
+        assert_eq!((s.parked, s.purged, s.decays), (0, 8 * PAGE, 1));
+        assert_eq!(
+            pages.inner().stats().decommits,
+            calls + 8,
+            "one call a page: HeapPages decommits never span"
+        );
+        pages.validate().unwrap();
+        pages.release(base, 16 * PAGE);
+    }
+}
+
+#[test]
+fn a_page_reused_before_it_decays_stays() {
+    let pages = decaying(64, 4);
+    let base = pages.reserve(16 * PAGE, Alignment::MIN).unwrap();
+    // SAFETY: ranges of the live reservation; all decommitted before release.
+    unsafe {
+        use_and_free(&pages, base, 4);
+        for _ in 0..40 {
+            // Each frame takes the pages back and frees them again: never unused for
+            // a whole decay time, never given back.
+            pages.tick();
+            pages.commit(base, 4 * PAGE).unwrap();
+            pages.decommit(base, 4 * PAGE);
+        }
+        let s = pages.stats();
+        assert_eq!((s.hits, s.purged, s.parked), (40 * 4, 0, 4 * PAGE));
+        assert_eq!(
+            pages.inner().stats().commits,
+            2,
+            "the table and the first use"
+        );
+        pages.validate().unwrap();
+        pages.trim();
+        pages.release(base, 16 * PAGE);
+    }
+}
+
+#[test]
+fn load_and_unload_hold_the_decay_and_play_starts_it_again() {
+    let pages = decaying(64, 2);
+    let base = pages.reserve(16 * PAGE, Alignment::MIN).unwrap();
+    // SAFETY: ranges of the live reservation; all decommitted before release.
+    unsafe {
+        pages.phase(Phase::Unload);
+        use_and_free(&pages, base, 8);
+        pages.phase(Phase::Load);
+        for _ in 0..100 {
+            pages.tick();
+        }
+        assert_eq!(pages.stats().parked, 8 * PAGE, "held through the load");
+        pages.phase(Phase::Play);
+        pages.tick();
+        pages.tick();
+        pages.tick();
+        assert_eq!(pages.stats().parked, 0, "decayed in play");
+        pages.validate().unwrap();
+        pages.release(base, 16 * PAGE);
+    }
+}
+
+#[test]
+fn spares_decay_like_pages() {
+    let pages = decaying(64, 2);
+    let base = pages.reserve(8 * PAGE, Alignment::MIN).unwrap();
+    // SAFETY: the live reservation, its pages decommitted before the release.
+    unsafe {
+        use_and_free(&pages, base, 8);
+        pages.release(base, 8 * PAGE);
+    }
+    assert_eq!(pages.stats().spares, 1);
+    let reserved = pages.inner().stats().reserved;
+    pages.tick();
+    pages.tick();
+    let s = pages.stats();
+    assert_eq!(
+        (s.spares, s.parked),
+        (0, 0),
+        "the spare and its pages went back"
+    );
+    assert_eq!(pages.inner().stats().reserved, reserved - 8 * PAGE);
+    assert_eq!(pages.inner().stats().committed, PAGE, "only the table");
+    pages.validate().unwrap();
+}
+
+#[test]
+fn committed_and_kept_stay_within_the_peak() {
+    let pages = decaying(256, 1000);
+    let a = pages.reserve(64 * PAGE, Alignment::MIN).unwrap();
+    let b = pages.reserve(64 * PAGE, Alignment::MIN).unwrap();
+    // SAFETY: ranges of live reservations; all decommitted before release.
+    unsafe {
+        // A peak of 32 pages, all freed: kept.
+        use_and_free(&pages, a, 32);
+        assert_eq!(pages.stats().parked, 32 * PAGE);
+        // 24 pages elsewhere: what is committed through the cache stays within the
+        // peak, so kept pages go back (an eighth of the limit more than needed).
+        pages.commit(b, 24 * PAGE).unwrap();
+        let s = pages.stats();
+        assert!(s.parked + s.committed <= s.peak, "{s:?}");
+        assert!(s.parked >= 7 * PAGE, "no more than needed went back: {s:?}");
+        assert_eq!(s.peak, 32 * PAGE);
+        let os = pages.inner().stats();
+        assert_eq!(os.committed - PAGE, s.parked + s.committed, "nothing lost");
+        pages.validate().unwrap();
+        pages.decommit(b, 24 * PAGE);
+        pages.trim();
+        pages.release(a, 64 * PAGE);
+        pages.release(b, 64 * PAGE);
+    }
+    pages.trim();
+    assert_eq!(pages.inner().stats().committed, PAGE);
+}
+
+#[test]
+fn a_decay_in_milliseconds_reads_the_clock() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NOW: AtomicU64 = AtomicU64::new(1_000);
+    fn now() -> u64 {
+        NOW.load(Ordering::Relaxed)
+    }
+    let pages = CommitCache::with_capacity(Metered::new(HeapPages::new()), 64 * PAGE).unwrap();
+    let decay = Decay {
+        frames: 0,
+        millis: 100,
+        clock: Some(now),
+        peak_percent: 100,
+    };
+    pages.set_retention(Retention::Decay(decay));
+    let base = pages.reserve(16 * PAGE, Alignment::MIN).unwrap();
+    // SAFETY: ranges of the live reservation; all decommitted before release.
+    unsafe {
+        use_and_free(&pages, base, 4);
+        NOW.store(1_049, Ordering::Relaxed);
+        assert_eq!(pages.tick(), 0, "49 ms: no step yet");
+        NOW.store(1_050, Ordering::Relaxed);
+        assert_eq!(pages.tick(), 0, "a step: the pages grow old");
+        NOW.store(1_100, Ordering::Relaxed);
+        assert_eq!(pages.tick(), 4 * PAGE, "a second step: given back");
+        pages.release(base, 16 * PAGE);
+    }
+}
+
+#[test]
+fn eager_keeps_no_more_than_its_limit_and_never_decays() {
+    let pages = cache(64);
+    pages.set_limit(4 * PAGE);
+    let base = pages.reserve(16 * PAGE, Alignment::MIN).unwrap();
+    // SAFETY: ranges of the live reservation; all decommitted before release.
+    unsafe {
+        use_and_free(&pages, base, 16);
+        for _ in 0..100 {
+            pages.tick();
+        }
+        let s = pages.stats();
+        assert_eq!((s.parked, s.purged), (4 * PAGE, 0));
+        pages.validate().unwrap();
+        pages.trim();
+        pages.release(base, 16 * PAGE);
+    }
+}
+
+/// A random mix of every call over a source that refuses commits at random: after
+/// each step the cache validates, every page the consumer holds keeps what it
+/// wrote, and the source holds exactly the table, the consumer's pages and the kept
+/// ones: a kept page is never lost, whether a commit taking it fails or not.
+#[test]
+fn random_calls_over_a_failing_source_lose_nothing() {
+    for case in 0..24 {
+        let bytes = bento_testkit::seeded_bytes(case, 4096);
+        let pages =
+            CommitCache::with_capacity(Metered::new(FaultyPages::new(HeapPages::new())), 32 * PAGE)
+                .unwrap();
+        if case % 3 == 0 {
+            pages.set_retention(Retention::Eager);
+            pages.set_limit(12 * PAGE);
+        } else {
+            pages.set_retention(Retention::Decay(Decay::frames(1 + case as u32 % 5)));
+        }
+        // Four reservations of 16 pages; `held[r][k]`: the consumer's page, and its mark.
+        let mut bases: Vec<Option<core::ptr::NonNull<u8>>> = vec![None; 4];
+        let mut held = [[None::<u8>; 16]; 4];
+        for (step, w) in bytes.chunks_exact(4).enumerate() {
+            let r = w[1] as usize % 4;
+            let (k, n) = (w[2] as usize % 16, 1 + w[3] as usize % 4);
+            let n = n.min(16 - k);
+            // SAFETY: every range is inside reservation `r`; commits take decommitted
+            // pages only, decommits committed ones, releases whole decommitted
+            // reservations.
+            unsafe {
+                match (w[0] % 8, bases[r]) {
+                    (_, None) => bases[r] = pages.reserve(16 * PAGE, Alignment::MIN).ok(),
+                    (0 | 1, Some(base)) if held[r][k..k + n].iter().all(Option::is_none) => {
+                        if w[3] & 0x80 != 0 {
+                            pages.inner().inner().fail_commit(1);
+                        }
+                        if pages.commit(base.add(k * PAGE), n * PAGE).is_ok() {
+                            for (j, h) in held[r].iter_mut().enumerate().skip(k).take(n) {
+                                base.add(j * PAGE).write(step as u8);
+                                *h = Some(step as u8);
+                            }
+                        }
+                        pages.inner().inner().heal();
+                    }
+                    (2 | 3, Some(base)) if held[r][k..k + n].iter().all(Option::is_some) => {
+                        for (j, h) in held[r].iter_mut().enumerate().skip(k).take(n) {
+                            assert_eq!(Some(base.add(j * PAGE).read()), h.take());
+                        }
+                        pages.decommit(base.add(k * PAGE), n * PAGE);
+                    }
+                    (4, Some(base)) if held[r].iter().all(Option::is_none) => {
+                        pages.release(base, 16 * PAGE);
+                        bases[r] = None;
+                    }
+                    (5, _) => {
+                        pages.tick();
+                    }
+                    (6, _) if w[3] < 16 => {
+                        pages.trim();
+                    }
+                    (6, _) => pages.phase(match w[3] % 3 {
+                        0 => Phase::Load,
+                        1 => Phase::Play,
+                        _ => Phase::Unload,
+                    }),
+                    _ => {}
+                }
+            }
+            let s = pages
+                .validate()
+                .unwrap_or_else(|e| panic!("case {case} step {step}: {e}"));
+            let mine = held.iter().flatten().filter(|h| h.is_some()).count() * PAGE;
+            assert_eq!(s.committed, mine, "case {case} step {step}");
+            assert_eq!(
+                pages.inner().stats().committed,
+                PAGE + mine + s.parked,
+                "case {case} step {step}: the source holds the table, ours and the kept"
+            );
+        }
+        for (r, base) in bases.iter().enumerate() {
+            if let Some(base) = *base {
+                for (k, h) in held[r].iter_mut().enumerate() {
+                    if h.take().is_some() {
+                        // SAFETY: a page the consumer holds, given back once.
+                        unsafe { pages.decommit(base.add(k * PAGE), PAGE) };
+                    }
+                }
+                // SAFETY: all of it decommitted now.
+                unsafe { pages.release(base, 16 * PAGE) };
+            }
+        }
+        pages.trim();
+        assert_eq!(pages.inner().stats().committed, PAGE, "case {case}");
+        assert_eq!(pages.inner().stats().reserved, PAGE, "case {case}");
+    }
 }
