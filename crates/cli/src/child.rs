@@ -11,7 +11,7 @@ use std::process::{Command, Stdio};
 use bento_trace::{Footprint, GlobalTarget, ReplayOptions, ReplayTarget, TraceReader, replay};
 use indicatif::ProgressBar;
 
-use crate::run::{FrameCall, FrameCalls, Run, Sample, rss};
+use crate::run::{FrameCall, FrameCalls, KeptFigures, Run, Sample, rss};
 use crate::setup::{self, Bento, Linear, Measured, Parts, Report};
 
 /// How often the child reports progress, in records.
@@ -85,6 +85,9 @@ fn measure<T: ReplayTarget + Report>(
     // seen so far.
     let mut frame_calls = Vec::new();
     let (mut calls_since, mut frames_seen) = (target.footprint().map_or(0, |f| f.os_calls), 0);
+    let mut peak_kept = 0;
+    // Given back before the replay (none for a fresh allocator).
+    let given_before = target.kept().map_or(0, |k| k.given_back);
     let mut peak_rss = 0;
     let mut last_progress = 0;
     // The heaps' report at the busiest moment sampled.
@@ -97,13 +100,17 @@ fn measure<T: ReplayTarget + Report>(
         let grown = rss().saturating_sub(base);
         peak_rss = peak_rss.max(grown);
         let own = t.footprint();
+        let kept = t.kept();
         samples.push(Sample {
             seq: m.seq,
             live: m.live,
             committed: own.map_or(grown, |f: Footprint| f.committed as u64),
             rss: grown,
-            kept: t.kept().unwrap_or(0),
+            kept: kept.map_or(0, |k| k.now),
         });
+        if let Some(k) = kept {
+            peak_kept = peak_kept.max(k.now);
+        }
         if let Some(name) = m.phase {
             phases.push((m.seq, name.to_owned()));
         }
@@ -151,6 +158,10 @@ fn measure<T: ReplayTarget + Report>(
         peak_rss,
         os_calls: footprint.map(|f| f.os_calls),
         frame_calls: footprint.map(|_| FrameCalls::new(&frame_calls, &phases)),
+        kept: target.kept().map(|k| KeptFigures {
+            peak: peak_kept.max(k.now),
+            given_back: k.given_back.saturating_sub(given_before),
+        }),
         faults,
         samples,
         phases,

@@ -44,6 +44,15 @@ pub(crate) struct FrameCalls {
     pub(crate) at_frame_ends: u64,
 }
 
+/// What an allocator's retention of freed pages kept over a replay.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct KeptFigures {
+    /// The most bytes it kept committed for reuse at a moment sampled.
+    pub(crate) peak: u64,
+    /// Bytes of kept pages it gave back to the OS over the replay.
+    pub(crate) given_back: u64,
+}
+
 /// One frame's OS calls, as the replay saw them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct FrameCall {
@@ -118,6 +127,9 @@ pub(crate) struct Run {
     /// The OS calls of the frames, where the allocator counts its calls.
     #[serde(default)]
     pub(crate) frame_calls: Option<FrameCalls>,
+    /// What the allocator's retention of freed pages kept, where it keeps figures.
+    #[serde(default)]
+    pub(crate) kept: Option<KeptFigures>,
     pub(crate) samples: Vec<Sample>,
     /// Phases, as (sequence number, name).
     pub(crate) phases: Vec<(u64, String)>,
@@ -156,6 +168,7 @@ impl Run {
             "fragmentation": self.fragmentation(),
             "os_calls": self.os_calls,
             "os_calls_per_frame": self.frame_calls,
+            "kept_for_reuse": self.kept,
             "page_faults": self.faults,
         })
     }

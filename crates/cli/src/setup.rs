@@ -9,7 +9,7 @@ use std::ptr::NonNull;
 use allocator_api2::alloc::Allocator;
 use bento_common::{CommonAllocator, CommonConfig};
 use bento_heap::{Heap, HeapBuilder};
-use bento_pages::{Metered, PageSource, SystemPages};
+use bento_pages::{Metered, PageSource, Phase, SystemPages};
 use bento_primitives::{ArenaConfig, Frame, FrameArena, GrowingPool};
 use bento_space::{MemorySpace, SpaceConfig};
 use bento_trace::workload::{PARTICLE_SIZE, tags};
@@ -69,16 +69,6 @@ pub(crate) fn check_name(name: &str) -> Result<(), String> {
     }
 }
 
-/// What a level of the game is doing, as an allocator's retention of freed pages
-/// hears it.
-// TODO: wired when the API lands: this is `bento_pages::Phase`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Phase {
-    Load,
-    Play,
-    Unload,
-}
-
 /// The phase a trace's phase record names: "… loading" is a load, "… loaded" play,
 /// "… unloading" an unload (bento's sessions name three a level so); any other name
 /// is none of them.
@@ -133,9 +123,28 @@ impl Retention for CommonAllocator {
 pub(crate) struct Figures {
     /// What it holds in the OS.
     pub(crate) footprint: Footprint,
-    /// Bytes of freed pages it keeps committed for reuse (its commit cache's parked
-    /// pages): part of `footprint.committed`.
-    pub(crate) kept: usize,
+    /// What its retention of freed pages holds and has given back.
+    pub(crate) kept: Kept,
+}
+
+/// What an allocator's retention of freed pages holds and has given back.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Kept {
+    /// Bytes of freed pages kept committed for reuse now (its commit cache's parked
+    /// pages): part of its committed bytes.
+    pub(crate) now: u64,
+    /// Bytes of kept pages given back to the OS so far (by decay, to stay within the
+    /// cache's cap, or by a trim).
+    pub(crate) given_back: u64,
+}
+
+impl Kept {
+    fn of(cache: &bento_pages::CacheStats) -> Self {
+        Self {
+            now: cache.parked as u64,
+            given_back: cache.purged as u64,
+        }
+    }
 }
 
 /// A target that is an allocator-api2 allocator with a retention of freed pages, and
@@ -209,7 +218,7 @@ pub(crate) fn space_figures<P: PageSource>(space: &MemorySpace<P>) -> Figures {
             reserved: s.source.reserved,
             os_calls: calls(&s.source),
         },
-        kept: s.cache.parked,
+        kept: Kept::of(&s.cache),
     }
 }
 
@@ -223,7 +232,7 @@ pub(crate) fn common_figures(common: &CommonAllocator) -> Figures {
             reserved: s.source.reserved,
             os_calls: calls(&s.source),
         },
-        kept: s.cache.parked,
+        kept: Kept::of(&s.cache),
     }
 }
 
@@ -408,9 +417,9 @@ pub(crate) trait Report {
         None
     }
 
-    /// Bytes of freed pages the allocator keeps committed for reuse, where it keeps
-    /// figures.
-    fn kept(&self) -> Option<u64> {
+    /// What the allocator's retention of freed pages holds and has given back, where
+    /// it keeps figures.
+    fn kept(&self) -> Option<Kept> {
         None
     }
 
@@ -422,8 +431,8 @@ pub(crate) trait Report {
 }
 
 impl<A: ?Sized, F: Fn() -> Figures> Report for Measured<'_, A, F> {
-    fn kept(&self) -> Option<u64> {
-        Some((self.figures)().kept as u64)
+    fn kept(&self) -> Option<Kept> {
+        Some((self.figures)().kept)
     }
 
     fn frame_end_calls(&self) -> u64 {
@@ -438,9 +447,9 @@ impl Report for Bento<'_> {
         Some(bento_heap::report().to_string())
     }
 
-    fn kept(&self) -> Option<u64> {
+    fn kept(&self) -> Option<Kept> {
         // The frame arenas and the pool keep no cache: their pages are theirs.
-        Some(common_figures(&self.parts.common).kept as u64)
+        Some(common_figures(&self.parts.common).kept)
     }
 
     fn frame_end_calls(&self) -> u64 {

@@ -187,10 +187,16 @@ fn demo_json_has_the_same_figures_for_scripts() {
         assert!(run["page_faults"].as_u64().unwrap() > 0, "{run}");
         let name = run["allocator"].as_str().unwrap();
         let per_frame = &run["os_calls_per_frame"];
+        let kept = &run["kept_for_reuse"];
         if !COUNTING.contains(&name) {
             assert!(per_frame.is_null() && run["os_calls"].is_null(), "{run}");
+            assert!(kept.is_null(), "{run}");
             continue;
         }
+        // bento's allocators tell what their retention kept and gave back.
+        let peak_committed = run["peak_committed"].as_u64().unwrap();
+        assert!(kept["peak"].as_u64().unwrap() <= peak_committed, "{run}");
+        assert!(kept["given_back"].as_u64().is_some(), "{run}");
         let field = |f: &str| {
             per_frame[f]
                 .as_u64()
