@@ -283,9 +283,9 @@ pub(crate) fn runs_table(runs: &[Run]) -> String {
          byte of each page; \
          peak committed: the allocator's own figure (for `bento`, the sum of its parts' \
          peaks), or the growth of the process's resident set where it keeps none; \
-         OS calls: reserve, commit, decommit and release; OS calls in play: those made \
-         inside the frames after the first level (its allocations and frees; the \
-         pages given back as frames end, loading and unloading not included); page \
+         OS calls: reserve, commit, decommit and release; OS calls in play: those the \
+         allocations and frees inside the frames after the first level made (not the \
+         pages given back as a frame ends, nor loading and unloading); page \
          faults: the minor faults of the process over the replay (a page touched for \
          the first time, or again after it was given back).",
     );
