@@ -96,13 +96,11 @@ pub(crate) trait Retention {
 
 impl<P: PageSource> Retention for MemorySpace<P> {
     fn tick(&self) -> usize {
-        // TODO: wired when the API lands: `MemorySpace::tick(self)`.
-        0
+        MemorySpace::tick(self)
     }
 
     fn phase(&self, phase: Phase) {
-        // TODO: wired when the API lands: `MemorySpace::phase(self, phase)`.
-        let _ = phase;
+        MemorySpace::phase(self, phase);
     }
 }
 
