@@ -106,13 +106,11 @@ impl<P: PageSource> Retention for MemorySpace<P> {
 
 impl Retention for CommonAllocator {
     fn tick(&self) -> usize {
-        // TODO: wired when the API lands: `CommonAllocator::tick(self)`.
-        0
+        CommonAllocator::tick(self)
     }
 
     fn phase(&self, phase: Phase) {
-        // TODO: wired when the API lands: `CommonAllocator::phase(self, phase)`.
-        let _ = phase;
+        CommonAllocator::phase(self, phase);
     }
 }
 
@@ -265,10 +263,12 @@ impl Parts {
     }
 }
 
-/// The pages of freed memory the set-up's commit cache may keep committed however
-/// little is live: a game that loads level after level trades these 8 MiB for not
-/// faulting its pages in again at every load (the `common` row of the demo shows the
-/// default, which keeps less).
+/// The pages of freed memory the set-up's commit cache may keep committed whatever
+/// its retention's cap (what is in use and kept within the most ever in use): a game
+/// that loads level after level trades these 8 MiB for not faulting its pages in
+/// again at every load. Kept pages still go back once unused for the decay time. The
+/// `common` row of the demo shows the default, whose least is 1/32 of the bytes its
+/// regions reserve.
 const COMMIT_FLOOR: usize = 8 << 20;
 
 /// Budgets of the subsystem heaps: generous for the demo's session (their report
