@@ -740,7 +740,10 @@ impl<P: PageSource> CommitCache<P> {
     fn fit_growing(&self, s: &mut State, out: &mut Decommits<'_, P>) {
         s.stats.limit = self.limit_of(s);
         if s.stats.parked > s.stats.limit {
-            let target = s.stats.limit.saturating_sub(EVICT_BATCH << self.page.log2());
+            let target = s
+                .stats
+                .limit
+                .saturating_sub(EVICT_BATCH << self.page.log2());
             // SAFETY: the lock is held.
             unsafe { self.evict(s, out, target) };
         }
@@ -1104,9 +1107,10 @@ unsafe impl<P: PageSource> PageSource for CommitCache<P> {
             let spare = self.locked(|s, out| {
                 self.poll(s, out);
                 let fits = |sp: &Spare| sp.base.addr().get().is_multiple_of(align);
-                let exact = s.spares.iter().position(|spare| {
-                    spare.is_some_and(|sp| sp.size == size && fits(&sp))
-                });
+                let exact = s
+                    .spares
+                    .iter()
+                    .position(|spare| spare.is_some_and(|sp| sp.size == size && fits(&sp)));
                 // Under a decay, a spare up to a quarter larger serves too: the
                 // consumer holds its first `size` bytes, the cache remembers the rest.
                 let lent = s.lent.iter().position(Option::is_none);
@@ -1129,7 +1133,8 @@ unsafe impl<P: PageSource> PageSource for CommitCache<P> {
                     s.lent[slot] = Some((sp.base, sp.size));
                 }
                 Some(sp.base)
-            });            if let Some(base) = spare {
+            });
+            if let Some(base) = spare {
                 return Ok(base);
             }
         }
@@ -1155,7 +1160,11 @@ unsafe impl<P: PageSource> PageSource for CommitCache<P> {
         self.locked(|s, out| {
             self.poll(s, out);
             // A spare lent for a smaller reserve comes back whole.
-            let size = match s.lent.iter_mut().find(|l| l.is_some_and(|(b, _)| b == base)) {
+            let size = match s
+                .lent
+                .iter_mut()
+                .find(|l| l.is_some_and(|(b, _)| b == base))
+            {
                 Some(slot) => slot.take().map_or(size, |(_, real)| real),
                 None => size,
             };
