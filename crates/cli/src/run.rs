@@ -143,6 +143,17 @@ impl Run {
         self.peak_committed.unwrap_or(self.peak_rss)
     }
 
+    /// Committed bytes averaged over the replay (each sample weighted by the records
+    /// since the one before): what the allocator held on average.
+    pub(crate) fn avg_committed(&self) -> u64 {
+        let (mut sum, mut last) = (0u128, 0u64);
+        for s in &self.samples {
+            sum += u128::from(s.committed) * u128::from(s.seq.saturating_sub(last));
+            last = last.max(s.seq);
+        }
+        u64::try_from(sum / u128::from(last.max(1))).unwrap_or(u64::MAX)
+    }
+
     /// Footprint ÷ live bytes at their peaks.
     pub(crate) fn fragmentation(&self) -> f64 {
         self.footprint() as f64 / self.peak_live.max(1) as f64
@@ -164,6 +175,7 @@ impl Run {
             "ops_per_sec": self.ops_per_sec(),
             "peak_live": self.peak_live,
             "peak_committed": self.peak_committed,
+            "avg_committed": self.avg_committed(),
             "peak_rss_growth": self.peak_rss,
             "fragmentation": self.fragmentation(),
             "os_calls": self.os_calls,
@@ -245,6 +257,7 @@ pub(crate) fn runs_table(runs: &[Run]) -> String {
         "ops/s",
         "peak live",
         "peak committed",
+        "avg committed",
         "peak RSS growth",
         "committed ÷ live",
         "OS calls",
@@ -267,6 +280,7 @@ pub(crate) fn runs_table(runs: &[Run]) -> String {
                     Some(c) => bytes(c),
                     None => format!("{} (RSS)", bytes(r.peak_rss)),
                 },
+                bytes(r.avg_committed()),
                 bytes(r.peak_rss),
                 format!("{:.3}", r.fragmentation()),
                 r.os_calls.map_or("-".to_owned(), |c| c.to_string()),
@@ -283,6 +297,8 @@ pub(crate) fn runs_table(runs: &[Run]) -> String {
          byte of each page; \
          peak committed: the allocator's own figure (for `bento`, the sum of its parts' \
          peaks), or the growth of the process's resident set where it keeps none; \
+         avg committed: that figure (or the resident set's growth) averaged over the \
+         records; \
          OS calls: reserve, commit, decommit and release; OS calls in play: those the \
          allocations and frees inside the frames after the first level made (not the \
          pages given back as a frame ends, nor loading and unloading); page \

@@ -7,7 +7,7 @@ use std::alloc::Layout;
 use std::ptr::NonNull;
 
 use allocator_api2::alloc::Allocator;
-use bento_common::{CommonAllocator, CommonConfig};
+use bento_common::CommonAllocator;
 use bento_heap::{Heap, HeapBuilder};
 use bento_pages::{Metered, PageSource, Phase, SystemPages};
 use bento_primitives::{ArenaConfig, Frame, FrameArena, GrowingPool};
@@ -210,7 +210,8 @@ pub(crate) fn space_figures<P: PageSource>(space: &MemorySpace<P>) -> Figures {
     Figures {
         footprint: Footprint {
             committed: s.resident,
-            peak_committed: s.max_committed.max(s.resident),
+            // What the source holds at most: in use, kept and the cache's table.
+            peak_committed: s.source.max_committed,
             reserved: s.source.reserved,
             os_calls: calls(&s.source),
         },
@@ -255,21 +256,11 @@ pub(crate) struct Parts {
 impl Parts {
     pub(crate) fn new() -> Self {
         Self {
-            common: CommonAllocator::with_config(
-                CommonConfig::DEFAULT.with_commit_floor(COMMIT_FLOOR),
-            ),
+            common: CommonAllocator::new(),
             pages: Metered::new(SystemPages::new()),
         }
     }
 }
-
-/// The pages of freed memory the set-up's commit cache may keep committed whatever
-/// its retention's cap (what is in use and kept within the most ever in use): a game
-/// that loads level after level trades these 8 MiB for not faulting its pages in
-/// again at every load. Kept pages still go back once unused for the decay time. The
-/// `common` row of the demo shows the default, whose least is 1/32 of the bytes its
-/// regions reserve.
-const COMMIT_FLOOR: usize = 8 << 20;
 
 /// Budgets of the subsystem heaps: generous for the demo's session (their report
 /// shows how much of each it used).

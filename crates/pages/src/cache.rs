@@ -103,14 +103,22 @@ pub enum CacheCorruption {
 
 /// How many released reservations the cache keeps at most.
 pub(crate) const SPARES: usize = 64;
-/// How many spares a decaying cache may hand out for a smaller reserve (up to a
-/// quarter larger) at once.
+/// How many spares a decaying cache may hand out for a smaller reserve at once.
 const LENT: usize = 64;
+/// ... and how much larger than the reserve they may be.
+const LEND_FACTOR: usize = 4;
 /// ... and how many under [`Retention::Eager`].
 const EAGER_SPARES: usize = 4;
 
+/// Fresh reservations from this size up are rounded to a size class under a decay.
+const ROUND_FROM: usize = 256 << 10;
+
 /// Pages given back at once beyond what a commit over the cap needs.
 const EVICT_BATCH: usize = 16;
+
+#[doc(hidden)]
+pub static DBG: [core::sync::atomic::AtomicUsize; 65] =
+    [const { core::sync::atomic::AtomicUsize::new(0) }; 65];
 
 /// A table entry's generation: its low bit (pages are at least 2-aligned).
 const GENERATION: usize = 1;
@@ -120,6 +128,9 @@ struct Spare {
     base: NonNull<u8>,
     size: usize,
     generation: usize,
+    // When it was released (a count of releases): the latest, with the most pages
+    // still kept, is handed out first.
+    released: u64,
 }
 
 #[derive(Debug)]
@@ -141,8 +152,12 @@ struct State {
     stepped_at: u64,
     // A level loads or unloads: nothing decays.
     held: bool,
+    // When the hold began, in the decay clock's unit.
+    held_at: u64,
     // Where the next eviction scan starts.
     cursor: usize,
+    // Releases kept as spares so far, to order them.
+    releases: u64,
     // Invariant: each `Some` is a live reservation of `inner` that the consumer has
     // released: every page of it decommitted for the consumer (its pages either
     // kept or decommitted in `inner`), of at most `capacity` bytes; `stats.spares`
@@ -381,7 +396,9 @@ impl<P: PageSource> CommitCache<P> {
                 ticked: false,
                 stepped_at: 0,
                 held: false,
+                held_at: 0,
                 cursor: 0,
+                releases: 0,
                 spares: [None; SPARES],
                 lent: [None; LENT],
             }),
@@ -615,6 +632,7 @@ impl<P: PageSource> CommitCache<P> {
                 if !s.ticked {
                     s.ticked = true;
                     s.stepped_at = s.frames;
+                    s.held_at = s.frames;
                 }
                 s.frames += 1;
                 self.step(s, out, s.frames, d.frames);
@@ -626,8 +644,8 @@ impl<P: PageSource> CommitCache<P> {
     }
 
     /// The program's phase: through [`Phase::Load`] and [`Phase::Unload`] nothing kept
-    /// decays, so what an unload frees is there for the next load; [`Phase::Play`]
-    /// starts the decay time afresh.
+    /// decays (the decay clock stops), so what an unload frees is there for the next
+    /// load; [`Phase::Play`] starts the clock again where it stopped.
     ///
     /// ```
     /// use bento_pages::{CommitCache, HeapPages, Phase};
@@ -639,8 +657,15 @@ impl<P: PageSource> CommitCache<P> {
     pub fn phase(&self, phase: Phase) {
         self.locked(|s, _| {
             let held = phase != Phase::Play;
-            if s.held && !held {
-                s.stepped_at = self.now(s).unwrap_or(s.stepped_at);
+            let now = self.now(s);
+            match (s.held, held, now) {
+                // The decay clock stops while held...
+                (false, true, Some(now)) => s.held_at = now,
+                // ... and the time held does not count.
+                (true, false, Some(now)) => {
+                    s.stepped_at = s.stepped_at.wrapping_add(now.wrapping_sub(s.held_at));
+                }
+                _ => {}
             }
             s.held = held;
         });
@@ -653,7 +678,7 @@ impl<P: PageSource> CommitCache<P> {
         let freed = self.locked(|s, out| {
             let before = s.stats.purged;
             // SAFETY: the lock is held.
-            unsafe { self.sweep(s, out, None, 0) };
+            unsafe { self.sweep(s, out, None, 0, (0, 0)) };
             s.stats.peak = s.stats.committed;
             self.fit(s, out);
             s.stats.purged - before
@@ -674,6 +699,28 @@ impl<P: PageSource> CommitCache<P> {
             self.kept.store(s.stats.parked, Ordering::Relaxed);
             r
         })
+    }
+
+    /// The size class a fresh reservation of `size` bytes is rounded up to under a
+    /// decay: from [`ROUND_FROM`] up, the next of `2^k` and `1.5 * 2^k` (in pages);
+    /// `None` where it is not rounded.
+    fn class_of(&self, size: usize) -> Option<usize> {
+        if size < ROUND_FROM || size > self.capacity || self.slots == 0 {
+            return None;
+        }
+        if self.state.with(|s| s.retention.is_eager()) {
+            return None;
+        }
+        let octave = 1usize << (usize::BITS - 1 - size.leading_zeros());
+        let class = if size == octave {
+            size
+        } else if size <= octave + octave / 2 {
+            octave + octave / 2
+        } else {
+            octave.checked_mul(2)?
+        };
+        let class = class.checked_next_multiple_of(self.page.get())?;
+        (class != size).then_some(class)
     }
 
     /// The decay's clock now, in its unit (frames once the program ticks).
@@ -712,7 +759,7 @@ impl<P: PageSource> CommitCache<P> {
         let before = s.stats.purged;
         if s.count[old] > 0 {
             // SAFETY: the lock is held.
-            unsafe { self.sweep(s, out, Some(old), 0) };
+            unsafe { self.sweep(s, out, Some(old), 0, (0, 0)) };
         }
         // SAFETY: the lock is held.
         let spares = unsafe { self.drop_spares(s, out, |sp| sp.generation == old) };
@@ -730,7 +777,7 @@ impl<P: PageSource> CommitCache<P> {
         if s.stats.parked > s.stats.limit {
             let target = s.stats.limit;
             // SAFETY: the lock is held.
-            unsafe { self.evict(s, out, target) };
+            unsafe { self.evict(s, out, target, (0, 0)) };
         }
     }
 
@@ -745,21 +792,26 @@ impl<P: PageSource> CommitCache<P> {
                 .limit
                 .saturating_sub(EVICT_BATCH << self.page.log2());
             // SAFETY: the lock is held.
-            unsafe { self.evict(s, out, target) };
+            unsafe { self.evict(s, out, target, (0, 0)) };
         }
     }
 
     /// The most the cache may keep now.
     fn limit_of(&self, s: &State) -> usize {
+        self.limit_for(s, s.stats.committed, s.stats.peak)
+    }
+
+    /// The most the cache may keep with `committed` bytes in use and a peak of `peak`.
+    fn limit_for(&self, s: &State, committed: usize, peak: usize) -> usize {
         let capacity = s.stats.capacity;
         match s.retention {
             Retention::Eager => s.floor.unwrap_or(capacity),
             Retention::Decay(Decay { peak_percent, .. }) => {
-                let total = u128::try_from(s.stats.peak).unwrap_or(u128::MAX)
+                let total = u128::try_from(peak).unwrap_or(u128::MAX)
                     * u128::from(peak_percent.max(100))
                     / 100;
                 let total = usize::try_from(total).unwrap_or(usize::MAX);
-                let room = total.saturating_sub(s.stats.committed) & !self.page.mask();
+                let room = total.saturating_sub(committed) & !self.page.mask();
                 room.max(s.floor.unwrap_or(0)).min(capacity)
             }
         }
@@ -771,22 +823,45 @@ impl<P: PageSource> CommitCache<P> {
     /// # Safety
     ///
     /// The caller must hold the lock.
-    unsafe fn evict(&self, s: &mut State, out: &mut Decommits<'_, P>, target: usize) {
+    unsafe fn evict(
+        &self,
+        s: &mut State,
+        out: &mut Decommits<'_, P>,
+        target: usize,
+        keep: (usize, usize),
+    ) {
         let before = s.stats.purged;
         let old = s.young ^ GENERATION;
+        // The spares released longest ago first: nobody uses them, and the latest
+        // are handed out first.
+        while s.stats.parked > target
+            && let Some(oldest) = (0..SPARES)
+                .filter_map(|i| Some((i, s.spares[i]?)))
+                .min_by_key(|(_, sp)| sp.released)
+                .map(|(i, _)| i)
+        {
+            if let Some(sp) = s.spares[oldest].take() {
+                s.stats.spares -= 1;
+                s.stats.spare_bytes -= sp.size;
+                // SAFETY: a spare is a live reservation of `inner` released by the
+                // consumer, all of it decommitted for the consumer; the caller holds
+                // the lock.
+                unsafe { self.give_back_locked(s, out, sp.base, sp.size) };
+            }
+        }
         // SAFETY: the caller holds the lock.
         unsafe {
-            self.sweep(s, out, Some(old), target);
-            self.sweep(s, out, None, target);
+            self.sweep(s, out, Some(old), target, keep);
+            self.sweep(s, out, None, target, keep);
         }
         s.stats.evictions += (s.stats.purged - before) >> self.page.log2();
     }
 
     /// Takes kept pages out of the table (those of `generation`, or all) and gives
     /// them back, each with the adjacent kept pages of that generation as one run,
-    /// until at most `target` bytes are kept or none is left to take. A sweep for
-    /// the decay or a trim visits the whole table; an eviction starts where the last
-    /// one stopped.
+    /// until at most `target` bytes are kept or none is left to take, leaving the
+    /// pages of `keep` (a range of addresses, `start..end`). A sweep for the decay or
+    /// a trim visits the whole table; an eviction starts where the last one stopped.
     ///
     /// # Safety
     ///
@@ -797,19 +872,26 @@ impl<P: PageSource> CommitCache<P> {
         out: &mut Decommits<'_, P>,
         generation: Option<usize>,
         target: usize,
+        keep: (usize, usize),
     ) {
         if self.slots == 0 {
             return;
         }
         let page = self.page.get();
-        let wanted = |e: *mut u8| generation.is_none_or(|g| e.addr() & GENERATION == g);
+        let wanted = |e: *mut u8| {
+            let addr = e.addr() & !GENERATION;
+            generation.is_none_or(|g| e.addr() & GENERATION == g)
+                && !(keep.0..keep.1).contains(&addr)
+        };
         let left = |s: &State| match generation {
             Some(g) => s.count[g],
             None => s.stats.parked,
         };
         // A removal shifts later entries back, possibly past the scan: pass again
-        // while any is left (each pass removes at least one, if one is left).
-        while s.stats.parked > target && left(s) > 0 {
+        // while any is left and the last pass took some.
+        let mut progress = true;
+        while progress && s.stats.parked > target && left(s) > 0 {
+            let at_start = s.stats.parked;
             let mut i = s.cursor;
             let mut seen = 0;
             while seen < self.slots && s.stats.parked > target {
@@ -849,6 +931,7 @@ impl<P: PageSource> CommitCache<P> {
                 // The slot may hold a shifted entry now: look at it again.
             }
             s.cursor = i;
+            progress = s.stats.parked < at_start;
         }
     }
 
@@ -1107,20 +1190,21 @@ unsafe impl<P: PageSource> PageSource for CommitCache<P> {
             let spare = self.locked(|s, out| {
                 self.poll(s, out);
                 let fits = |sp: &Spare| sp.base.addr().get().is_multiple_of(align);
-                let exact = s
-                    .spares
-                    .iter()
-                    .position(|spare| spare.is_some_and(|sp| sp.size == size && fits(&sp)));
+                let spares = || (0..SPARES).filter_map(|i| Some((i, s.spares[i]?)));
+                // The latest released of the size: its pages are likeliest kept.
+                let exact = spares()
+                    .filter(|(_, sp)| sp.size == size && fits(sp))
+                    .max_by_key(|(_, sp)| sp.released)
+                    .map(|(i, _)| i);
                 // Under a decay, a spare up to a quarter larger serves too: the
                 // consumer holds its first `size` bytes, the cache remembers the rest.
                 let lent = s.lent.iter().position(Option::is_none);
                 let i = exact.or_else(|| {
                     let _ = lent.filter(|_| !s.retention.is_eager())?;
-                    let most = size.saturating_add(size / 4);
-                    (0..SPARES)
-                        .filter_map(|i| Some((i, s.spares[i]?)))
+                    let most = size.saturating_mul(LEND_FACTOR);
+                    spares()
                         .filter(|(_, sp)| sp.size > size && sp.size <= most && fits(sp))
-                        .min_by_key(|(_, sp)| sp.size)
+                        .min_by_key(|(_, sp)| (sp.size, u64::MAX - sp.released))
                         .map(|(i, _)| i)
                 })?;
                 let sp = s.spares[i].take()?;
@@ -1137,6 +1221,23 @@ unsafe impl<P: PageSource> PageSource for CommitCache<P> {
             if let Some(base) = spare {
                 return Ok(base);
             }
+        }
+        // Under a decay a large reservation is rounded up to a size class (two per
+        // octave), so that once released it serves the next one of its class or a
+        // little smaller: the consumer holds its first `size` bytes.
+        if let Some(class) = self.class_of(size)
+            && let Ok(base) = self.inner.reserve(class, align)
+        {
+            let lent = self.locked(|s, _| {
+                let slot = s.lent.iter_mut().find(|l| l.is_none())?;
+                *slot = Some((base, class));
+                Some(())
+            });
+            if lent.is_some() {
+                return Ok(base);
+            }
+            // SAFETY: just reserved, nothing committed.
+            unsafe { self.inner.release(base, class) };
         }
         match self.inner.reserve(size, align) {
             // The spares may hold what a source of fixed size (a `FixedPages` buffer)
@@ -1181,7 +1282,9 @@ unsafe impl<P: PageSource> PageSource for CommitCache<P> {
                     base,
                     size,
                     generation: s.young,
+                    released: s.releases,
                 });
+                s.releases += 1;
                 s.stats.spares += 1;
                 s.stats.spare_bytes += size;
                 return;
@@ -1201,6 +1304,28 @@ unsafe impl<P: PageSource> PageSource for CommitCache<P> {
         let page = self.page.get();
         let pages = size >> self.page.log2();
         self.locked(|s, out| {
+            if !s.retention.is_eager() {
+                // Make room under the cap before the source commits anything, so that
+                // what it holds never goes over, even for a moment; the range's own
+                // kept pages stay for the hits below.
+                let mut kept_here = 0;
+                for k in 0..pages {
+                    // SAFETY: the lock is held; `k < pages`.
+                    if unsafe { self.find(ptr.addr().get() + k * page) }.is_some() {
+                        kept_here += page;
+                    }
+                }
+                let committed = s.stats.committed + size;
+                let limit = self.limit_for(s, committed, s.stats.peak.max(committed));
+                if s.stats.parked - kept_here > limit {
+                    let target =
+                        (limit + kept_here).saturating_sub(EVICT_BATCH << self.page.log2());
+                    let keep = (ptr.addr().get(), ptr.addr().get() + size);
+                    // SAFETY: the lock is held.
+                    unsafe { self.evict(s, out, target, keep) };
+                    out.flush();
+                }
+            }
             // Commits pages `[from, to)` of the range through `inner`; on failure keeps
             // pages `[0, from)`, already committed, in the cache again.
             let commit_run = |s: &mut State, out: &mut Decommits<'_, P>, from: usize, to: usize| {
@@ -1231,6 +1356,8 @@ unsafe impl<P: PageSource> PageSource for CommitCache<P> {
                     s.stats.hits += 1;
                 } else {
                     s.stats.misses += 1;
+                    DBG[(usize::BITS - size.leading_zeros()) as usize]
+                        .fetch_add(1, core::sync::atomic::Ordering::Relaxed);
                     run.get_or_insert(k);
                 }
             }

@@ -88,10 +88,10 @@ impl Decay {
     /// 60 frames once the program ticks, 1 s of the OS clock before that (with the
     /// feature `os`), the peak as the cap.
     pub const DEFAULT: Self = Self {
-        frames: 60,
+        frames: 600,
         millis: 1000,
         clock: OS_CLOCK,
-        peak_percent: 100,
+        peak_percent: 120,
     };
 
     /// Decay after `frames` calls of `tick`, with no clock.
@@ -155,8 +155,8 @@ impl Default for Decay {
 }
 
 /// A level's phase, as the program tells it ([`CommitCache::phase`]): while a level
-/// loads or unloads nothing kept decays, so what an unload frees is there for the next
-/// load; play starts the decay clock again.
+/// loads or unloads nothing kept decays (the decay clock stops), so what an unload
+/// frees is there for the next load; play starts the clock again.
 ///
 /// [`CommitCache::phase`]: crate::CommitCache::phase
 ///

@@ -462,8 +462,8 @@ pub struct ReplayReport {
     pub live_at_end: u64,
     /// Blocks live at the end of the trace.
     pub blocks_at_end: u64,
-    /// Nanoseconds spent running the records (allocator calls and the replay's
-    /// marks), not reading them or observing.
+    /// Nanoseconds spent running the records (allocator calls, frame ends, phases and
+    /// the replay's marks), not reading them or observing.
     pub nanos: u64,
     /// With [`ReplayOptions::stop_after`]: the blocks left live, as (address, bytes).
     pub left: Vec<(usize, usize)>,
@@ -725,14 +725,21 @@ pub fn replay<R: Read, T: ReplayTarget + ?Sized>(
             Stop::Failed(e) => break Err(e),
             Stop::Frame => {
                 r.frames += 1;
-                if let Err(why) = target.frame() {
+                // A frame's end is the allocator's work too (a tick may give memory
+                // back): timed like the records.
+                let start = Instant::now();
+                let ended = target.frame();
+                r.nanos += start.elapsed().as_nanos() as u64;
+                if let Err(why) = ended {
                     break Err(ReplayError::Frame { seq, why });
                 }
                 None
             }
             Stop::Phase(name) => {
                 r.phases += 1;
+                let start = Instant::now();
                 target.phase(&name);
+                r.nanos += start.elapsed().as_nanos() as u64;
                 Some(name)
             }
             Stop::Sample => None,
