@@ -190,15 +190,24 @@ const OS_CLOCK: Option<fn() -> u64> = None;
 pub fn os_millis() -> u64 {
     #[cfg(unix)]
     {
+        // libc's clock: glibc reads the vDSO it set up before any program code ran,
+        // so this works from the first `malloc` of a preloaded library (and under
+        // valgrind, which rustix's own vDSO lookup trips on).
         #[cfg(any(target_os = "linux", target_os = "android"))]
         let id = if cfg!(miri) {
-            rustix::time::ClockId::Monotonic
+            libc::CLOCK_MONOTONIC
         } else {
-            rustix::time::ClockId::MonotonicCoarse
+            libc::CLOCK_MONOTONIC_COARSE
         };
         #[cfg(not(any(target_os = "linux", target_os = "android")))]
-        let id = rustix::time::ClockId::Monotonic;
-        let t = rustix::time::clock_gettime(id);
+        let id = libc::CLOCK_MONOTONIC;
+        let mut t = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `t` is a valid `timespec` to write; a monotonic clock exists on
+        // every Unix bento builds for, and on failure `t` stays zero.
+        unsafe { libc::clock_gettime(id, &raw mut t) };
         (t.tv_sec as u64) * 1000 + (t.tv_nsec as u64) / 1_000_000
     }
     #[cfg(windows)]
