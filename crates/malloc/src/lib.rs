@@ -4,6 +4,7 @@
 compile_error!("bento-malloc replaces glibc's malloc: it builds for Linux with glibc only");
 
 mod fork;
+mod retain;
 mod stats;
 mod trace;
 
@@ -44,15 +45,19 @@ const MIN_ALIGN: usize = 16;
 const LARGEST_CLASS: usize = SizeClasses::DEFAULT.largest();
 
 /// The once-per-process set-up, done by the first call: the fork handlers, and what
-/// the environment asks for (statistics at exit, a trace).
+/// the environment asks for (the retention, statistics at exit, a trace). Once set
+/// up, the flag also carries a request to start the purger to the next allocation
+/// (`START_PURGER`), so that the allocation's fast path reads one flag for both.
 static SETUP: AtomicU8 = AtomicU8::new(NOT_SET);
 const NOT_SET: u8 = 0;
 const SETTING: u8 = 1;
 const SET: u8 = 2;
+/// Set up, and the next allocation starts the purger (see `retain`).
+const START_PURGER: u8 = 3;
 
-/// Sets the process up on the first call. A call made meanwhile (by the set-up
-/// itself, which may reach `malloc` through glibc, or by another thread) goes on
-/// without waiting.
+/// Sets the process up on the first call, and starts the purger when a `free` asked
+/// for it. A call made meanwhile (by the set-up itself, which may reach `malloc`
+/// through glibc, or by another thread) goes on without waiting.
 #[inline]
 fn setup() {
     if SETUP.load(Ordering::Acquire) != SET {
@@ -74,15 +79,36 @@ extern "C" fn setup_at_load() {
 #[cold]
 #[inline(never)]
 fn setup_slow() {
-    if SETUP
-        .compare_exchange(NOT_SET, SETTING, Ordering::AcqRel, Ordering::Acquire)
-        .is_ok()
-    {
-        fork::register();
-        stats::arm();
-        trace::arm();
-        SETUP.store(SET, Ordering::Release);
+    match SETUP.compare_exchange(NOT_SET, SETTING, Ordering::AcqRel, Ordering::Acquire) {
+        Ok(_) => {
+            retain::arm();
+            fork::register();
+            stats::arm();
+            trace::arm();
+            SETUP.store(SET, Ordering::Release);
+        }
+        Err(START_PURGER) => {
+            // Back to `SET` before the thread is created: `pthread_create` allocates,
+            // and those calls must take the fast path.
+            if SETUP
+                .compare_exchange(START_PURGER, SET, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+            {
+                retain::start();
+            }
+        }
+        Err(_) => {}
     }
+}
+
+/// Whether the set-up is done (the retention is known).
+fn set_up() -> bool {
+    matches!(SETUP.load(Ordering::Acquire), SET | START_PURGER)
+}
+
+/// Asks the next allocation to start the purger.
+fn request_purger() {
+    let _ = SETUP.compare_exchange(SET, START_PURGER, Ordering::AcqRel, Ordering::Relaxed);
 }
 
 fn set_errno(code: c_int) {
@@ -126,10 +152,16 @@ fn alloc(size: usize, align: usize, zeroed: bool) -> *mut c_void {
 /// reported on stderr and the process aborts.
 unsafe fn free_block(p: NonNull<u8>) {
     let saved = errno();
+    let watching = retain::watching();
+    let kept = if watching { retain::kept() } else { 0 };
     trace::traced_free(p, || {
         // SAFETY: the caller's contract.
         unsafe { COMMON.free(p) }
     });
+    if watching {
+        // No bento lock is held here.
+        retain::after_free(kept);
+    }
     set_errno(saved);
 }
 
@@ -231,6 +263,8 @@ unsafe fn resize(old: NonNull<u8>, size: usize) -> *mut c_void {
         set_errno(libc::ENOMEM);
         return ptr::null_mut();
     };
+    let watching = retain::watching();
+    let kept = if watching { retain::kept() } else { 0 };
     let result = trace::traced_realloc(old, new_layout, || {
         // SAFETY: the caller's contract.
         let usable = unsafe { COMMON.usable_size(old) };
@@ -260,6 +294,10 @@ unsafe fn resize(old: NonNull<u8>, size: usize) -> *mut c_void {
         }
         Ok(new)
     });
+    if watching {
+        // A block moved or shrunk may have left pages kept; no bento lock is held.
+        retain::after_free(kept);
+    }
     match result {
         Ok(p) => p.as_ptr().cast(),
         Err(()) => {
