@@ -556,6 +556,77 @@ impl<P: PageSource> CommonAllocator<P> {
         self.started().map_or(0, Inner::trim)
     }
 
+    /// One frame passed: freed pages and segments the commit cache kept and nobody
+    /// took back for the decay time go back to the source (see
+    /// [`Retention`](bento_pages::Retention)); under a decay in milliseconds only, the
+    /// clock is read. Returns the bytes given back. Call it once a frame, from any
+    /// thread; an allocator nobody ticks decays by the OS clock instead.
+    ///
+    /// ```
+    /// use core::alloc::Layout;
+    /// use bento_common::{CommonAllocator, CommonConfig};
+    /// use bento_pages::{Decay, Retention};
+    ///
+    /// let config = CommonConfig::DEFAULT.with_retention(Retention::Decay(Decay::frames(2)));
+    /// let common = CommonAllocator::with_config(config);
+    /// let layout = Layout::from_size_align(1 << 20, 16).unwrap();
+    /// let p = common.alloc(layout).unwrap();
+    /// // SAFETY: live, freed once.
+    /// unsafe { common.dealloc(p, layout) };
+    /// assert!(common.kept() >= 1 << 20); // kept for the next megabyte
+    /// common.tick();
+    /// common.tick();
+    /// assert_eq!(common.kept(), 0); // two frames unused: given back
+    /// ```
+    pub fn tick(&self) -> usize {
+        self.started().map_or(0, |inner| inner.layer.cache.tick())
+    }
+
+    /// Tells the commit cache the program's phase: what a level's unload frees is
+    /// kept through the next load (see [`Phase`](bento_pages::Phase)).
+    ///
+    /// ```
+    /// use bento_common::CommonAllocator;
+    /// use bento_pages::Phase;
+    ///
+    /// let common = CommonAllocator::new();
+    /// common.phase(Phase::Unload);
+    /// common.phase(Phase::Play);
+    /// ```
+    pub fn phase(&self, phase: bento_pages::Phase) {
+        if let Some(inner) = self.started() {
+            inner.layer.cache.phase(phase);
+        }
+    }
+
+    /// Bytes of freed memory kept committed for reuse now, read without a lock.
+    ///
+    /// ```
+    /// assert_eq!(bento_common::CommonAllocator::new().kept(), 0);
+    /// ```
+    #[inline]
+    pub fn kept(&self) -> usize {
+        self.started().map_or(0, |inner| inner.layer.cache.kept())
+    }
+
+    /// Sets the commit cache's retention policy from now on, starting the allocator
+    /// if it has not started (a refused start leaves every allocation failing, as
+    /// it would at the first allocation).
+    ///
+    /// ```
+    /// use bento_common::CommonAllocator;
+    /// use bento_pages::Retention;
+    ///
+    /// let common = CommonAllocator::new();
+    /// common.set_retention(Retention::Eager);
+    /// assert!(common.stats().cache.limit <= 8 << 20);
+    /// ```
+    pub fn set_retention(&self, retention: bento_pages::Retention) {
+        if let Ok(inner) = self.inner() {
+            inner.layer.cache.set_retention(retention);
+        }
+    }
+
     /// The allocator's figures, per region and in total (all zero before it starts).
     ///
     /// Exact when no other thread allocates or frees meanwhile. While others do, each
@@ -701,11 +772,13 @@ fn build<P: PageSource>(config: CommonConfig<P>) -> Result<NonNull<Inner<P>>, Co
         classes,
         routing,
         commit_cache,
+        retention,
         commit_floor,
         misuse,
         ..
     } = config;
     let cache = CommitCache::with_capacity(Metered::new(pages), commit_cache)?;
+    cache.set_retention(retention);
     let source = cache.inner();
     let table_bytes = source.stats().committed;
     // The block: `Inner`, the regions, then the region map's top level.

@@ -3,7 +3,7 @@
 
 #[cfg(all(feature = "os", any(unix, windows)))]
 use bento_pages::SystemPages;
-use bento_pages::{MisuseHook, PageError};
+use bento_pages::{MisuseHook, PageError, Retention};
 use bento_space::{SpaceConfig, SpaceError};
 
 /// The most small size classes a table holds.
@@ -208,11 +208,18 @@ pub struct CommonConfig<P> {
     pub large: SpaceConfig,
     /// How requests find their region.
     pub routing: Routing,
-    /// Bytes of decommitted pages (and released segments kept whole, up to four) the
-    /// one commit cache of the whole allocator keeps for reuse; it parks at most
-    /// 1/32 of the bytes reserved, with a floor of four small segments or
-    /// `commit_floor`, whichever is larger.
+    /// Bytes of freed pages the one commit cache of the whole allocator may keep
+    /// committed for reuse (with released segments kept whole): the hard cap of the
+    /// [`retention`](Self::retention) policy. Under `Retention::Eager` it keeps at
+    /// most 1/32 of the bytes reserved and 8 MiB, with a floor of four small segments
+    /// or `commit_floor`, whichever is larger.
     pub commit_cache: usize,
+    /// How long and how much of the freed memory the commit cache keeps:
+    /// [`Retention::Decay`] (the default) keeps it within the peak in use and gives
+    /// back what stays unused for 60 frames
+    /// ([`CommonAllocator::tick`](crate::CommonAllocator::tick)) or, before the
+    /// program ticks, 1 s; [`Retention::Eager`] keeps only the small cache above.
+    pub retention: Retention,
     /// The least the commit cache may park however little is reserved (0: four small
     /// segments). A program that frees and reallocates blocks of megabytes in a loop
     /// keeps their pages (up to this much) instead of faulting them in again each
@@ -263,6 +270,7 @@ impl<P: Copy> CommonConfig<P> {
             large,
             routing,
             commit_cache,
+            retention,
             commit_floor,
             block_cache,
             misuse,
@@ -275,6 +283,7 @@ impl<P: Copy> CommonConfig<P> {
             large,
             routing,
             commit_cache,
+            retention,
             commit_floor,
             block_cache,
             misuse,
@@ -303,7 +312,8 @@ impl<P> CommonConfig<P> {
                 .with_segment_threshold(16 << 20)
                 .with_page_size(64 << 10),
             routing: Routing::BySize,
-            commit_cache: 8 << 20,
+            commit_cache: 64 << 20,
+            retention: Retention::DEFAULT,
             commit_floor: 0,
             block_cache: 1 << 20,
             misuse: crate::abort_on_misuse,
@@ -359,6 +369,20 @@ impl<P> CommonConfig<P> {
         self
     }
 
+    /// This configuration with `retention` as the commit cache's policy.
+    ///
+    /// ```
+    /// use bento_common::CommonConfig;
+    /// use bento_pages::Retention;
+    ///
+    /// assert!(CommonConfig::DEFAULT.with_retention(Retention::Eager).retention.is_eager());
+    /// ```
+    #[must_use]
+    pub const fn with_retention(mut self, retention: Retention) -> Self {
+        self.retention = retention;
+        self
+    }
+
     /// This configuration with a commit cache that may park `bytes` however little is
     /// reserved (at most its capacity, [`commit_cache`](Self::commit_cache)).
     ///
@@ -366,7 +390,7 @@ impl<P> CommonConfig<P> {
     /// use bento_common::CommonConfig;
     ///
     /// let config = CommonConfig::DEFAULT.with_commit_floor(8 << 20);
-    /// assert_eq!(config.commit_floor, config.commit_cache);
+    /// assert_eq!(config.commit_floor, 8 << 20);
     /// ```
     #[must_use]
     pub const fn with_commit_floor(mut self, bytes: usize) -> Self {

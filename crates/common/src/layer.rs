@@ -13,9 +13,12 @@ use crate::config::GRANULE;
 use crate::map::RegionMap;
 use crate::sync::{AtomicUsize, Ordering};
 
-/// The commit cache parks at most this share of the bytes the regions reserve (as a
-/// shift: 1/32), within the configured capacity.
+/// Under `Retention::Eager` the commit cache keeps at most this share of the bytes the
+/// regions reserve (as a shift: 1/32) and [`EAGER_MOST`], within the configured
+/// capacity; under a decay this is the least it may keep whatever the peak.
 const COMMIT_SHARE_SHIFT: u32 = 5;
+/// The most `Retention::Eager` keeps beyond the floor.
+const EAGER_MOST: usize = 8 << 20;
 
 /// What the regions share. It sits in the allocator's block, at a fixed address for
 /// the allocator's life, which is what each [`RegionPages`] points at.
@@ -63,8 +66,11 @@ impl<P: PageSource> Layer<P> {
 
     /// Sizes the commit cache to `reserved` bytes of regions.
     fn refit(&self, reserved: usize) {
-        self.cache
-            .set_limit((reserved >> COMMIT_SHARE_SHIFT).max(self.floor));
+        self.cache.set_limit(
+            (reserved >> COMMIT_SHARE_SHIFT)
+                .min(EAGER_MOST)
+                .max(self.floor),
+        );
     }
 
     /// The map's lock, for the fork guard (`CommonAllocator::lock_all`).

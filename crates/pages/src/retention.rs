@@ -15,7 +15,7 @@
 /// let server = Retention::Decay(Decay::millis(1000));
 /// assert!(Retention::Eager.is_eager());
 /// ```
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Retention {
     /// Keeps at most the limit the consumer sets ([`CommitCache::set_limit`]), for as
     /// long as no other page needs the room: no unoccupied page stays committed
@@ -136,6 +136,17 @@ impl Decay {
         self
     }
 }
+
+// Two schedules are equal when they read the same clock (the same function).
+impl PartialEq for Decay {
+    fn eq(&self, other: &Self) -> bool {
+        let clock = |d: &Self| d.clock.map(|f| f as usize);
+        (self.frames, self.millis, self.peak_percent, clock(self))
+            == (other.frames, other.millis, other.peak_percent, clock(other))
+    }
+}
+
+impl Eq for Decay {}
 
 impl Default for Decay {
     fn default() -> Self {

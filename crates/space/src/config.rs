@@ -1,6 +1,6 @@
 //! How a memory space is shaped: [`SpaceConfig`], and what is wrong with a bad one.
 
-use bento_pages::PageError;
+use bento_pages::{PageError, Retention};
 
 use crate::chunk::{MAX_SEGMENT, SEGMENT_OVERHEAD};
 
@@ -52,17 +52,26 @@ pub struct SpaceConfig {
     /// Requests of at least this many bytes get a segment of their own, released when
     /// they are freed. At most what fits an ordinary segment.
     pub segment_threshold: usize,
-    /// Bytes of decommitted pages a [`CommitCache`](bento_pages::CommitCache) between
-    /// the space and its source keeps committed for reuse, so that freeing and
-    /// reusing memory does not call the source each time; 0 turns the cache off.
+    /// Bytes of freed pages a [`CommitCache`](bento_pages::CommitCache) between the
+    /// space and its source may keep committed for reuse, so that freeing and reusing
+    /// memory makes no page fault and no call to the source: the hard cap of the
+    /// [`retention`](Self::retention) policy; 0 turns the cache off.
     /// [`MemorySpace::trim`](crate::MemorySpace::trim) gives them back. Counted in
-    /// source pages; the cache's slot table (8 bytes per page) comes from the source.
-    /// The cache parks at most 1/32 of the space's reserved bytes (at least 256 KiB,
-    /// or half a segment while the space holds at most two segments) within this, so
-    /// parked pages stay a small share of a heap's footprint. It also keeps up to
-    /// four released segments whole as spares for the next ones, so a space that
-    /// empties and fills again makes no system call.
+    /// source pages; the cache's table (16 bytes per page, touched as used on a source
+    /// whose fresh pages read as zero) comes from the source. Released segments are
+    /// kept whole as spares too (up to 16, or 4 under `Retention::Eager`), so a space
+    /// that empties and fills again makes no system call.
     pub commit_cache: usize,
+    /// How long and how much of the freed memory the commit cache keeps:
+    /// [`Retention::Decay`] (the default) keeps it within the peak in use and gives
+    /// back what stays unused for 60 frames ([`MemorySpace::tick`]) or, before the
+    /// program ticks, 1 s; [`Retention::Eager`] keeps at most 1/32 of the reserved
+    /// bytes (at least 256 KiB, or half a segment while the space holds at most two)
+    /// and at most 4 MiB, with no decay: no unoccupied page stays committed beyond
+    /// that small cache.
+    ///
+    /// [`MemorySpace::tick`]: crate::MemorySpace::tick
+    pub retention: Retention,
     /// Bytes of freed blocks (chunks below 8 KiB) the space keeps whole, each for the
     /// next request of its size class, instead of merging them with their
     /// neighbours at once: the front cache, which makes a free and the allocation
@@ -78,11 +87,11 @@ pub struct SpaceConfig {
 
 impl SpaceConfig {
     /// 4 KiB pages (or the source's, when larger), 1 MiB segments, a threshold of
-    /// 512 KiB, nothing reserved up front, a commit cache of up to 4 MiB and a block
-    /// cache of up to 1 MiB. Both caches shrink to a share of the heap (1/32 of the
-    /// reserved bytes and 1/128 of the bytes in use, with floors of 256 KiB and
-    /// 64 KiB, or half a segment each in a space of at most two segments), so that a
-    /// heap's resident footprint stays within a few percent of its live bytes.
+    /// 512 KiB, nothing reserved up front, a commit cache of up to 64 MiB under
+    /// [`Retention::DEFAULT`] and a block cache of up to 1 MiB. The block cache
+    /// shrinks to a share of the heap (1/128 of the bytes in use, at least 64 KiB, or
+    /// half a segment in a space of at most two segments), so that a heap's resident
+    /// footprint stays near its live bytes.
     ///
     /// The threshold sits at half a segment so that a large block never leaves most
     /// of an ordinary segment unusable behind it.
@@ -91,9 +100,24 @@ impl SpaceConfig {
         page_size: 4 << 10,
         segment_granularity: 1 << 20,
         segment_threshold: 512 << 10,
-        commit_cache: 4 << 20,
+        commit_cache: 64 << 20,
         block_cache: 1 << 20,
+        retention: Retention::DEFAULT,
     };
+
+    /// This configuration with `retention` as the commit cache's policy.
+    ///
+    /// ```
+    /// use bento_pages::Retention;
+    /// use bento_space::SpaceConfig;
+    ///
+    /// assert!(SpaceConfig::DEFAULT.with_retention(Retention::Eager).retention.is_eager());
+    /// ```
+    #[must_use]
+    pub const fn with_retention(mut self, retention: Retention) -> Self {
+        self.retention = retention;
+        self
+    }
 
     /// This configuration with a block cache of `bytes` (0: none).
     ///

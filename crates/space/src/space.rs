@@ -61,21 +61,24 @@ pub struct MemorySpace<P: PageSource> {
 /// source, counted below the cache so that `stats()` shows the calls that got through.
 pub(crate) type Source<P> = CommitCache<Metered<P>>;
 
-/// The commit cache parks at most this share of the space's reserved bytes (as a
-/// shift: 1/32), within `SpaceConfig::commit_cache`, so that a small heap does not
-/// keep megabytes of parked pages resident.
+/// Under `Retention::Eager` the commit cache keeps at most this share of the space's
+/// reserved bytes (as a shift: 1/32) and [`EAGER_MOST`], so that a small heap does not
+/// keep megabytes of freed pages resident; under a decay this is the least it may
+/// keep whatever the peak.
 const COMMIT_SHARE_SHIFT: u32 = 5;
 /// ... but always room for this many bytes.
 const COMMIT_FLOOR: usize = 256 << 10;
+/// The most `Retention::Eager` keeps.
+const EAGER_MOST: usize = 4 << 20;
 
-/// Sizes the commit cache to the space's reservation (see [`COMMIT_SHARE_SHIFT`]);
-/// called whenever a segment comes or goes. A space of at most two segments may
-/// park half a segment, so that one which empties and fills again each frame (and
-/// gives its segment back each time) finds its pages parked and makes no system
-/// call; what it then holds with nothing live stays below one segment.
+/// Sizes the commit cache's limit (see [`COMMIT_SHARE_SHIFT`]); called whenever a
+/// segment comes or goes. A space of at most two segments may keep half a segment,
+/// so that one which empties and fills again each frame (and gives its segment back
+/// each time) finds its pages kept and makes no system call; what it then holds with
+/// nothing live stays below one segment.
 fn fit_commit_cache<P: PageSource>(pages: &Source<P>, reserved: usize, granularity: usize) {
     let floor = crate::config::cache_floor(reserved, granularity, COMMIT_FLOOR);
-    pages.set_limit((reserved >> COMMIT_SHARE_SHIFT).max(floor));
+    pages.set_limit((reserved >> COMMIT_SHARE_SHIFT).min(EAGER_MOST).max(floor));
 }
 
 /// The page calls of the core, through the cache.
@@ -258,6 +261,7 @@ impl<P: PageSource> MemorySpace<P> {
         let pages = match pages {
             Some(p) => {
                 let cache = CommitCache::with_capacity(Metered::new(p), config.commit_cache)?;
+                cache.set_retention(config.retention);
                 fit_commit_cache(&cache, 0, config.segment_granularity);
                 Some(cache)
             }
@@ -730,6 +734,51 @@ impl<P: PageSource> MemorySpace<P> {
         self.pages.as_ref().map_or(0, CommitCache::trim)
     }
 
+    /// One frame passed: what the commit cache kept and nobody took back for the decay
+    /// time goes back to the source (see [`Retention`](bento_pages::Retention));
+    /// returns the bytes given back. Call it once a frame; a space nobody ticks
+    /// decays by the clock instead. Safe to call from any thread that may use the
+    /// space.
+    ///
+    /// ```
+    /// use core::alloc::Layout;
+    /// use bento_pages::{Decay, HeapPages, Retention};
+    /// use bento_space::{MemorySpace, SpaceConfig};
+    ///
+    /// let config = SpaceConfig::DEFAULT.with_retention(Retention::Decay(Decay::frames(2)));
+    /// let space = MemorySpace::new(HeapPages::new(), config).unwrap();
+    /// let keep = space.alloc(Layout::new::<u64>()).unwrap();
+    /// let big = space.alloc(Layout::new::<[u8; 100_000]>()).unwrap();
+    /// // SAFETY: live, freed once.
+    /// unsafe { space.free(big) };
+    /// let kept = space.stats().cache.parked;
+    /// assert!(kept >= 64 << 10); // kept committed for the next allocation
+    /// assert_eq!(space.tick() + space.tick(), kept); // two frames unused: given back
+    /// // SAFETY: live.
+    /// unsafe { space.free(keep) };
+    /// ```
+    pub fn tick(&self) -> usize {
+        self.pages.as_ref().map_or(0, CommitCache::tick)
+    }
+
+    /// Tells the commit cache the program's phase: what a level's unload frees is
+    /// kept through the next load (see [`Phase`](bento_pages::Phase)).
+    ///
+    /// ```
+    /// use bento_pages::{HeapPages, Phase};
+    /// use bento_space::{MemorySpace, SpaceConfig};
+    ///
+    /// let space = MemorySpace::new(HeapPages::new(), SpaceConfig::DEFAULT).unwrap();
+    /// space.phase(Phase::Unload);
+    /// space.phase(Phase::Load);
+    /// space.phase(Phase::Play);
+    /// ```
+    pub fn phase(&self, phase: bento_pages::Phase) {
+        if let Some(pages) = &self.pages {
+            pages.phase(phase);
+        }
+    }
+
     /// Sets the function told about misuse found by the debug checks (the default,
     /// [`panic_on_misuse`], panics). A hook that returns makes the bad call do nothing.
     /// The hook must not call back into this space.
@@ -799,6 +848,11 @@ impl<P: PageSource> MemorySpace<P> {
         let base = unsafe { core.base.as_ref() }.map_or(0, |b| b.committed);
         let expected = core.counters.committed - base + pages.stats().parked + state.table_bytes;
         Some((pages.inner().stats().committed, expected))
+    }
+
+    /// The commit cache between the space and its source, for `validate`.
+    pub(crate) fn source_cache(&self) -> Option<&Source<P>> {
+        self.pages.as_ref()
     }
 
     /// Exclusive access to the inner state, for the walkers and `validate`.
@@ -1113,7 +1167,9 @@ unsafe fn release_segment<P: PageSource>(
     // (`MemorySpace::probe`).
     // SAFETY: the header is readable and writable until its run is decommitted.
     let retire = || unsafe { (*seg.as_ptr()).kind = RETIRED };
-    let through_cache = kind == Kind::Normal as usize;
+    // A dedicated segment's pages bypass an eager cache: keeping a large block
+    // would push every other kept page out. A decaying one keeps them.
+    let through_cache = kind == Kind::Normal as usize || !pages.retention().is_eager();
     let decommit = |ptr: NonNull<u8>, len: usize| {
         // SAFETY: the callers below pass committed, unused runs of the segment, a
         // live reservation of `pages` (and so of the source under it: a page

@@ -279,6 +279,9 @@ pub enum Rule {
         /// What the counter says.
         recorded: usize,
     },
+    /// The commit cache between the space and its source is inconsistent.
+    #[error("the commit cache: {0}")]
+    CommitCache(bento_pages::CacheCorruption),
 }
 
 /// Where a space is corrupt and which rule is broken: the segment's base address (0
@@ -599,6 +602,15 @@ impl<P: PageSource> MemorySpace<P> {
             }
             drop(finder);
             let report = result?;
+            if let Some(pages) = self.source_cache()
+                && let Err(e) = pages.validate()
+            {
+                return Err(Corruption {
+                    segment: 0,
+                    offset: 0,
+                    rule: Rule::CommitCache(e),
+                });
+            }
             if let Some((counted, recorded)) = self.source_committed(&entered)
                 && counted != recorded
             {

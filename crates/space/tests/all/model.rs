@@ -5,7 +5,9 @@ use core::alloc::Layout;
 use core::ptr::NonNull;
 
 use bento_align::Alignment;
-use bento_pages::{FaultyPages, FixedPages, HeapPages, Metered, PageSource};
+use bento_pages::{
+    Decay, FaultyPages, FixedPages, HeapPages, Metered, PageSource, Phase, Retention,
+};
 use bento_space::{MemorySpace, SpaceConfig};
 use bento_testkit::{Api02, Api04, Caps, End, Figures, Ops, SizeGen, Target, cases, run, seeded};
 
@@ -71,6 +73,8 @@ struct SpaceTarget<'a, P: PageSource> {
     fail: Option<fn(&P, u32)>,
     /// Counts calls, to take turns between the entry points.
     turn: usize,
+    /// Ticks the space (and tells it a phase) every this many frees; 0: never.
+    tick_every: usize,
 }
 
 impl<'a, P: PageSource> SpaceTarget<'a, P> {
@@ -79,6 +83,7 @@ impl<'a, P: PageSource> SpaceTarget<'a, P> {
             space,
             fail: None,
             turn: 0,
+            tick_every: 0,
         }
     }
 
@@ -109,6 +114,14 @@ impl<P: PageSource> Target for SpaceTarget<'_, P> {
     unsafe fn deallocate(&mut self, end: End, ptr: NonNull<u8>, layout: Layout) {
         if layout.size() == 0 {
             return;
+        }
+        if self.tick_every > 0 && self.turn.is_multiple_of(self.tick_every) {
+            self.space.tick();
+            self.space.phase(match self.turn / self.tick_every % 7 {
+                0 => Phase::Unload,
+                1 => Phase::Load,
+                _ => Phase::Play,
+            });
         }
         match self.turn(3) {
             // SAFETY: a live, non-zero-size block of the space (the interpreter's
@@ -236,7 +249,8 @@ fn model_with_a_commit_cache() {
     let s = space.stats();
     assert_eq!(s.committed, 0);
     // The source holds the cache's slot table and what the cache parks, no more.
-    let table = (cache / config().page_size * 8).next_multiple_of(config().page_size);
+    let table = ((cache / config().page_size * 2).next_power_of_two() * 8)
+        .next_multiple_of(config().page_size);
     assert_eq!(pages.stats().committed, table + s.cache.parked);
     if !cfg!(miri) {
         assert!(s.cache.hits > 0 && s.cache.parks > 0, "{s:?}");
@@ -281,6 +295,48 @@ fn model_with_refused_reserves_and_commits() {
         );
         assert!(r.allocs_failed > 0, "{r:?}");
     }
+}
+
+/// A decaying commit cache over a source that refuses reserves and commits: the
+/// space ticks and changes phase as it goes, and `validate` checks after every few
+/// calls that the source holds exactly the space's pages, the kept ones and the
+/// cache's table (a refused commit of kept pages loses none of them).
+#[test]
+fn model_with_a_decaying_cache_over_refused_commits() {
+    let config = config()
+        .with_commit_cache(64 * config().page_size)
+        .with_retention(Retention::Decay(Decay::frames(3)));
+    let space = MemorySpace::new(FaultyPages::new(heap()), config).unwrap();
+    let caps = caps(Ops::FAIL_NEXT | Ops::TRIM);
+    seeded(cases(100, 1), |u| {
+        space.pages().unwrap().heal();
+        let mut target = SpaceTarget::new(&space);
+        target.tick_every = 5;
+        target.fail = Some(|pages: &FaultyPages<HeapPages>, k| {
+            if k.is_multiple_of(2) {
+                pages.fail_reserve(k as usize / 2);
+            } else {
+                pages.fail_commit(k as usize / 2);
+            }
+        });
+        run(&mut target, &caps, u)
+    });
+    let s = space.stats();
+    assert_eq!((s.segments, s.committed), (0, 0));
+    if !cfg!(miri) {
+        assert!(s.cache.hits > 0 && s.cache.purged > 0, "{s:?}");
+        assert!(space.pages().unwrap().injected() > 0, "no failure injected");
+    }
+    for _ in 0..4 {
+        space.phase(Phase::Play);
+        space.tick();
+    }
+    let s = space.stats();
+    assert_eq!(
+        (s.cache.parked, s.cache.spares),
+        (0, 0),
+        "everything decayed"
+    );
 }
 
 #[test]

@@ -204,9 +204,10 @@ fn with_the_commit_cache_churn_makes_no_commit_call() {
     free_all(&space, &[a, c]);
 }
 
-/// The bytes of the cache's slot table: a pointer per 4 KiB page, rounded to pages.
+/// The bytes of the cache's table: a pointer per slot, two slots (rounded up to a
+/// power of two) per 4 KiB page, rounded to pages.
 fn table_bytes(cache: usize) -> usize {
-    (cache / 4096 * 8).next_multiple_of(4096)
+    ((cache / 4096 * 2).next_power_of_two() * 8).next_multiple_of(4096)
 }
 
 #[cfg(target_os = "linux")]

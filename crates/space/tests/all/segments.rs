@@ -460,12 +460,12 @@ fn a_space_that_empties_every_batch_makes_no_source_call_after_warm_up() {
     let s = space.stats();
     assert_eq!((s.reserved, s.committed, s.cache.spares), (0, 0, 1));
     assert!(s.resident <= 64 << 10, "{} bytes held", s.resident);
-    // trim gives back the parked pages and the spare: only the cache's slot table
+    // trim gives back the parked pages and the spare: only the cache's table
     // stays with the source.
     space.trim();
     let s = space.stats();
     assert_eq!((s.resident, s.cache.spares), (0, 0));
-    assert_eq!(pages.stats().reserved, s.cache.capacity / 4096 * 8);
+    assert_eq!(pages.stats().reserved, s.cache.capacity / 4096 * 16);
 }
 
 /// A frame of 10k 16-byte blocks freed in the order made, repeated: after the first
