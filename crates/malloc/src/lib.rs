@@ -27,7 +27,8 @@ pub(crate) static COMMON: CommonAllocator = CommonAllocator::with_config(
     CommonConfig::DEFAULT
         .with_thread_cache(false)
         .with_commit_cache(COMMIT_CACHE)
-        .with_commit_floor(COMMIT_FLOOR),
+        .with_commit_floor(COMMIT_FLOOR)
+        .with_retention(retain::RETENTION),
 );
 
 /// The commit cache's capacity: a whole segment of the large region (32 MiB) fits,

@@ -10,15 +10,23 @@
 //!
 //! # When the purger starts
 //!
-//! Lazily, the first time memory is kept, so a program that never keeps any (most
-//! short ones) never has a second thread. `pthread_create` cannot be called from just
-//! anywhere in a malloc replacement: glibc frees a joined thread's TLS blocks with its
-//! stack cache's lock held, and `pthread_create` takes that lock, so a purger started
-//! from such a `free` would wait on its own thread for ever. A `free` therefore starts
-//! it only when the free itself made at least [`START_FROM_FREE`] bytes kept (a block of
-//! a megabyte, never one of glibc's TLS blocks); any smaller one asks the next
-//! allocation to start it, through the set-up flag (`crate::request_purger`), at no
-//! cost to the allocation's fast path. Both happen with no bento lock held.
+//! Lazily, the first time memory is kept, so that a program that never keeps any
+//! (most short ones) never has a second thread. Not from just any call, though: glibc
+//! frees a finished thread's TLS vector and blocks with its stack cache's lock held,
+//! and `pthread_create` takes that lock, so a purger started from such a `free` would
+//! wait for ever on its own thread. A TLS vector is a small block, whose free makes at
+//! most one small segment (64 KiB) kept; so a `free` (or `realloc`) starts the purger
+//! itself only when it made at least [`START_FROM_FREE`] bytes kept (a large block's
+//! pages, a segment), and any other asks the next allocation to start it, through the
+//! set-up flag (`START_PURGER` in lib.rs), at no cost to the allocation's fast path
+//! (glibc allocates with none of the locks `pthread_create` takes). Either happens
+//! with no bento lock held.
+//!
+//! Left open: a free under that lock of a TLS block of [`START_FROM_FREE`] bytes or
+//! more (a library loaded by `dlopen` with that much thread-local data), or of a small
+//! one while another thread's free makes that much kept at the same instant, as the
+//! first memory the process ever keeps; and a program that keeps memory only through
+//! small frees and then never allocates again keeps it until its next allocation.
 //!
 //! `pthread_create` itself allocates (a thread's TLS vector) and so reaches this
 //! library again: the set-up flag is back at `SET` before the call and the purger's
@@ -53,7 +61,7 @@ pub(crate) const DEFAULT_DECAY_MS: u32 = 1000;
 const MAX_DECAY_MS: u32 = 3_600_000;
 
 /// A `free` that makes at least this many bytes kept starts the purger itself.
-const START_FROM_FREE: usize = 1 << 20;
+const START_FROM_FREE: usize = 256 << 10;
 /// The purger's stack.
 const STACK: usize = 64 << 10;
 /// The longest the purger sleeps while nothing is kept, in milliseconds.
@@ -89,27 +97,36 @@ pub(crate) fn arm() {
     // null, is a C string that lives until the environment changes.
     let value = unsafe { libc::getenv(c"BENTO_RETAIN".as_ptr()) };
     let policy = if value.is_null() {
-        Policy::Decay(DEFAULT_DECAY_MS)
+        DEFAULT
     } else {
         // SAFETY: as above: a C string from the environment.
         let value = unsafe { core::ffi::CStr::from_ptr(value) }.to_bytes();
         parse(value).unwrap_or_else(|| {
             warn(value);
-            Policy::Decay(DEFAULT_DECAY_MS)
+            DEFAULT
         })
     };
     match policy {
         Policy::Eager => PURGER.store(OFF, Ordering::Relaxed),
         Policy::Decay(ms) => DECAY_MS.store(ms, Ordering::Relaxed),
     }
-    api::set(policy);
+    // `COMMON` starts with the default (its configuration's), and is left unstarted
+    // until the first allocation when that holds.
+    if policy != DEFAULT {
+        api::set(policy);
+    }
 }
+
+/// The retention `COMMON` is configured with.
+pub(crate) const RETENTION: bento_pages::Retention = api::retention(DEFAULT);
+/// `BENTO_RETAIN` unset.
+const DEFAULT: Policy = Policy::Decay(DEFAULT_DECAY_MS);
 
 /// `BENTO_RETAIN`'s value as a policy: `eager`, or a whole number of milliseconds from
 /// 1 to [`MAX_DECAY_MS`] (an empty value is the default); `None` for anything else.
 pub(crate) fn parse(value: &[u8]) -> Option<Policy> {
     if value.is_empty() {
-        return Some(Policy::Decay(DEFAULT_DECAY_MS));
+        return Some(DEFAULT);
     }
     if value == b"eager" {
         return Some(Policy::Eager);
@@ -277,20 +294,33 @@ fn sleep_ms(ms: u32) {
 
 /// The common allocator's retention calls, in one place.
 mod api {
+    use bento_pages::{Decay, Retention};
+
     use super::Policy;
+    use crate::COMMON;
+
+    /// The retention of `policy`.
+    pub(crate) const fn retention(policy: Policy) -> Retention {
+        match policy {
+            Policy::Eager => Retention::Eager,
+            Policy::Decay(ms) => Retention::Decay(Decay::millis(ms)),
+        }
+    }
 
     /// Sets the retention of `COMMON`.
     pub(super) fn set(policy: Policy) {
-        let _ = policy;
+        COMMON.set_retention(retention(policy));
     }
 
     /// One tick of `COMMON`'s decay: what is due goes back.
-    pub(super) fn tick() {}
+    pub(super) fn tick() {
+        COMMON.tick();
+    }
 
     /// Bytes `COMMON` keeps committed for reuse now.
     #[inline]
     pub(super) fn kept() -> usize {
-        0
+        COMMON.kept()
     }
 }
 

@@ -307,10 +307,16 @@ struct Retained {
 
 /// Runs `retain MODE WAIT_MS LIMIT_MS` with `BENTO_RETAIN=retain` (a deadlock ends
 /// the test) and reads its line.
-fn retained(program: &std::path::Path, mode: &str, retain: &str, wait_ms: u64) -> Retained {
+fn retained(
+    program: &std::path::Path,
+    mode: &str,
+    retain: &str,
+    wait_ms: u64,
+    limit_ms: u64,
+) -> Retained {
     let o = run_within(
         preloaded(program)
-            .args([mode, &wait_ms.to_string(), "30000"])
+            .args([mode, &wait_ms.to_string(), &limit_ms.to_string()])
             .env("BENTO_RETAIN", retain),
         std::time::Duration::from_secs(120),
     );
@@ -344,7 +350,7 @@ fn an_idle_program_gets_its_kept_memory_back_from_the_purger() {
     let program = compile("retain", &dir);
     // Decay after 200 ms; the program sleeps four times that, then polls its resident
     // set (up to 30 s, so that a loaded machine only makes the test slower).
-    let r = retained(&program, "idle", "200", 800);
+    let r = retained(&program, "idle", "200", 800, 30_000);
     assert!(
         r.peak >= r.base + 60 * MIB,
         "{r:?}: the 64 MiB were not resident"
@@ -369,7 +375,7 @@ fn an_idle_program_gets_its_kept_memory_back_from_the_purger() {
 fn bento_retain_eager_gives_memory_back_at_once_with_no_thread() {
     let dir = scratch("retain-eager");
     let program = compile("retain", &dir);
-    let r = retained(&program, "idle", "eager", 0);
+    let r = retained(&program, "idle", "eager", 0, 0);
     assert!(r.peak >= r.base + 60 * MIB, "{r:?}");
     // At most the commit cache's floor (8 MiB) stays, with no wait.
     assert!(
@@ -409,7 +415,7 @@ fn a_forked_child_starts_a_purger_of_its_own() {
     // The parent keeps its freed 64 MiB and forks; the child allocates and frees
     // 64 MiB of its own, then waits: its purger gives back its memory and the kept
     // pages it inherited. Twenty more children fork from the parent meanwhile.
-    let r = retained(&program, "fork", "200", 800);
+    let r = retained(&program, "fork", "200", 800, 30_000);
     assert!(r.peak >= r.base + 60 * MIB, "{r:?}");
     assert!(
         r.after <= r.base + 4 * MIB,
