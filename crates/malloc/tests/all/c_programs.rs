@@ -363,7 +363,7 @@ fn an_idle_program_gets_its_kept_memory_back_from_the_purger() {
     );
     // ...and with no call to malloc since, the purger gave it back.
     assert!(
-        r.after <= r.base + 4 * MIB,
+        r.after <= r.base + 6 * MIB,
         "{r:?}: {} KiB still resident after {} ms",
         r.after.saturating_sub(r.base),
         r.waited
@@ -418,7 +418,7 @@ fn a_forked_child_starts_a_purger_of_its_own() {
     let r = retained(&program, "fork", "200", 800, 30_000);
     assert!(r.peak >= r.base + 60 * MIB, "{r:?}");
     assert!(
-        r.after <= r.base + 4 * MIB,
+        r.after <= r.base + 6 * MIB,
         "{r:?}: {} KiB still resident in the child after {} ms",
         r.after.saturating_sub(r.base),
         r.waited
