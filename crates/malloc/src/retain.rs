@@ -50,7 +50,7 @@
 use core::ffi::{c_int, c_void};
 use core::fmt::Write;
 use core::ptr;
-use core::sync::atomic::{AtomicU8, AtomicU32, Ordering};
+use core::sync::atomic::{AtomicU8, AtomicU32, AtomicUsize, Ordering};
 
 use crate::stats::{Buf, write_all};
 
@@ -86,6 +86,9 @@ const STARTING: u8 = 1;
 const RUNNING: u8 = 2;
 /// Never to run: `BENTO_RETAIN=eager`, or the thread could not be created.
 const OFF: u8 = 3;
+
+/// The thread creating the purger (its `pthread_self`), 0 when none is.
+static STARTER: AtomicUsize = AtomicUsize::new(0);
 
 /// The decay the purger paces itself by, in milliseconds.
 static DECAY_MS: AtomicU32 = AtomicU32::new(DEFAULT_DECAY_MS);
@@ -194,9 +197,25 @@ pub(crate) fn start() {
         return;
     }
     let saved = crate::errno();
+    STARTER.store(this_thread(), Ordering::Relaxed);
     let state = if spawn() { RUNNING } else { OFF };
+    STARTER.store(0, Ordering::Relaxed);
     PURGER.store(state, Ordering::Release);
     crate::set_errno(saved);
+}
+
+/// Whether this thread is creating the purger: what glibc allocates meanwhile (the
+/// new thread's TLS vector) is bento's, not the program's, and goes untraced.
+pub(crate) fn creating_here() -> bool {
+    let starter = STARTER.load(Ordering::Relaxed);
+    starter != 0 && starter == this_thread()
+}
+
+/// This thread's id.
+fn this_thread() -> usize {
+    // SAFETY: `pthread_self` has no preconditions and cannot fail.
+    let id = unsafe { libc::pthread_self() };
+    usize::try_from(id).unwrap_or(usize::MAX)
 }
 
 /// After `fork`, in the child: the purger (running or being started) is its parent's
