@@ -37,8 +37,8 @@
 //! Detached, on a 64 KiB stack (the default one when glibc refuses that size), named
 //! `bento-purge`, with every signal blocked (glibc keeps its own two for `setuid`
 //! and cancellation open), so that no handler of the program ever runs on it. It
-//! sleeps a quarter of the decay, ticks the cache (which takes the cache's lock
-//! briefly and gives back what is due, outside the lock), and sleeps longer while
+//! sleeps a quarter of the decay, ticks the cache (which gives back what is due,
+//! holding the cache's lock no longer than a `free` does), and sleeps longer while
 //! nothing is kept. It never allocates and never holds a lock while it sleeps: `exit`
 //! (whose handlers, such as the statistics report, take the allocator's locks) and
 //! `fork` (whose handler takes them all) wait at most for one tick to end, and the
@@ -78,7 +78,8 @@ pub(crate) enum Policy {
 
 /// The purger's state.
 static PURGER: AtomicU8 = AtomicU8::new(NOT_STARTED);
-/// Not running in this process; the next `free` that finds memory kept starts it.
+/// Not running in this process; a `free` that finds memory kept starts it or asks the
+/// next allocation to.
 const NOT_STARTED: u8 = 0;
 /// A thread is creating it.
 const STARTING: u8 = 1;

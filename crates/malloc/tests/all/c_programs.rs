@@ -425,3 +425,26 @@ fn a_forked_child_starts_a_purger_of_its_own() {
     );
     assert_eq!(r.purgers, 1, "{r:?}");
 }
+
+#[test]
+fn a_program_exits_while_its_purger_ticks() {
+    let dir = scratch("retain-exit");
+    let program = compile("retain", &dir);
+    // The purger ticks every millisecond while `exit` runs the report, which takes
+    // the allocator's locks: neither waits on the other for long.
+    for _ in 0..20 {
+        let o = run_within(
+            preloaded(&program)
+                .args(["idle", "0", "0"])
+                .env("BENTO_RETAIN", "1")
+                .env("BENTO_MALLOC_STATS", "1"),
+            std::time::Duration::from_secs(60),
+        );
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "{:?}\n{err}", o.status);
+        assert!(
+            err.starts_with("bento-malloc: the common allocator at exit\n"),
+            "{err}"
+        );
+    }
+}
