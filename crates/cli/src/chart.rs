@@ -3,6 +3,7 @@
 
 use std::path::Path;
 
+use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 
 use crate::map::{Category, SegmentRow};
@@ -24,8 +25,21 @@ fn draw_err<E: std::fmt::Debug>(e: E) -> String {
     format!("cannot draw the chart: {e:?}")
 }
 
+/// The run whose kept bytes the memory chart draws.
+const KEPT_RUN: &str = "bento";
+
+/// Dashes of the kept line, in pixels: drawn, then skipped.
+const DASH: (i32, i32) = (6, 4);
+
+/// Whether a phase is marked on the memory chart: every phase but the start of a
+/// level's loading or unloading, which lie close to the phase after it loaded.
+fn marked(name: &str) -> bool {
+    !name.ends_with("loading")
+}
+
 /// Committed bytes over the trace, one line per run, the live bytes as a wide grey
-/// line, and each phase (a level loaded) as a vertical mark.
+/// line, each phase (a level loaded) as a vertical mark, and the bytes of freed pages
+/// the bento set-up keeps committed for reuse as a dashed line in its colour.
 pub(crate) fn memory_chart(runs: &[Run], title: &str, out: &Path) -> Result<(), String> {
     let mut svg = String::new();
     {
@@ -33,7 +47,8 @@ pub(crate) fn memory_chart(runs: &[Run], title: &str, out: &Path) -> Result<(), 
         root.fill(&WHITE).map_err(draw_err)?;
         // The chart on the left, its legend on the right, clear of the lines.
         let (area, legend) = root.split_horizontally(880);
-        let mut entries: Vec<(String, ShapeStyle)> = Vec::new();
+        // Each entry's label and line, dashed or not.
+        let mut entries: Vec<(String, ShapeStyle, bool)> = Vec::new();
         let x_max = runs
             .iter()
             .flat_map(|r| r.samples.last())
@@ -66,9 +81,10 @@ pub(crate) fn memory_chart(runs: &[Run], title: &str, out: &Path) -> Result<(), 
         // Level boundaries, from the first run's phases.
         if let Some(first) = runs.first() {
             let mark = ShapeStyle::from(&BLACK.mix(0.25)).stroke_width(1);
+            let phases: Vec<_> = first.phases.iter().filter(|(_, n)| marked(n)).collect();
             // Every phase gets a line; a label at most every 60 pixels or so.
-            let every = first.phases.len().div_ceil(12).max(1);
-            for (k, (seq, name)) in first.phases.iter().enumerate() {
+            let every = phases.len().div_ceil(12).max(1);
+            for (k, (seq, name)) in phases.into_iter().enumerate() {
                 let x = *seq as f64;
                 chart
                     .draw_series(std::iter::once(PathElement::new(
@@ -93,7 +109,7 @@ pub(crate) fn memory_chart(runs: &[Run], title: &str, out: &Path) -> Result<(), 
             chart
                 .draw_series(LineSeries::new(live, style))
                 .map_err(draw_err)?;
-            entries.push(("live (asked)".to_owned(), style));
+            entries.push(("live (asked)".to_owned(), style, false));
         }
         for (i, run) in runs.iter().enumerate() {
             let colour = COLOURS[i % COLOURS.len()];
@@ -109,13 +125,29 @@ pub(crate) fn memory_chart(runs: &[Run], title: &str, out: &Path) -> Result<(), 
             entries.push((
                 format!("{} ({what})", run.allocator),
                 colour.stroke_width(2),
+                false,
             ));
+            if run.allocator == KEPT_RUN {
+                let kept = decimate(&run.samples, |s| s.kept, x_max);
+                let style = colour.stroke_width(2);
+                chart
+                    .draw_series(DashedLineSeries::new(kept, DASH.0, DASH.1, style))
+                    .map_err(draw_err)?;
+                entries.push((format!("{} kept for reuse", run.allocator), style, true));
+            }
         }
-        for (i, (label, style)) in entries.into_iter().enumerate() {
+        for (i, (label, style, dashed)) in entries.into_iter().enumerate() {
             let y = 60 + 22 * i as i32;
-            legend
-                .draw(&PathElement::new(vec![(0, y + 6), (24, y + 6)], style))
-                .map_err(draw_err)?;
+            let line = vec![(0, y + 6), (24, y + 6)];
+            if dashed {
+                legend
+                    .draw(&DashedPathElement::new(line, DASH.0, DASH.1, style))
+                    .map_err(draw_err)?;
+            } else {
+                legend
+                    .draw(&PathElement::new(line, style))
+                    .map_err(draw_err)?;
+            }
             legend
                 .draw(&Text::new(label, (30, y), ("sans-serif", 12).into_font()))
                 .map_err(draw_err)?;

@@ -11,7 +11,7 @@ use std::process::{Command, Stdio};
 use bento_trace::{Footprint, GlobalTarget, ReplayOptions, ReplayTarget, TraceReader, replay};
 use indicatif::ProgressBar;
 
-use crate::run::{Run, Sample, rss};
+use crate::run::{FrameCall, FrameCalls, KeptFigures, Run, Sample, rss};
 use crate::setup::{self, Bento, Linear, Measured, Parts, Report};
 
 /// How often the child reports progress, in records.
@@ -39,16 +39,23 @@ pub(crate) fn child(
             sample_every,
             &mut GlobalTarget(mimalloc::MiMalloc),
         )?,
+        #[cfg(all(feature = "jemalloc", unix))]
+        "jemalloc" => measure(
+            allocator,
+            trace,
+            sample_every,
+            &mut GlobalTarget(tikv_jemallocator::Jemalloc),
+        )?,
         "space" => {
             let space = setup::new_space()?;
             let handle = &space;
-            let mut target = Measured::new(&handle, || setup::space_footprint(&space));
+            let mut target = Measured::new(&handle, &space, || setup::space_figures(&space));
             measure(allocator, trace, sample_every, &mut target)?
         }
         "common" => {
             let common = bento_common::CommonAllocator::new();
             let handle = &common;
-            let mut target = Measured::new(&handle, || setup::common_footprint(&common));
+            let mut target = Measured::new(&handle, &common, || setup::common_figures(&common));
             measure(allocator, trace, sample_every, &mut target)?
         }
         _ => {
@@ -74,6 +81,13 @@ fn measure<T: ReplayTarget + Report>(
     let faults_before = crate::run::minor_faults();
     let mut samples = Vec::new();
     let mut phases = Vec::new();
+    // Each frame's OS calls: the count at the last frame end or phase, and the frames
+    // seen so far.
+    let mut frame_calls = Vec::new();
+    let (mut calls_since, mut frames_seen) = (target.footprint().map_or(0, |f| f.os_calls), 0);
+    let mut peak_kept = 0;
+    // Given back before the replay (none for a fresh allocator).
+    let given_before = target.kept().map_or(0, |k| k.given_back);
     let mut peak_rss = 0;
     let mut last_progress = 0;
     // The heaps' report at the busiest moment sampled.
@@ -85,16 +99,38 @@ fn measure<T: ReplayTarget + Report>(
     let report = replay(target, reader, options, |m, t| {
         let grown = rss().saturating_sub(base);
         peak_rss = peak_rss.max(grown);
-        let own = t.footprint().map(|f: Footprint| f.committed as u64);
+        let own = t.footprint();
+        let kept = t.kept();
         samples.push(Sample {
             seq: m.seq,
             live: m.live,
-            committed: own.unwrap_or(grown),
+            committed: own.map_or(grown, |f: Footprint| f.committed as u64),
             rss: grown,
+            kept: kept.map_or(0, |k| k.now),
         });
+        if let Some(k) = kept {
+            peak_kept = peak_kept.max(k.now);
+        }
         if let Some(name) = m.phase {
             phases.push((m.seq, name.to_owned()));
         }
+        if let Some(calls) = own.map(|f| f.os_calls) {
+            if m.frames > frames_seen {
+                // A frame ended at this record: the calls since the last frame end
+                // or phase are this frame's, those of its end among them.
+                let at_end = t.frame_end_calls();
+                let all = calls.saturating_sub(calls_since);
+                frame_calls.push(FrameCall {
+                    seq: m.seq,
+                    inside: all.saturating_sub(at_end),
+                    at_end: at_end.min(all),
+                });
+                calls_since = calls;
+            } else if m.phase.is_some() {
+                calls_since = calls;
+            }
+        }
+        frames_seen = m.frames;
         if m.live > busiest {
             busiest = m.live;
             heaps = t.heap_report();
@@ -121,6 +157,11 @@ fn measure<T: ReplayTarget + Report>(
         peak_committed: footprint.map(|f| f.peak_committed as u64),
         peak_rss,
         os_calls: footprint.map(|f| f.os_calls),
+        frame_calls: footprint.map(|_| FrameCalls::new(&frame_calls, &phases)),
+        kept: target.kept().map(|k| KeptFigures {
+            peak: peak_kept.max(k.now),
+            given_back: k.given_back.saturating_sub(given_before),
+        }),
         faults,
         samples,
         phases,

@@ -37,8 +37,10 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// A game session on bento's allocators beside the system allocator: a table per
-    /// allocator, the subsystem heaps' report, and two SVG charts.
+    /// A game session on bento's allocators beside the system allocator, mimalloc and
+    /// jemalloc: a table per allocator, the subsystem heaps' report, and two SVG
+    /// charts.
+    #[command(after_help = setup::ABOUT)]
     Demo {
         /// Levels the session plays: 1 to 1000 (a trace of at most about 125 MiB,
         /// replayed once per allocator).
@@ -85,7 +87,7 @@ enum Command {
         /// The trace.
         trace: PathBuf,
         /// Comma-separated allocators to replay on.
-        #[arg(long, value_delimiter = ',', default_value = "system,space,common")]
+        #[arg(long, value_delimiter = ',', default_values = setup::REPLAY_DEFAULT)]
         allocators: Vec<String>,
         /// Write the memory chart here.
         #[arg(long)]

@@ -14,6 +14,91 @@ pub(crate) struct Sample {
     pub(crate) committed: u64,
     /// The growth of the process's resident set since the replay began.
     pub(crate) rss: u64,
+    /// Bytes of freed pages the allocator keeps committed for reuse (part of
+    /// `committed`), by its own figures; 0 where it keeps none.
+    #[serde(default)]
+    pub(crate) kept: u64,
+}
+
+/// The OS calls of a replay's frames, for an allocator that counts its calls. A
+/// frame's calls are those from the end of the frame before it, or the phase since
+/// then (a level loaded), to its own end, that end included: so a level's loading
+/// and unloading count in no frame. Warm-up is the first level; every figure but
+/// `frames` and `warm_up_frames` counts the frames after it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct FrameCalls {
+    /// Frames replayed.
+    pub(crate) frames: u64,
+    /// Frames of the warm-up: those before the second level finished loading.
+    pub(crate) warm_up_frames: u64,
+    /// Frames that made any OS call.
+    pub(crate) frames_with_calls: u64,
+    /// The most calls one frame made.
+    pub(crate) max: u64,
+    /// Calls the frames made: `inside_frames + at_frame_ends`.
+    pub(crate) total: u64,
+    /// Calls made while a frame ran: its allocations and frees.
+    pub(crate) inside_frames: u64,
+    /// Calls made as a frame ended: the retention giving back pages whose time is
+    /// up, a frame arena's turn.
+    pub(crate) at_frame_ends: u64,
+}
+
+/// What an allocator's retention of freed pages kept over a replay.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct KeptFigures {
+    /// The most bytes it kept committed for reuse at a moment sampled.
+    pub(crate) peak: u64,
+    /// Bytes of kept pages it gave back to the OS over the replay.
+    pub(crate) given_back: u64,
+}
+
+/// One frame's OS calls, as the replay saw them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct FrameCall {
+    /// The frame record's sequence number.
+    pub(crate) seq: u64,
+    /// Calls made while the frame ran.
+    pub(crate) inside: u64,
+    /// Calls made as it ended.
+    pub(crate) at_end: u64,
+}
+
+impl FrameCalls {
+    /// The figures of `frames`, warm-up told by `phases` (see [`warm_up_end`]).
+    pub(crate) fn new(frames: &[FrameCall], phases: &[(u64, String)]) -> Self {
+        let end = warm_up_end(phases);
+        let mut f = Self {
+            frames: frames.len() as u64,
+            ..Self::default()
+        };
+        for frame in frames {
+            if end.is_some_and(|end| frame.seq <= end) {
+                f.warm_up_frames += 1;
+                continue;
+            }
+            let calls = frame.inside + frame.at_end;
+            f.frames_with_calls += u64::from(calls > 0);
+            f.max = f.max.max(calls);
+            f.total += calls;
+            f.inside_frames += frame.inside;
+            f.at_frame_ends += frame.at_end;
+        }
+        f
+    }
+}
+
+/// The sequence number where a replay's warm-up ends: the second phase named "…
+/// loaded" ("level 1 loaded" in bento's sessions, whose levels count from 0). `None`
+/// for a trace with no such phase (no warm-up); `u64::MAX` for a trace with one (a
+/// single level, all warm-up).
+pub(crate) fn warm_up_end(phases: &[(u64, String)]) -> Option<u64> {
+    let mut loaded = phases.iter().filter(|(_, name)| name.ends_with("loaded"));
+    match (loaded.next(), loaded.next()) {
+        (None, _) => None,
+        (Some(_), None) => Some(u64::MAX),
+        (Some(_), Some((seq, _))) => Some(*seq),
+    }
 }
 
 /// What one allocator did with a trace.
@@ -39,6 +124,12 @@ pub(crate) struct Run {
     /// Minor page faults of the process over the replay (where `/proc` tells).
     #[serde(default)]
     pub(crate) faults: Option<u64>,
+    /// The OS calls of the frames, where the allocator counts its calls.
+    #[serde(default)]
+    pub(crate) frame_calls: Option<FrameCalls>,
+    /// What the allocator's retention of freed pages kept, where it keeps figures.
+    #[serde(default)]
+    pub(crate) kept: Option<KeptFigures>,
     pub(crate) samples: Vec<Sample>,
     /// Phases, as (sequence number, name).
     pub(crate) phases: Vec<(u64, String)>,
@@ -76,6 +167,8 @@ impl Run {
             "peak_rss_growth": self.peak_rss,
             "fragmentation": self.fragmentation(),
             "os_calls": self.os_calls,
+            "os_calls_per_frame": self.frame_calls,
+            "kept_for_reuse": self.kept,
             "page_faults": self.faults,
         })
     }
@@ -155,6 +248,7 @@ pub(crate) fn runs_table(runs: &[Run]) -> String {
         "peak RSS growth",
         "committed ÷ live",
         "OS calls",
+        "OS calls in play",
         "page faults",
     ];
     let rows: Vec<Vec<String>> = runs
@@ -176,6 +270,8 @@ pub(crate) fn runs_table(runs: &[Run]) -> String {
                 bytes(r.peak_rss),
                 format!("{:.3}", r.fragmentation()),
                 r.os_calls.map_or("-".to_owned(), |c| c.to_string()),
+                r.frame_calls
+                    .map_or("-".to_owned(), |f| f.inside_frames.to_string()),
                 r.faults.map_or("-".to_owned(), |f| f.to_string()),
             ]
         })
@@ -187,9 +283,11 @@ pub(crate) fn runs_table(runs: &[Run]) -> String {
          byte of each page; \
          peak committed: the allocator's own figure (for `bento`, the sum of its parts' \
          peaks), or the growth of the process's resident set where it keeps none; \
-         OS calls: reserve, commit, decommit and release; page faults: the minor faults \
-         of the process over the replay (a page touched for the first time, or again \
-         after it was given back).",
+         OS calls: reserve, commit, decommit and release; OS calls in play: those the \
+         allocations and frees inside the frames after the first level made (not the \
+         pages given back as a frame ends, nor loading and unloading); page \
+         faults: the minor faults of the process over the replay (a page touched for \
+         the first time, or again after it was given back).",
     );
     out
 }
@@ -252,6 +350,58 @@ mod tests {
         }
         std::hint::black_box(&pages);
         assert!(minor_faults().unwrap() >= before + 16);
+    }
+
+    fn phases(names: &[(u64, &str)]) -> Vec<(u64, String)> {
+        names.iter().map(|(s, n)| (*s, n.to_string())).collect()
+    }
+
+    #[test]
+    fn warm_up_is_the_first_level() {
+        let session = phases(&[
+            (0, "level 0 loading"),
+            (10, "level 0 loaded"),
+            (50, "level 0 unloading"),
+            (60, "level 1 loading"),
+            (70, "level 1 loaded"),
+        ]);
+        assert_eq!(warm_up_end(&session), Some(70));
+        assert_eq!(warm_up_end(&session[..4]), Some(u64::MAX));
+        assert_eq!(warm_up_end(&phases(&[(5, "menu")])), None);
+        assert_eq!(warm_up_end(&[]), None);
+    }
+
+    #[test]
+    fn frame_calls_count_the_frames_after_warm_up() {
+        let session = phases(&[(10, "level 0 loaded"), (70, "level 1 loaded")]);
+        let frame = |seq, inside, at_end| FrameCall {
+            seq,
+            inside,
+            at_end,
+        };
+        let frames = [
+            frame(20, 5, 0),
+            frame(30, 1, 1),
+            frame(80, 0, 0),
+            frame(90, 2, 3),
+            frame(100, 0, 1),
+        ];
+        let f = FrameCalls::new(&frames, &session);
+        assert_eq!(
+            f,
+            FrameCalls {
+                frames: 5,
+                warm_up_frames: 2,
+                frames_with_calls: 2,
+                max: 5,
+                total: 6,
+                inside_frames: 2,
+                at_frame_ends: 4,
+            }
+        );
+        // Without levels, no warm-up.
+        assert_eq!(FrameCalls::new(&frames, &[]).warm_up_frames, 0);
+        assert_eq!(FrameCalls::new(&frames, &[]).total, 13);
     }
 
     #[test]

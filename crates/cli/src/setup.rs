@@ -1,5 +1,7 @@
 //! The allocators a trace replays on, each as a [`ReplayTarget`] that reports its
-//! own figures where it keeps them, and the bento set-up a game would use.
+//! own figures where it keeps them, and the bento set-up a game would use. bento's
+//! targets pass the trace's frames and phases on to their allocators' retention of
+//! freed pages ([`Retention`]).
 
 use std::alloc::Layout;
 use std::ptr::NonNull;
@@ -7,26 +9,42 @@ use std::ptr::NonNull;
 use allocator_api2::alloc::Allocator;
 use bento_common::{CommonAllocator, CommonConfig};
 use bento_heap::{Heap, HeapBuilder};
-use bento_pages::{Metered, PageSource, SystemPages};
+use bento_pages::{Metered, PageSource, Phase, SystemPages};
 use bento_primitives::{ArenaConfig, Frame, FrameArena, GrowingPool};
 use bento_space::{MemorySpace, SpaceConfig};
 use bento_trace::workload::{PARTICLE_SIZE, tags};
 use bento_trace::{ApiTarget, Footprint, ReplayTarget};
 
-/// The allocators `replay` and `demo` know, in the order their tables list them.
+/// The allocators `demo` runs and `replay` knows, in the order their tables list
+/// them.
 pub(crate) const ALLOCATORS: &[&str] = &[
     "system",
     #[cfg(feature = "mimalloc")]
     "mimalloc",
+    #[cfg(all(feature = "jemalloc", unix))]
+    "jemalloc",
     "space",
     "common",
     "bento",
 ];
 
+/// The allocators `replay` runs when none are named: all but the bento set-up, whose
+/// routing and budgets fit bento's own workloads.
+pub(crate) const REPLAY_DEFAULT: &[&str] = &[
+    "system",
+    #[cfg(feature = "mimalloc")]
+    "mimalloc",
+    #[cfg(all(feature = "jemalloc", unix))]
+    "jemalloc",
+    "space",
+    "common",
+];
+
 /// What each allocator is, for `--help` and the tables' notes.
 pub(crate) const ABOUT: &str = "\
 system    the C library's malloc (glibc here)
-mimalloc  mimalloc, when built with the `mimalloc` feature
+mimalloc  mimalloc (the default feature `mimalloc`)
+jemalloc  jemalloc, on unix (the default feature `jemalloc`)
 space     one bento MemorySpace over the OS pages
 common    bento's CommonAllocator: 20 size-class regions and a large one
 bento     a game's set-up: subsystem heaps with budgets over the common allocator,
@@ -36,8 +54,13 @@ bento     a game's set-up: subsystem heaps with budgets over the common allocato
 pub(crate) fn check_name(name: &str) -> Result<(), String> {
     if ALLOCATORS.contains(&name) {
         Ok(())
-    } else if name == "mimalloc" {
-        Err("mimalloc is not built in: build bento-cli with `--features mimalloc`".into())
+    } else if name == "jemalloc" && cfg!(not(unix)) {
+        Err("jemalloc is not built in: it builds on unix only".into())
+    } else if name == "mimalloc" || name == "jemalloc" {
+        Err(format!(
+            "{name} is not built in: build bento-cli with its default features (or \
+             `--features {name}`)"
+        ))
     } else {
         Err(format!(
             "unknown allocator `{name}`: expected one of {}",
@@ -46,22 +69,102 @@ pub(crate) fn check_name(name: &str) -> Result<(), String> {
     }
 }
 
-/// A target that is an allocator-api2 allocator, with a function for its figures.
-pub(crate) struct Measured<'a, A: ?Sized, F> {
-    api: ApiTarget<'a, A>,
-    figures: F,
+/// The phase a trace's phase record names: "… loading" is a load, "… loaded" play,
+/// "… unloading" an unload (bento's sessions name three a level so); any other name
+/// is none of them.
+pub(crate) fn phase_of(name: &str) -> Option<Phase> {
+    if name.ends_with("unloading") {
+        Some(Phase::Unload)
+    } else if name.ends_with("loading") {
+        Some(Phase::Load)
+    } else if name.ends_with("loaded") {
+        Some(Phase::Play)
+    } else {
+        None
+    }
 }
 
-impl<'a, A: ?Sized, F: Fn() -> Footprint> Measured<'a, A, F> {
-    pub(crate) fn new(allocator: &'a A, figures: F) -> Self {
+/// An allocator that keeps freed pages committed for reuse and gives them back on a
+/// schedule counted in frames: a replay tells it each frame end and each phase.
+pub(crate) trait Retention {
+    /// A frame ended: gives back the pages whose time is up; returns their bytes.
+    fn tick(&self) -> usize;
+
+    /// The game entered `phase`.
+    fn phase(&self, phase: Phase);
+}
+
+impl<P: PageSource> Retention for MemorySpace<P> {
+    fn tick(&self) -> usize {
+        MemorySpace::tick(self)
+    }
+
+    fn phase(&self, phase: Phase) {
+        MemorySpace::phase(self, phase);
+    }
+}
+
+impl Retention for CommonAllocator {
+    fn tick(&self) -> usize {
+        CommonAllocator::tick(self)
+    }
+
+    fn phase(&self, phase: Phase) {
+        CommonAllocator::phase(self, phase);
+    }
+}
+
+/// An allocator's figures at one moment.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Figures {
+    /// What it holds in the OS.
+    pub(crate) footprint: Footprint,
+    /// What its retention of freed pages holds and has given back.
+    pub(crate) kept: Kept,
+}
+
+/// What an allocator's retention of freed pages holds and has given back.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Kept {
+    /// Bytes of freed pages kept committed for reuse now (its commit cache's parked
+    /// pages): part of its committed bytes.
+    pub(crate) now: u64,
+    /// Bytes of kept pages given back to the OS so far (by decay, to stay within the
+    /// cache's cap, or by a trim).
+    pub(crate) given_back: u64,
+}
+
+impl Kept {
+    fn of(cache: &bento_pages::CacheStats) -> Self {
         Self {
-            api: ApiTarget(allocator),
-            figures,
+            now: cache.parked as u64,
+            given_back: cache.purged as u64,
         }
     }
 }
 
-impl<A: Allocator + ?Sized, F: Fn() -> Footprint> ReplayTarget for Measured<'_, A, F> {
+/// A target that is an allocator-api2 allocator with a retention of freed pages, and
+/// a function for its figures.
+pub(crate) struct Measured<'a, A: ?Sized, F> {
+    api: ApiTarget<'a, A>,
+    retention: &'a dyn Retention,
+    figures: F,
+    /// OS calls the last frame end made.
+    end_calls: u64,
+}
+
+impl<'a, A: ?Sized, F: Fn() -> Figures> Measured<'a, A, F> {
+    pub(crate) fn new(allocator: &'a A, retention: &'a dyn Retention, figures: F) -> Self {
+        Self {
+            api: ApiTarget(allocator),
+            retention,
+            figures,
+            end_calls: 0,
+        }
+    }
+}
+
+impl<A: Allocator + ?Sized, F: Fn() -> Figures> ReplayTarget for Measured<'_, A, F> {
     fn alloc(&mut self, layout: Layout, tag: u32) -> Option<NonNull<u8>> {
         self.api.alloc(layout, tag)
     }
@@ -82,31 +185,50 @@ impl<A: Allocator + ?Sized, F: Fn() -> Footprint> ReplayTarget for Measured<'_, 
         unsafe { self.api.free(ptr, layout, tag) }
     }
 
+    fn frame(&mut self) -> Result<(), String> {
+        let before = (self.figures)().footprint.os_calls;
+        self.retention.tick();
+        self.end_calls = (self.figures)().footprint.os_calls.saturating_sub(before);
+        Ok(())
+    }
+
+    fn phase(&mut self, name: &str) {
+        if let Some(phase) = phase_of(name) {
+            self.retention.phase(phase);
+        }
+    }
+
     fn footprint(&self) -> Option<Footprint> {
-        Some((self.figures)())
+        Some((self.figures)().footprint)
     }
 }
 
 /// A memory space's figures: what it holds in the OS (committed, and what its commit
 /// cache parks).
-pub(crate) fn space_footprint<P: PageSource>(space: &MemorySpace<P>) -> Footprint {
+pub(crate) fn space_figures<P: PageSource>(space: &MemorySpace<P>) -> Figures {
     let s = space.stats();
-    Footprint {
-        committed: s.resident,
-        peak_committed: s.max_committed.max(s.resident),
-        reserved: s.source.reserved,
-        os_calls: calls(&s.source),
+    Figures {
+        footprint: Footprint {
+            committed: s.resident,
+            peak_committed: s.max_committed.max(s.resident),
+            reserved: s.source.reserved,
+            os_calls: calls(&s.source),
+        },
+        kept: Kept::of(&s.cache),
     }
 }
 
 /// The common allocator's figures: what it holds in the OS, its tables included.
-pub(crate) fn common_footprint(common: &CommonAllocator) -> Footprint {
+pub(crate) fn common_figures(common: &CommonAllocator) -> Figures {
     let s = common.stats();
-    Footprint {
-        committed: s.resident,
-        peak_committed: s.max_resident,
-        reserved: s.source.reserved,
-        os_calls: calls(&s.source),
+    Figures {
+        footprint: Footprint {
+            committed: s.resident,
+            peak_committed: s.max_resident,
+            reserved: s.source.reserved,
+            os_calls: calls(&s.source),
+        },
+        kept: Kept::of(&s.cache),
     }
 }
 
@@ -141,10 +263,12 @@ impl Parts {
     }
 }
 
-/// The pages of freed memory the set-up's commit cache may keep committed however
-/// little is live: a game that loads level after level trades these 8 MiB for not
-/// faulting its pages in again at every load (the `common` row of the demo shows the
-/// default, which keeps less).
+/// The pages of freed memory the set-up's commit cache may keep committed whatever
+/// its retention's cap (what is in use and kept within the most ever in use): a game
+/// that loads level after level trades these 8 MiB for not faulting its pages in
+/// again at every load. Kept pages still go back once unused for the decay time. The
+/// `common` row of the demo shows the default, whose least is 1/32 of the bytes its
+/// regions reserve.
 const COMMIT_FLOOR: usize = 8 << 20;
 
 /// Budgets of the subsystem heaps: generous for the demo's session (their report
@@ -179,6 +303,8 @@ pub(crate) struct Bento<'a> {
     current_live: u64,
     previous_live: u64,
     particles: &'a GrowingPool<&'a Pages>,
+    /// OS calls the last frame end made.
+    end_calls: u64,
 }
 
 /// The frame arena and particle pool of a [`Bento`], made from its [`Parts`].
@@ -253,6 +379,7 @@ impl<'a> Bento<'a> {
             current_live: 0,
             previous_live: 0,
             particles: &linear.particles,
+            end_calls: 0,
         })
     }
 
@@ -280,21 +407,51 @@ impl<'a> Bento<'a> {
     }
 }
 
-/// A replay target whose set-up may have subsystem heaps to report.
+/// What a replay target tells beyond its footprint: its subsystem heaps, and what
+/// its retention of freed pages does.
 pub(crate) trait Report {
     /// The heaps' report as a table, when there are heaps.
     fn heap_report(&self) -> Option<String> {
         None
     }
+
+    /// What the allocator's retention of freed pages holds and has given back, where
+    /// it keeps figures.
+    fn kept(&self) -> Option<Kept> {
+        None
+    }
+
+    /// The OS calls the last frame end made (the retention's tick, a frame arena's
+    /// turn): 0 where they are not counted.
+    fn frame_end_calls(&self) -> u64 {
+        0
+    }
 }
 
-impl<A: ?Sized, F> Report for Measured<'_, A, F> {}
+impl<A: ?Sized, F: Fn() -> Figures> Report for Measured<'_, A, F> {
+    fn kept(&self) -> Option<Kept> {
+        Some((self.figures)().kept)
+    }
+
+    fn frame_end_calls(&self) -> u64 {
+        self.end_calls
+    }
+}
 
 impl<A> Report for bento_trace::GlobalTarget<A> {}
 
 impl Report for Bento<'_> {
     fn heap_report(&self) -> Option<String> {
         Some(bento_heap::report().to_string())
+    }
+
+    fn kept(&self) -> Option<Kept> {
+        // The frame arenas and the pool keep no cache: their pages are theirs.
+        Some(common_figures(&self.parts.common).kept)
+    }
+
+    fn frame_end_calls(&self) -> u64 {
+        self.end_calls
     }
 }
 
@@ -372,6 +529,41 @@ impl ReplayTarget for Bento<'_> {
     }
 
     fn frame(&mut self) -> Result<(), String> {
+        let before = self.os_calls();
+        self.turn_frame()?;
+        self.parts.common.tick();
+        self.end_calls = self.os_calls().saturating_sub(before);
+        Ok(())
+    }
+
+    fn phase(&mut self, name: &str) {
+        if let Some(phase) = phase_of(name) {
+            self.parts.common.phase(phase);
+        }
+    }
+
+    fn footprint(&self) -> Option<Footprint> {
+        let common = common_figures(&self.parts.common).footprint;
+        let pages = self.parts.pages.stats();
+        Some(Footprint {
+            committed: common.committed + pages.committed,
+            // The sum of the parts' peaks: an upper bound of the peak of the sum.
+            peak_committed: common.peak_committed + pages.max_committed,
+            reserved: common.reserved + pages.reserved,
+            os_calls: common.os_calls + calls(&pages),
+        })
+    }
+}
+
+impl Bento<'_> {
+    /// The OS calls of every part so far.
+    fn os_calls(&self) -> u64 {
+        self.footprint().map_or(0, |f| f.os_calls)
+    }
+
+    /// The frame ends: the next frame of the arenas begins, unless a block of the
+    /// frame before this one is still live.
+    fn turn_frame(&mut self) -> Result<(), String> {
         if self.previous_live > 0 {
             let n = self.previous.as_ref().map_or(0, |f| f.number());
             return Err(format!(
@@ -400,16 +592,33 @@ impl ReplayTarget for Bento<'_> {
             }
         }
     }
+}
 
-    fn footprint(&self) -> Option<Footprint> {
-        let common = common_footprint(&self.parts.common);
-        let pages = self.parts.pages.stats();
-        Some(Footprint {
-            committed: common.committed + pages.committed,
-            // The sum of the parts' peaks: an upper bound of the peak of the sum.
-            peak_committed: common.peak_committed + pages.max_committed,
-            reserved: common.reserved + pages.reserved,
-            os_calls: common.os_calls + calls(&pages),
-        })
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn phase_names_tell_load_play_and_unload() {
+        assert_eq!(phase_of("level 3 loading"), Some(Phase::Load));
+        assert_eq!(phase_of("level 3 loaded"), Some(Phase::Play));
+        assert_eq!(phase_of("level 3 unloading"), Some(Phase::Unload));
+        assert_eq!(phase_of("boss fight"), None);
+        assert_eq!(phase_of(""), None);
+    }
+
+    #[test]
+    fn every_allocator_built_in_is_known_and_others_are_named() {
+        for name in ALLOCATORS.iter().chain(REPLAY_DEFAULT) {
+            check_name(name).unwrap();
+        }
+        let e = check_name("tcmalloc").unwrap_err();
+        assert!(e.contains("unknown allocator `tcmalloc`"), "{e}");
+        for peer in ["mimalloc", "jemalloc"] {
+            if !ALLOCATORS.contains(&peer) {
+                let e = check_name(peer).unwrap_err();
+                assert!(e.contains("not built in"), "{e}");
+            }
+        }
     }
 }

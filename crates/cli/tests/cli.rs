@@ -84,6 +84,21 @@ fn svg(path: &Path) -> Svg {
     s
 }
 
+/// The allocators `demo` runs, in the order of its rows.
+const DEMO_ROWS: &[&str] = &[
+    "system",
+    #[cfg(feature = "mimalloc")]
+    "mimalloc",
+    #[cfg(all(feature = "jemalloc", unix))]
+    "jemalloc",
+    "space",
+    "common",
+    "bento",
+];
+
+/// The allocators that count their OS calls.
+const COUNTING: &[&str] = &["space", "common", "bento"];
+
 #[test]
 fn demo_prints_a_table_per_allocator_and_writes_both_charts() {
     let dir = scratch("demo");
@@ -94,12 +109,20 @@ fn demo_prints_a_table_per_allocator_and_writes_both_charts() {
         "--out",
         dir.to_str().unwrap(),
     ]));
-    for name in ["system", "space", "common", "bento"] {
-        assert!(
-            out.lines().any(|l| l.starts_with(name)),
-            "no row for {name}:\n{out}"
-        );
-    }
+    let rows: Vec<&str> = out
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|first| DEMO_ROWS.contains(first))
+        .collect();
+    assert_eq!(rows, DEMO_ROWS, "{out}");
+    let header = out
+        .lines()
+        .find(|l| l.starts_with("allocator"))
+        .unwrap_or_else(|| panic!("no header:\n{out}"));
+    assert!(header.contains("OS calls in play"), "{header}");
+    // The allocators that count no calls have none in play.
+    let row = |name: &str| out.lines().find(|l| l.starts_with(name)).unwrap();
+    assert!(row("system").contains(" - "), "{out}");
     // The subsystem heaps' report, and the map's totals.
     for heap in ["level", "streaming", "game"] {
         assert!(out.lines().any(|l| l.starts_with(heap)), "{out}");
@@ -109,16 +132,23 @@ fn demo_prints_a_table_per_allocator_and_writes_both_charts() {
     for series in [
         "live (asked)",
         "system (RSS growth)",
+        #[cfg(feature = "mimalloc")]
+        "mimalloc (RSS growth)",
+        #[cfg(all(feature = "jemalloc", unix))]
+        "jemalloc (RSS growth)",
         "space (committed)",
         "common (committed)",
         "bento (committed)",
+        "bento kept for reuse",
     ] {
         assert!(memory.texts.iter().any(|t| t == series), "no {series}");
     }
-    // The live line and each allocator's are polylines.
-    assert!(memory.lines >= 5, "{} lines", memory.lines);
-    // Both levels are marked.
+    // The live line and each allocator's are polylines, the kept line dashes of them.
+    assert!(memory.lines > DEMO_ROWS.len() + 1, "{} lines", memory.lines);
+    // Both levels are marked where they loaded, not where they began loading or
+    // unloading.
     assert!(memory.texts.iter().any(|t| t == "level 1"));
+    assert!(!memory.texts.iter().any(|t| t.contains("loading")));
     let map = svg(&dir.join("demo-heapmap.svg"));
     assert!(map.texts.iter().any(|t| t.starts_with("segment ")));
     for legend in ["live", "free, committed", "decommitted", "overhead"] {
@@ -135,14 +165,18 @@ fn demo_json_has_the_same_figures_for_scripts() {
     let out = ok(&bento(&[
         "demo",
         "--levels",
-        "1",
+        "2",
         "--out",
         dir.to_str().unwrap(),
         "--json",
     ]));
     let doc: serde_json::Value = serde_json::from_str(&out).expect("stdout is JSON");
     let runs = doc["runs"].as_array().unwrap();
-    assert_eq!(runs.len(), 4);
+    let names: Vec<&str> = runs
+        .iter()
+        .map(|r| r["allocator"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, DEMO_ROWS);
     let peak = doc["peak_live"].as_u64().unwrap();
     for run in runs {
         assert_eq!(run["peak_live"].as_u64(), Some(peak), "{run}");
@@ -151,6 +185,38 @@ fn demo_json_has_the_same_figures_for_scripts() {
         assert!(run["fragmentation"].as_f64().unwrap() >= 0.9);
         // Every allocator touches fresh pages: the replay's minor faults are counted.
         assert!(run["page_faults"].as_u64().unwrap() > 0, "{run}");
+        let name = run["allocator"].as_str().unwrap();
+        let per_frame = &run["os_calls_per_frame"];
+        let kept = &run["kept_for_reuse"];
+        if !COUNTING.contains(&name) {
+            assert!(per_frame.is_null() && run["os_calls"].is_null(), "{run}");
+            assert!(kept.is_null(), "{run}");
+            continue;
+        }
+        // bento's allocators tell what their retention kept and gave back.
+        let peak_committed = run["peak_committed"].as_u64().unwrap();
+        assert!(kept["peak"].as_u64().unwrap() <= peak_committed, "{run}");
+        assert!(kept["given_back"].as_u64().is_some(), "{run}");
+        let field = |f: &str| {
+            per_frame[f]
+                .as_u64()
+                .unwrap_or_else(|| panic!("{name}: no {f} in {per_frame}"))
+        };
+        // Two levels of 120 frames; the first is the warm-up.
+        assert_eq!(
+            (field("frames"), field("warm_up_frames")),
+            (240, 120),
+            "{run}"
+        );
+        assert!(field("frames_with_calls") <= 120, "{run}");
+        assert_eq!(
+            field("total"),
+            field("inside_frames") + field("at_frame_ends"),
+            "{run}"
+        );
+        assert!(field("max") <= field("total"), "{run}");
+        assert!(field("frames_with_calls") <= field("total"), "{run}");
+        assert!(field("total") <= run["os_calls"].as_u64().unwrap(), "{run}");
     }
     assert!(doc["heaps"].as_str().unwrap().contains("level"));
     let _ = std::fs::remove_dir_all(&dir);
@@ -204,6 +270,21 @@ fn gen_inspect_replay_and_map_agree_on_a_trace() {
     let chart = svg(&chart);
     assert!(chart.texts.iter().any(|t| t == "space (committed)"));
     assert!(chart.texts.iter().any(|t| t == "system (RSS growth)"));
+    // Without `--allocators`: every allocator but the bento set-up.
+    let runs: serde_json::Value =
+        serde_json::from_str(&ok(&bento(&["replay", t, "--json"]))).unwrap();
+    let names: Vec<&str> = runs
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["allocator"].as_str().unwrap())
+        .collect();
+    let expected: Vec<&str> = DEMO_ROWS
+        .iter()
+        .copied()
+        .filter(|n| *n != "bento")
+        .collect();
+    assert_eq!(names, expected);
 
     let map = dir.join("map.svg");
     let out = ok(&bento(&[
@@ -240,8 +321,8 @@ fn mistakes_get_one_line_and_a_non_zero_exit() {
     );
     fails_with(&bento(&["inspect", "/no/such/file.trace"]), "cannot open");
     fails_with(
-        &bento(&["replay", t, "--allocators", "space,jemalloc"]),
-        "unknown allocator `jemalloc`",
+        &bento(&["replay", t, "--allocators", "space,tcmalloc"]),
+        "unknown allocator `tcmalloc`",
     );
     fails_with(
         &bento(&["gen", "--levels", "many", "-o", t]),

@@ -102,9 +102,15 @@ pub enum CacheCorruption {
 }
 
 /// How many released reservations the cache keeps at most.
-pub(crate) const SPARES: usize = 16;
+pub(crate) const SPARES: usize = 64;
+/// How many spares a decaying cache may hand out for a smaller reserve (up to a
+/// quarter larger) at once.
+const LENT: usize = 64;
 /// ... and how many under [`Retention::Eager`].
 const EAGER_SPARES: usize = 4;
+
+/// Pages given back at once beyond what a commit over the cap needs.
+const EVICT_BATCH: usize = 16;
 
 /// A table entry's generation: its low bit (pages are at least 2-aligned).
 const GENERATION: usize = 1;
@@ -142,6 +148,10 @@ struct State {
     // kept or decommitted in `inner`), of at most `capacity` bytes; `stats.spares`
     // and `stats.spare_bytes` count them.
     spares: [Option<Spare>; SPARES],
+    // Invariant: each `Some((base, real))` is a spare handed out for a reserve of a
+    // smaller size: a live reservation of `inner` of `real` bytes the consumer holds
+    // as its reservation at `base`.
+    lent: [Option<(NonNull<u8>, usize)>; LENT],
 }
 
 /// Kept pages on their way back to the source, gathered into runs of adjacent pages
@@ -373,6 +383,7 @@ impl<P: PageSource> CommitCache<P> {
                 held: false,
                 cursor: 0,
                 spares: [None; SPARES],
+                lent: [None; LENT],
             }),
             kept: AtomicUsize::new(0),
         })
@@ -723,12 +734,16 @@ impl<P: PageSource> CommitCache<P> {
         }
     }
 
-    /// [`fit`](Self::fit) after a commit under decay: an eighth of the limit more goes
-    /// back, so that a commit that outgrows the cap does not scan the table each time.
+    /// [`fit`](Self::fit) after a commit under decay: [`EVICT_BATCH`] pages more go
+    /// back, so that commits that outgrow the cap page by page do not scan the table
+    /// each time.
     fn fit_growing(&self, s: &mut State, out: &mut Decommits<'_, P>) {
         s.stats.limit = self.limit_of(s);
         if s.stats.parked > s.stats.limit {
-            let target = (s.stats.limit - s.stats.limit / 8) & !self.page.mask();
+            let target = s
+                .stats
+                .limit
+                .saturating_sub(EVICT_BATCH << self.page.log2());
             // SAFETY: the lock is held.
             unsafe { self.evict(s, out, target) };
         }
@@ -1091,15 +1106,32 @@ unsafe impl<P: PageSource> PageSource for CommitCache<P> {
             let align = align.get().max(self.page.get());
             let spare = self.locked(|s, out| {
                 self.poll(s, out);
-                let i = s.spares.iter().position(|spare| {
-                    spare.is_some_and(|sp| {
-                        sp.size == size && sp.base.addr().get().is_multiple_of(align)
-                    })
+                let fits = |sp: &Spare| sp.base.addr().get().is_multiple_of(align);
+                let exact = s
+                    .spares
+                    .iter()
+                    .position(|spare| spare.is_some_and(|sp| sp.size == size && fits(&sp)));
+                // Under a decay, a spare up to a quarter larger serves too: the
+                // consumer holds its first `size` bytes, the cache remembers the rest.
+                let lent = s.lent.iter().position(Option::is_none);
+                let i = exact.or_else(|| {
+                    let _ = lent.filter(|_| !s.retention.is_eager())?;
+                    let most = size.saturating_add(size / 4);
+                    (0..SPARES)
+                        .filter_map(|i| Some((i, s.spares[i]?)))
+                        .filter(|(_, sp)| sp.size > size && sp.size <= most && fits(sp))
+                        .min_by_key(|(_, sp)| sp.size)
+                        .map(|(i, _)| i)
                 })?;
                 let sp = s.spares[i].take()?;
                 s.stats.spares -= 1;
-                s.stats.spare_bytes -= size;
+                s.stats.spare_bytes -= sp.size;
                 s.stats.reuses += 1;
+                if sp.size != size
+                    && let Some(slot) = lent
+                {
+                    s.lent[slot] = Some((sp.base, sp.size));
+                }
                 Some(sp.base)
             });
             if let Some(base) = spare {
@@ -1127,6 +1159,15 @@ unsafe impl<P: PageSource> PageSource for CommitCache<P> {
         }
         self.locked(|s, out| {
             self.poll(s, out);
+            // A spare lent for a smaller reserve comes back whole.
+            let size = match s
+                .lent
+                .iter_mut()
+                .find(|l| l.is_some_and(|(b, _)| b == base))
+            {
+                Some(slot) => slot.take().map_or(size, |(_, real)| real),
+                None => size,
+            };
             // Keep it whole, with its kept pages, for the next reserve of its size.
             let room = if s.retention.is_eager() {
                 EAGER_SPARES

@@ -104,6 +104,61 @@ pub trait ReplayTarget {
         Ok(())
     }
 
+    /// A phase record was replayed: the phase `name` begins. bento's game sessions
+    /// name three a level, in this order: "level N loading" before the level's data
+    /// is allocated, "level N loaded" once it is, and "level N unloading" before it
+    /// is freed; a recorded trace may hold any names. A target whose allocator
+    /// follows the program's phases (keeping freed pages committed while a level
+    /// loads, giving them back as it plays) tells it here. Nothing by default.
+    ///
+    /// [`replay`] calls it before its observer sees the phase's [`Moment`], and
+    /// [`workload::play`](crate::workload::play) with the names a trace of the
+    /// workload would hold.
+    ///
+    /// ```
+    /// use std::alloc::Layout;
+    /// use std::ptr::NonNull;
+    /// use allocator_api2::alloc::Global;
+    /// use bento_trace::workload::{record, Session, SessionConfig};
+    /// use bento_trace::{replay, ApiTarget, ReplayOptions, ReplayTarget, TraceReader, TraceWriter};
+    ///
+    /// /// The global allocator, with the phases it was told.
+    /// struct Phases(Vec<String>);
+    ///
+    /// impl ReplayTarget for Phases {
+    ///     fn alloc(&mut self, layout: Layout, tag: u32) -> Option<NonNull<u8>> {
+    ///         ApiTarget(&Global).alloc(layout, tag)
+    ///     }
+    ///     unsafe fn realloc(&mut self, p: NonNull<u8>, old: Layout, new: usize, tag: u32) -> Option<NonNull<u8>> {
+    ///         // SAFETY: the caller's contract, passed on.
+    ///         unsafe { ApiTarget(&Global).realloc(p, old, new, tag) }
+    ///     }
+    ///     unsafe fn free(&mut self, p: NonNull<u8>, layout: Layout, tag: u32) {
+    ///         // SAFETY: the caller's contract, passed on.
+    ///         unsafe { ApiTarget(&Global).free(p, layout, tag) }
+    ///     }
+    ///     fn phase(&mut self, name: &str) {
+    ///         self.0.push(name.to_owned());
+    ///     }
+    /// }
+    ///
+    /// let config = SessionConfig { levels: 2, frames_per_level: 3, ..SessionConfig::DEMO };
+    /// let mut w = TraceWriter::new(Vec::new()).unwrap();
+    /// record(Session::new(config), &mut w).unwrap();
+    /// let bytes = w.finish().unwrap();
+    ///
+    /// let mut target = Phases(Vec::new());
+    /// let reader = TraceReader::new(&bytes[..]).unwrap();
+    /// replay(&mut target, reader, ReplayOptions::default(), |_, _| {}).unwrap();
+    /// assert_eq!(target.0, [
+    ///     "level 0 loading", "level 0 loaded", "level 0 unloading",
+    ///     "level 1 loading", "level 1 loaded", "level 1 unloading",
+    /// ]);
+    /// ```
+    fn phase(&mut self, name: &str) {
+        let _ = name;
+    }
+
     /// What the allocator holds by its own figures, when it keeps them.
     fn footprint(&self) -> Option<Footprint> {
         None
@@ -526,9 +581,11 @@ impl Table {
 
 /// Replays the trace `reader` reads against `target`: each allocation, resize and
 /// free in order, with each block's ends (and a byte of each page) written and
-/// checked as in [`play`](crate::workload::play); `observe` is called with the target
-/// at each frame and phase, and every [`ReplayOptions::sample_every`] records. Blocks
-/// the trace leaves live are freed at the end.
+/// checked as in [`play`](crate::workload::play); a frame record calls
+/// [`ReplayTarget::frame`] and a phase record [`ReplayTarget::phase`]; `observe` is
+/// called with the target at each frame and phase (after the target's call), and every
+/// [`ReplayOptions::sample_every`] records. Blocks the trace leaves live are freed at
+/// the end.
 ///
 /// Sizes of zero are replayed (and counted) as one byte. An allocation or resize the
 /// target refuses, or one no allocator can give (no `Layout` holds it: see
@@ -675,6 +732,7 @@ pub fn replay<R: Read, T: ReplayTarget + ?Sized>(
             }
             Stop::Phase(name) => {
                 r.phases += 1;
+                target.phase(&name);
                 Some(name)
             }
             Stop::Sample => None,

@@ -30,7 +30,8 @@
 //!
 //! Each yields [`Step`]s: blocks named by small ids, tagged with what they are for
 //! ([`tags`]), [`Checkpoint`]s (after a level or cell loads, and at each frame's
-//! busiest moment) and frame ends.
+//! busiest moment), frame ends, and, in a [`Session`], the moments a level begins to
+//! load and to unload ([`LevelPhase`]).
 
 use std::alloc::Layout;
 use std::collections::VecDeque;
@@ -173,6 +174,8 @@ pub enum Step {
     },
     /// A moment worth measuring: a level has loaded, or a frame is at its busiest.
     Checkpoint(Checkpoint),
+    /// A level begins to load or to unload.
+    Phase(LevelPhase),
     /// A frame is over: the blocks of [`tags::FRAME`] it made are free, and those of
     /// the frame before it too.
     FrameEnd,
@@ -185,6 +188,47 @@ pub struct Checkpoint {
     pub level: usize,
     /// The frame in the level, or `None` right after the level loaded.
     pub frame: Option<usize>,
+}
+
+/// A level begins to load, or to unload: the phases of a [`Session`] besides the
+/// checkpoint after each load ("level N loaded"). [`record`] writes each as a phase
+/// record named by [`LevelPhase::name`]; [`play`] passes that name to
+/// [`ReplayTarget::phase`].
+///
+/// ```
+/// use bento_trace::workload::{LevelPhase, Session, SessionConfig, Step};
+///
+/// assert_eq!(LevelPhase::Unloading(3).name(), "level 3 unloading");
+/// let config = SessionConfig { levels: 1, frames_per_level: 2, ..SessionConfig::GAME };
+/// let phases: Vec<Step> = Session::new(config)
+///     .filter(|s| matches!(s, Step::Phase(_)))
+///     .collect();
+/// assert_eq!(phases, [
+///     Step::Phase(LevelPhase::Loading(0)),
+///     Step::Phase(LevelPhase::Unloading(0)),
+/// ]);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LevelPhase {
+    /// Level `N` (from 0) begins to load: its data is allocated next.
+    Loading(usize),
+    /// Level `N` begins to unload: its data is freed next.
+    Unloading(usize),
+}
+
+impl LevelPhase {
+    /// The phase's name in a trace: "level N loading" or "level N unloading".
+    pub fn name(self) -> String {
+        match self {
+            Self::Loading(level) => format!("level {level} loading"),
+            Self::Unloading(level) => format!("level {level} unloading"),
+        }
+    }
+}
+
+/// The name of the phase after level `level` has loaded.
+fn loaded(level: usize) -> String {
+    format!("level {level} loaded")
 }
 
 /// The events of a session, generated as they are consumed.
@@ -314,6 +358,8 @@ impl Session {
     }
 
     fn load_level(&mut self) {
+        self.queue
+            .push_back(Step::Phase(LevelPhase::Loading(self.level)));
         // The level's kind decides what it does: the same each time it comes round.
         let kind = self.level % self.config.level_kinds.max(1);
         self.rng =
@@ -347,6 +393,8 @@ impl Session {
     }
 
     fn unload_level(&mut self) {
+        self.queue
+            .push_back(Step::Phase(LevelPhase::Unloading(self.level)));
         let streams: Vec<usize> = self
             .streams
             .drain(..)
@@ -1041,7 +1089,8 @@ pub struct Recorded {
     pub reallocs: u64,
     /// Frame ends.
     pub frames: u64,
-    /// Phases (one after each level or cell loads).
+    /// Phases: three a level of a [`Session`] ("level N loading", "level N loaded",
+    /// "level N unloading"), one after each cell of an [`OpenWorld`] loads.
     pub phases: u64,
     /// The most bytes live at once, as asked.
     pub peak_live: u64,
@@ -1052,9 +1101,10 @@ pub struct Recorded {
 }
 
 /// Writes `workload` to `writer` as a trace: allocations, resizes and frees with the
-/// workload's ids and tags, a frame record at each [`Step::FrameEnd`], and a phase
+/// workload's ids and tags, a frame record at each [`Step::FrameEnd`], a phase
 /// "level N loaded" at each checkpoint after a load (the checkpoints inside frames
-/// are moments, not events, and are not written).
+/// are moments, not events, and are not written), and a phase named by
+/// [`LevelPhase::name`] at each [`Step::Phase`].
 ///
 /// # Errors
 ///
@@ -1067,7 +1117,7 @@ pub struct Recorded {
 /// let config = SessionConfig { levels: 2, frames_per_level: 5, ..SessionConfig::DEMO };
 /// let mut w = TraceWriter::new(Vec::new()).unwrap();
 /// let counts = record(Session::new(config), &mut w).unwrap();
-/// assert_eq!((counts.phases, counts.frames), (2, 10));
+/// assert_eq!((counts.phases, counts.frames), (6, 10));
 /// assert_eq!(counts.allocs, counts.frees);
 /// let bytes = w.finish().unwrap();
 /// assert_eq!(TraceReader::new(&bytes[..]).unwrap().count() as u64, counts.records);
@@ -1106,10 +1156,14 @@ pub fn record<W: std::io::Write>(
                 blocks -= 1;
             }
             Step::Checkpoint(Checkpoint { level, frame: None }) => {
-                writer.phase(&format!("level {level} loaded"))?;
+                writer.phase(&loaded(level))?;
                 r.phases += 1;
             }
             Step::Checkpoint(_) => continue,
+            Step::Phase(phase) => {
+                writer.phase(&phase.name())?;
+                r.phases += 1;
+            }
             Step::FrameEnd => {
                 writer.frame()?;
                 r.frames += 1;
@@ -1147,8 +1201,9 @@ pub struct SessionReport {
 /// Runs `workload` against `target` without a trace in between, writing each
 /// block's first and last bytes (and a byte in every 4 KiB between) and checking them
 /// when the block is resized or freed; calls `at` with each checkpoint and the bytes
-/// live then, and [`ReplayTarget::frame`] at each frame end. Frees everything the
-/// workload leaves.
+/// live then, [`ReplayTarget::frame`] at each frame end, and [`ReplayTarget::phase`]
+/// with each phase a trace of the workload would hold (see [`record`]), before `at`
+/// for the checkpoint after a load. Frees everything the workload leaves.
 ///
 /// # Panics
 ///
@@ -1219,7 +1274,13 @@ pub fn play<T: ReplayTarget + ?Sized>(
                     live -= block.layout.size();
                 }
             }
-            Step::Checkpoint(c) => at(c, live),
+            Step::Checkpoint(c) => {
+                if c.frame.is_none() {
+                    target.phase(&loaded(c.level));
+                }
+                at(c, live);
+            }
+            Step::Phase(phase) => target.phase(&phase.name()),
             Step::FrameEnd => {
                 if let Err(e) = target.frame() {
                     panic!("the target refused a frame end: {e}");

@@ -9,7 +9,7 @@ use std::ptr::NonNull;
 use allocator_api2::alloc::Global;
 use bento_trace::workload::{
     LifoBatches, LifoConfig, Mixed, MixedConfig, OpenWorld, Recorded, Session, SessionConfig,
-    Workload, WorldConfig, record, tags,
+    Workload, WorldConfig, play, record, tags,
 };
 use bento_trace::{
     ApiTarget, Event, GlobalTarget, ReplayError, ReplayOptions, ReplayReport, ReplayTarget,
@@ -22,12 +22,14 @@ fn trace(workload: impl Workload) -> (Vec<u8>, Recorded) {
     (w.finish().unwrap(), counts)
 }
 
-/// The system allocator, counting its live blocks.
+/// The system allocator, counting its live blocks, with the phases it was told (each
+/// with the frames ended and the blocks live then).
 #[derive(Default)]
 struct Counting {
     live: Cell<i64>,
     frames: u64,
     tags: Vec<u32>,
+    phases: Vec<(String, u64, i64)>,
 }
 
 impl ReplayTarget for Counting {
@@ -60,6 +62,11 @@ impl ReplayTarget for Counting {
     fn frame(&mut self) -> Result<(), String> {
         self.frames += 1;
         Ok(())
+    }
+
+    fn phase(&mut self, name: &str) {
+        self.phases
+            .push((name.to_owned(), self.frames, self.live.get()));
     }
 }
 
@@ -150,6 +157,69 @@ fn every_workload_replays_to_the_counts_its_generator_knows() {
     ] {
         assert!(target.tags.contains(&tag), "tag {}", tags::name(tag));
     }
+}
+
+#[test]
+fn the_target_hears_each_level_load_play_and_unload_in_order() {
+    let config = SessionConfig {
+        levels: 3,
+        frames_per_level: 4,
+        resident_blocks: 100,
+        ..SessionConfig::DEMO
+    };
+    let (bytes, counts) = trace(Session::new(config));
+    assert_eq!(counts.phases, 9);
+    let mut target = Counting::default();
+    let mut observed = Vec::new();
+    let report = replay(
+        &mut target,
+        TraceReader::new(&bytes[..]).unwrap(),
+        ReplayOptions::default(),
+        |m, t| {
+            if let Some(name) = m.phase {
+                // The target heard the phase before the observer sees it.
+                assert_eq!(t.phases.last().map(|p| p.0.as_str()), Some(name));
+                observed.push(name.to_owned());
+            }
+        },
+    )
+    .unwrap();
+    check_counts(&report, &counts);
+    let names: Vec<&str> = target.phases.iter().map(|p| p.0.as_str()).collect();
+    let expected: Vec<String> = (0..3)
+        .flat_map(|n| ["loading", "loaded", "unloading"].map(|what| format!("level {n} {what}")))
+        .collect();
+    assert_eq!(names, expected);
+    assert_eq!(observed, expected);
+    for (n, level) in target.phases.chunks(3).enumerate() {
+        let [(_, f0, loading), (_, f1, loaded), (_, f2, unloading)] = level else {
+            unreachable!("three phases a level")
+        };
+        // A level loads between its first two phases, and plays its frames after.
+        assert_eq!(
+            (*f0, *f1, *f2),
+            (4 * n as u64, 4 * n as u64, 4 * n as u64 + 4)
+        );
+        assert!(
+            loaded - loading >= 50,
+            "level {n} loaded {} blocks",
+            loaded - loading
+        );
+        assert!(
+            *unloading >= loaded - 10,
+            "level {n}: {loaded} then {unloading}"
+        );
+    }
+    // Unloading frees the level before the next one loads.
+    for pair in target.phases.windows(2) {
+        if pair[0].0.ends_with("unloading") {
+            assert!(pair[1].2 + 50 <= pair[0].2, "{pair:?}");
+        }
+    }
+    // Played without a trace, the session tells the target the same phases.
+    let mut played = Counting::default();
+    play(&mut played, Session::new(config), |_, _| {});
+    assert_eq!(played.phases, target.phases);
 }
 
 #[test]

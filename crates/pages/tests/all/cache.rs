@@ -496,16 +496,20 @@ fn committed_and_kept_stay_within_the_peak() {
     let b = pages.reserve(64 * PAGE, Alignment::MIN).unwrap();
     // SAFETY: ranges of live reservations; all decommitted before release.
     unsafe {
-        // A peak of 32 pages, all freed: kept.
-        use_and_free(&pages, a, 32);
-        assert_eq!(pages.stats().parked, 32 * PAGE);
+        // A peak of 64 pages, all freed: kept.
+        use_and_free(&pages, a, 64);
+        assert_eq!(pages.stats().parked, 64 * PAGE);
         // 24 pages elsewhere: what is committed through the cache stays within the
-        // peak, so kept pages go back (an eighth of the limit more than needed).
+        // peak, so kept pages go back (a batch of 16 more than needed).
         pages.commit(b, 24 * PAGE).unwrap();
         let s = pages.stats();
         assert!(s.parked + s.committed <= s.peak, "{s:?}");
-        assert!(s.parked >= 7 * PAGE, "no more than needed went back: {s:?}");
-        assert_eq!(s.peak, 32 * PAGE);
+        assert_eq!(
+            s.parked,
+            (64 - 24 - 16) * PAGE,
+            "no more than a batch beyond: {s:?}"
+        );
+        assert_eq!(s.peak, 64 * PAGE);
         let os = pages.inner().stats();
         assert_eq!(os.committed - PAGE, s.parked + s.committed, "nothing lost");
         pages.validate().unwrap();
@@ -659,4 +663,44 @@ fn random_calls_over_a_failing_source_lose_nothing() {
         assert_eq!(pages.inner().stats().committed, PAGE, "case {case}");
         assert_eq!(pages.inner().stats().reserved, PAGE, "case {case}");
     }
+}
+
+#[test]
+fn a_spare_up_to_a_quarter_larger_serves_a_smaller_reserve_under_decay() {
+    let pages = decaying(64, 100);
+    let base = pages.reserve(8 * PAGE, Alignment::MIN).unwrap();
+    // SAFETY: the live reservation, never committed, released once.
+    unsafe { pages.release(base, 8 * PAGE) };
+    let reserved = pages.inner().stats().reserved;
+    // Seven pages: the eight-page spare serves (8 <= 7 + 7/4).
+    let again = pages.reserve(7 * PAGE, Alignment::MIN).unwrap();
+    assert_eq!(again, base);
+    assert_eq!(
+        pages.inner().stats().reserved,
+        reserved,
+        "no call to the source"
+    );
+    // SAFETY: the consumer's reservation of seven pages, released once: the cache
+    // takes back the whole eight.
+    unsafe { pages.release(again, 7 * PAGE) };
+    let s = pages.stats();
+    assert_eq!((s.spares, s.spare_bytes, s.reuses), (1, 8 * PAGE, 1));
+    // Five pages: too small for it (8 > 5 + 5/4).
+    let other = pages.reserve(5 * PAGE, Alignment::MIN).unwrap();
+    assert_ne!(other, base);
+    // SAFETY: as above.
+    unsafe { pages.release(other, 5 * PAGE) };
+    pages.validate().unwrap();
+    pages.trim();
+    assert_eq!(pages.inner().stats().reserved, PAGE, "only the table");
+
+    // Eager: exact sizes only.
+    let eager = cache(64);
+    let base = eager.reserve(8 * PAGE, Alignment::MIN).unwrap();
+    // SAFETY: as above.
+    unsafe { eager.release(base, 8 * PAGE) };
+    let other = eager.reserve(7 * PAGE, Alignment::MIN).unwrap();
+    assert_ne!(other, base);
+    // SAFETY: as above.
+    unsafe { eager.release(other, 7 * PAGE) };
 }
