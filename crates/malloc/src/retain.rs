@@ -172,16 +172,26 @@ pub(crate) fn kept() -> usize {
 }
 
 /// After a `free` (or a `realloc`) that [`watching`] asked about, with no bento lock
-/// held: when memory is kept, starts the purger, or asks the next allocation to (see
-/// the module's documentation).
-#[cold]
-#[inline(never)]
+/// held, given what was kept before it: when it made memory kept, starts the purger,
+/// or asks the next allocation to (see the module's documentation). A free that kept
+/// nothing costs a relaxed load and a comparison: one before it found the purger
+/// started or asked for.
+#[inline]
 pub(crate) fn after_free(kept_before: usize) {
     let kept = api::kept();
-    if kept == 0 || !crate::set_up() {
+    if kept > kept_before {
+        kept_more(kept_before, kept);
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn kept_more(before: usize, kept: usize) {
+    if !crate::set_up() {
+        // The retention is not known yet; a later free will look again.
         return;
     }
-    if kept >= kept_before.saturating_add(START_FROM_FREE) {
+    if kept - before >= START_FROM_FREE {
         start();
     } else {
         crate::request_purger();
