@@ -18,10 +18,11 @@ use bento_common::{CommonAllocator, CommonConfig, SizeClasses};
 /// The allocator behind every entry point, and Rust's global allocator inside this
 /// library, so that Rust code here never goes through the interposed `malloc`.
 /// Without its per-thread front end: that needs thread-locals, which a malloc
-/// replacement must not touch. Its commit cache keeps the large region's last
-/// segment when it empties, and up to 8 MiB of freed pages however little the
-/// program holds, so that a loop of multi-megabyte blocks neither maps a segment nor
-/// faults its pages in again each time (glibc keeps such memory too).
+/// replacement must not touch. Its commit cache keeps freed pages and segments under
+/// the retention `BENTO_RETAIN` sets (see `retain`: a decay of 1 s by default; under
+/// `eager`, the large region's last segment and up to 8 MiB of pages), so that a loop
+/// of multi-megabyte blocks neither maps a segment nor faults its pages in again each
+/// time (glibc keeps such memory too).
 #[global_allocator]
 pub(crate) static COMMON: CommonAllocator = CommonAllocator::with_config(
     CommonConfig::DEFAULT
@@ -31,11 +32,13 @@ pub(crate) static COMMON: CommonAllocator = CommonAllocator::with_config(
         .with_retention(retain::RETENTION),
 );
 
-/// The commit cache's capacity: a whole segment of the large region (32 MiB) fits,
-/// so the large region's last segment, released when its last block goes, is kept as
-/// a spare and taken back by the next large allocation without a system call.
+/// The commit cache's capacity, the most it keeps under a decay: a whole segment of
+/// the large region (32 MiB) fits, so the large region's last segment, released when
+/// its last block goes, is kept as a spare and taken back by the next large
+/// allocation without a system call.
 const COMMIT_CACHE: usize = 40 << 20;
-/// The pages the commit cache may keep committed however little is reserved.
+/// The pages the commit cache may keep committed however little is reserved, under
+/// `BENTO_RETAIN=eager`.
 const COMMIT_FLOOR: usize = 8 << 20;
 
 /// The alignment of every block, as glibc's on 64-bit targets.
