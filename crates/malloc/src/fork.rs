@@ -1,9 +1,10 @@
 //! `fork` with other threads running: every lock of the allocator (and the trace's)
 //! is taken before the fork and given back on both sides after it, so that the child,
 //! whose only thread is the one that forked, never finds a lock held by a thread it
-//! does not have.
+//! does not have. The purger (see `retain`) is a thread of the parent's: the child
+//! starts its own when it keeps memory.
 
-use crate::{COMMON, trace};
+use crate::{COMMON, retain, trace};
 
 /// Registers the handlers (once, from the first call's set-up).
 pub(crate) fn register() {
@@ -27,10 +28,12 @@ extern "C" fn parent() {
     trace::unlock();
 }
 
-/// After `fork`, in the child: the locks the forking thread took are the child's.
+/// After `fork`, in the child: the locks the forking thread took are the child's,
+/// and it has no purger.
 extern "C" fn child() {
     // SAFETY: `prepare` took every lock on the thread that is now the child's only
     // one.
     unsafe { COMMON.unlock_all() };
     trace::forked_child();
+    retain::forked_child();
 }

@@ -4,6 +4,7 @@
 compile_error!("bento-malloc replaces glibc's malloc: it builds for Linux with glibc only");
 
 mod fork;
+mod retain;
 mod stats;
 mod trace;
 
@@ -17,23 +18,27 @@ use bento_common::{CommonAllocator, CommonConfig, SizeClasses};
 /// The allocator behind every entry point, and Rust's global allocator inside this
 /// library, so that Rust code here never goes through the interposed `malloc`.
 /// Without its per-thread front end: that needs thread-locals, which a malloc
-/// replacement must not touch. Its commit cache keeps the large region's last
-/// segment when it empties, and up to 8 MiB of freed pages however little the
-/// program holds, so that a loop of multi-megabyte blocks neither maps a segment nor
-/// faults its pages in again each time (glibc keeps such memory too).
+/// replacement must not touch. Its commit cache keeps freed pages and segments under
+/// the retention `BENTO_RETAIN` sets (see `retain`: a decay of 1 s by default; under
+/// `eager`, the large region's last segment and up to 8 MiB of pages), so that a loop
+/// of multi-megabyte blocks neither maps a segment nor faults its pages in again each
+/// time (glibc keeps such memory too).
 #[global_allocator]
 pub(crate) static COMMON: CommonAllocator = CommonAllocator::with_config(
     CommonConfig::DEFAULT
         .with_thread_cache(false)
         .with_commit_cache(COMMIT_CACHE)
-        .with_commit_floor(COMMIT_FLOOR),
+        .with_commit_floor(COMMIT_FLOOR)
+        .with_retention(retain::RETENTION),
 );
 
-/// The commit cache's capacity: a whole segment of the large region (32 MiB) fits,
-/// so the large region's last segment, released when its last block goes, is kept as
-/// a spare and taken back by the next large allocation without a system call.
+/// The commit cache's capacity, the most it keeps under a decay: a whole segment of
+/// the large region (32 MiB) fits, so the large region's last segment, released when
+/// its last block goes, is kept as a spare and taken back by the next large
+/// allocation without a system call.
 const COMMIT_CACHE: usize = 40 << 20;
-/// The pages the commit cache may keep committed however little is reserved.
+/// The pages the commit cache may keep committed however little is reserved, under
+/// `BENTO_RETAIN=eager`.
 const COMMIT_FLOOR: usize = 8 << 20;
 
 /// The alignment of every block, as glibc's on 64-bit targets.
@@ -44,15 +49,19 @@ const MIN_ALIGN: usize = 16;
 const LARGEST_CLASS: usize = SizeClasses::DEFAULT.largest();
 
 /// The once-per-process set-up, done by the first call: the fork handlers, and what
-/// the environment asks for (statistics at exit, a trace).
+/// the environment asks for (the retention, statistics at exit, a trace). Once set
+/// up, the flag also carries a request to start the purger to the next allocation
+/// (`START_PURGER`), so that the allocation's fast path reads one flag for both.
 static SETUP: AtomicU8 = AtomicU8::new(NOT_SET);
 const NOT_SET: u8 = 0;
 const SETTING: u8 = 1;
 const SET: u8 = 2;
+/// Set up, and the next allocation starts the purger (see `retain`).
+const START_PURGER: u8 = 3;
 
-/// Sets the process up on the first call. A call made meanwhile (by the set-up
-/// itself, which may reach `malloc` through glibc, or by another thread) goes on
-/// without waiting.
+/// Sets the process up on the first call, and starts the purger when a `free` asked
+/// for it. A call made meanwhile (by the set-up itself, which may reach `malloc`
+/// through glibc, or by another thread) goes on without waiting.
 #[inline]
 fn setup() {
     if SETUP.load(Ordering::Acquire) != SET {
@@ -74,15 +83,36 @@ extern "C" fn setup_at_load() {
 #[cold]
 #[inline(never)]
 fn setup_slow() {
-    if SETUP
-        .compare_exchange(NOT_SET, SETTING, Ordering::AcqRel, Ordering::Acquire)
-        .is_ok()
-    {
-        fork::register();
-        stats::arm();
-        trace::arm();
-        SETUP.store(SET, Ordering::Release);
+    match SETUP.compare_exchange(NOT_SET, SETTING, Ordering::AcqRel, Ordering::Acquire) {
+        Ok(_) => {
+            retain::arm();
+            fork::register();
+            stats::arm();
+            trace::arm();
+            SETUP.store(SET, Ordering::Release);
+        }
+        Err(START_PURGER) => {
+            // Back to `SET` before the thread is created: `pthread_create` allocates,
+            // and those calls must take the fast path.
+            if SETUP
+                .compare_exchange(START_PURGER, SET, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+            {
+                retain::start();
+            }
+        }
+        Err(_) => {}
     }
+}
+
+/// Whether the set-up is done (the retention is known).
+fn set_up() -> bool {
+    matches!(SETUP.load(Ordering::Acquire), SET | START_PURGER)
+}
+
+/// Asks the next allocation to start the purger.
+fn request_purger() {
+    let _ = SETUP.compare_exchange(SET, START_PURGER, Ordering::AcqRel, Ordering::Relaxed);
 }
 
 fn set_errno(code: c_int) {
@@ -126,10 +156,16 @@ fn alloc(size: usize, align: usize, zeroed: bool) -> *mut c_void {
 /// reported on stderr and the process aborts.
 unsafe fn free_block(p: NonNull<u8>) {
     let saved = errno();
+    let watching = retain::watching();
+    let kept = if watching { retain::kept() } else { 0 };
     trace::traced_free(p, || {
         // SAFETY: the caller's contract.
         unsafe { COMMON.free(p) }
     });
+    if watching {
+        // No bento lock is held here.
+        retain::after_free(kept);
+    }
     set_errno(saved);
 }
 
@@ -231,6 +267,8 @@ unsafe fn resize(old: NonNull<u8>, size: usize) -> *mut c_void {
         set_errno(libc::ENOMEM);
         return ptr::null_mut();
     };
+    let watching = retain::watching();
+    let kept = if watching { retain::kept() } else { 0 };
     let result = trace::traced_realloc(old, new_layout, || {
         // SAFETY: the caller's contract.
         let usable = unsafe { COMMON.usable_size(old) };
@@ -260,6 +298,10 @@ unsafe fn resize(old: NonNull<u8>, size: usize) -> *mut c_void {
         }
         Ok(new)
     });
+    if watching {
+        // A block moved or shrunk may have left pages kept; no bento lock is held.
+        retain::after_free(kept);
+    }
     match result {
         Ok(p) => p.as_ptr().cast(),
         Err(()) => {

@@ -6,7 +6,8 @@
 //! allocator's work and its record, so the records are in the order the calls took
 //! effect: a block's free is written before another thread can be given its address.
 //! A `realloc` that moves its block is written as the allocation of the new block and
-//! the free of the old one (the format's resize keeps its id).
+//! the free of the old one (the format's resize keeps its id). What glibc allocates
+//! while it creates bento's purger thread is bento's, and goes unrecorded.
 //!
 //! `%p` in the path is replaced by the process id. Without it, the first process to
 //! open the file holds an exclusive `flock` on it; a process that finds it held (a
@@ -260,7 +261,7 @@ pub(crate) fn traced_alloc(
     layout: Layout,
     f: impl FnOnce(Layout) -> Result<NonNull<u8>, AllocError>,
 ) -> Result<NonNull<u8>, AllocError> {
-    if !tracing() {
+    if !tracing() || crate::retain::creating_here() {
         return f(layout);
     }
     locked(|| {

@@ -39,8 +39,18 @@ fn four_threads_pass_blocks_to_each_other_intact() {
 fn a_child_forked_while_threads_allocate_never_deadlocks() {
     let dir = scratch("fork");
     let program = compile("fork", &dir);
-    let o = run_ok(preloaded(&program).arg("300"));
-    assert_eq!(String::from_utf8_lossy(&o.stdout), "fork: ok\n");
+    // The default retention, and one that has the purger tick every millisecond
+    // while the forks take every lock.
+    for retain in [None, Some("1")] {
+        let mut cmd = preloaded(&program);
+        cmd.arg("300");
+        if let Some(ms) = retain {
+            cmd.env("BENTO_RETAIN", ms);
+        }
+        let o = run_within(&mut cmd, std::time::Duration::from_secs(120));
+        assert!(o.status.success(), "{cmd:?}: {:?}", o.status);
+        assert_eq!(String::from_utf8_lossy(&o.stdout), "fork: ok\n");
+    }
 }
 
 #[test]
@@ -282,4 +292,159 @@ fn malloc_trim_gives_the_address_space_back() {
         "{out}: {} KiB kept after the trim",
         trimmed - start
     );
+}
+
+/// What `retain MODE` printed, in KiB (`waited` in milliseconds).
+#[derive(Debug)]
+struct Retained {
+    base: u64,
+    peak: u64,
+    freed: u64,
+    after: u64,
+    waited: u64,
+    purgers: u64,
+}
+
+/// Runs `retain MODE WAIT_MS LIMIT_MS` with `BENTO_RETAIN=retain` (a deadlock ends
+/// the test) and reads its line.
+fn retained(
+    program: &std::path::Path,
+    mode: &str,
+    retain: &str,
+    wait_ms: u64,
+    limit_ms: u64,
+) -> Retained {
+    let o = run_within(
+        preloaded(program)
+            .args([mode, &wait_ms.to_string(), &limit_ms.to_string()])
+            .env("BENTO_RETAIN", retain),
+        std::time::Duration::from_secs(120),
+    );
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success() && o.stderr.is_empty(),
+        "`retain {mode}` with BENTO_RETAIN={retain}: {:?}\nstdout: {out}\nstderr: {}",
+        o.status,
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let v: Vec<u64> = out.split_whitespace().map(|s| s.parse().unwrap()).collect();
+    let [base, peak, freed, after, waited, purgers] = v[..] else {
+        panic!("{out}")
+    };
+    Retained {
+        base,
+        peak,
+        freed,
+        after,
+        waited,
+        purgers,
+    }
+}
+
+/// KiB in a MiB.
+const MIB: u64 = 1024;
+
+#[test]
+fn an_idle_program_gets_its_kept_memory_back_from_the_purger() {
+    let dir = scratch("retain-idle");
+    let program = compile("retain", &dir);
+    // Decay after 200 ms; the program sleeps four times that, then polls its resident
+    // set (up to 30 s, so that a loaded machine only makes the test slower).
+    let r = retained(&program, "idle", "200", 800, 30_000);
+    assert!(
+        r.peak >= r.base + 60 * MIB,
+        "{r:?}: the 64 MiB were not resident"
+    );
+    // Right after the frees the memory is kept, more of it than eager keeps...
+    assert!(
+        r.freed >= r.base + 16 * MIB,
+        "{r:?}: {} KiB kept after the frees",
+        r.freed - r.base
+    );
+    // ...and with no call to malloc since, the purger gave it back.
+    assert!(
+        r.after <= r.base + 6 * MIB,
+        "{r:?}: {} KiB still resident after {} ms",
+        r.after.saturating_sub(r.base),
+        r.waited
+    );
+    assert_eq!(r.purgers, 1, "{r:?}");
+}
+
+#[test]
+fn bento_retain_eager_gives_memory_back_at_once_with_no_thread() {
+    let dir = scratch("retain-eager");
+    let program = compile("retain", &dir);
+    let r = retained(&program, "idle", "eager", 0, 0);
+    assert!(r.peak >= r.base + 60 * MIB, "{r:?}");
+    // At most the commit cache's floor (8 MiB) stays, with no wait.
+    assert!(
+        r.freed <= r.base + 12 * MIB,
+        "{r:?}: {} KiB kept after the frees",
+        r.freed.saturating_sub(r.base)
+    );
+    assert_eq!(r.purgers, 0, "{r:?}");
+}
+
+#[test]
+fn a_bad_bento_retain_is_said_once_and_the_default_holds() {
+    let dir = scratch("retain-bad");
+    let program = compile("retain", &dir);
+    for bad in ["banana", "0", "3600001", "12ms", "-1", "99999999999"] {
+        let o = run_ok(preloaded(&program).arg("quick").env("BENTO_RETAIN", bad));
+        assert_eq!(String::from_utf8_lossy(&o.stdout), "quick: ok\n");
+        assert_eq!(
+            String::from_utf8_lossy(&o.stderr),
+            format!(
+                "bento-malloc: BENTO_RETAIN={bad} is neither `eager` nor milliseconds \
+                 from 1 to 3600000; keeping freed memory for 1000 ms\n"
+            )
+        );
+    }
+    for good in ["", "eager", "1", "250", "3600000"] {
+        let o = run_ok(preloaded(&program).arg("quick").env("BENTO_RETAIN", good));
+        assert_eq!(String::from_utf8_lossy(&o.stdout), "quick: ok\n");
+        assert!(o.stderr.is_empty(), "BENTO_RETAIN={good}");
+    }
+}
+
+#[test]
+fn a_forked_child_starts_a_purger_of_its_own() {
+    let dir = scratch("retain-fork");
+    let program = compile("retain", &dir);
+    // The parent keeps its freed 64 MiB and forks; the child allocates and frees
+    // 64 MiB of its own, then waits: its purger gives back its memory and the kept
+    // pages it inherited. Twenty more children fork from the parent meanwhile.
+    let r = retained(&program, "fork", "200", 800, 30_000);
+    assert!(r.peak >= r.base + 60 * MIB, "{r:?}");
+    assert!(
+        r.after <= r.base + 6 * MIB,
+        "{r:?}: {} KiB still resident in the child after {} ms",
+        r.after.saturating_sub(r.base),
+        r.waited
+    );
+    assert_eq!(r.purgers, 1, "{r:?}");
+}
+
+#[test]
+fn a_program_exits_while_its_purger_ticks() {
+    let dir = scratch("retain-exit");
+    let program = compile("retain", &dir);
+    // The purger ticks every millisecond while `exit` runs the report, which takes
+    // the allocator's locks: neither waits on the other for long.
+    for _ in 0..20 {
+        let o = run_within(
+            preloaded(&program)
+                .args(["idle", "0", "0"])
+                .env("BENTO_RETAIN", "1")
+                .env("BENTO_MALLOC_STATS", "1"),
+            std::time::Duration::from_secs(60),
+        );
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "{:?}\n{err}", o.status);
+        assert!(
+            err.starts_with("bento-malloc: the common allocator at exit\n"),
+            "{err}"
+        );
+    }
 }

@@ -38,6 +38,11 @@ int main(int argc, char **argv) {
     const char *c = argc > 1 ? argv[1] : "";
     if (strcmp(c, "aligned") == 0) return aligned();
     size_t size = argc > 2 ? (size_t)atol(argv[2]) : 64;
+    /* Freed megabytes are kept and start bento's purger thread, whose creation
+     * allocates (glibc's TLS vector for it): started here, not between two frees of
+     * the same block, where it could take the freed block's place and make the second
+     * free name a live block. */
+    free(malloc(4 << 20));
     char *p = malloc(size);
     char *keep = malloc(size); /* a neighbour, so that p's chunk stays a chunk */
     if (p == NULL || keep == NULL) return 2;
