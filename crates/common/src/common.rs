@@ -559,8 +559,11 @@ impl<P: PageSource> CommonAllocator<P> {
     /// One frame passed: freed pages and segments the commit cache kept and nobody
     /// took back for the decay time go back to the source (see
     /// [`Retention`](bento_pages::Retention)); under a decay in milliseconds only, the
-    /// clock is read. Returns the bytes given back. Call it once a frame, from any
-    /// thread; an allocator nobody ticks decays by the OS clock instead.
+    /// clock is read. When the decay takes a step, the freed blocks kept for reuse
+    /// (the calling thread's cache, the regions' lists and their spaces' block
+    /// caches) are freed for good too, so their pages decay in turn. Returns the bytes given back. Call it once a
+    /// frame, from any thread; an allocator nobody ticks decays by the OS clock on its
+    /// slow paths instead.
     ///
     /// ```
     /// use core::alloc::Layout;
@@ -579,7 +582,7 @@ impl<P: PageSource> CommonAllocator<P> {
     /// assert_eq!(common.kept(), 0); // two frames unused: given back
     /// ```
     pub fn tick(&self) -> usize {
-        self.started().map_or(0, |inner| inner.layer.cache.tick())
+        self.started().map_or(0, Inner::tick)
     }
 
     /// Tells the commit cache the program's phase: what a level's unload frees is
@@ -1221,6 +1224,21 @@ impl<P: PageSource> Inner<P> {
             // SAFETY: the caller's contract: live in this region. A block that may
             // enter a cache grows to its bin's size.
             && unsafe { region.lock().space.realloc_in_place(ptr, self.large_size(new)) }
+    }
+
+    fn tick(&self) -> usize {
+        let steps = self.layer.cache.steps();
+        let mut freed = self.layer.cache.tick();
+        if self.layer.cache.steps() != steps {
+            // This thread's own cache first, so that its blocks reach the regions.
+            self.detach_here();
+            for region in self.regions() {
+                let mut held = region.lock();
+                freed += held.flush(|list| self.list_size(region, list), &self.budget);
+                freed += held.space.trim();
+            }
+        }
+        freed
     }
 
     fn trim(&self) -> usize {

@@ -38,6 +38,8 @@ pub struct CacheStats {
     pub purged: usize,
     /// Decay steps that gave something back.
     pub decays: usize,
+    /// Decay steps taken (each ages what is kept by one generation).
+    pub steps: usize,
     /// Bytes committed through the cache for the consumer now (kept pages not
     /// counted).
     pub committed: usize,
@@ -306,6 +308,8 @@ pub struct CommitCache<P: PageSource> {
     state: Locked<State>,
     // `stats.parked`, readable without the lock.
     kept: AtomicUsize,
+    // `stats.steps`, readable without the lock.
+    steps: AtomicUsize,
 }
 
 // SAFETY: the table and the spares hold pointers into reservations of `inner`, which
@@ -403,6 +407,7 @@ impl<P: PageSource> CommitCache<P> {
                 lent: [None; LENT],
             }),
             kept: AtomicUsize::new(0),
+            steps: AtomicUsize::new(0),
         })
     }
 
@@ -549,6 +554,19 @@ impl<P: PageSource> CommitCache<P> {
     #[inline]
     pub fn kept(&self) -> usize {
         self.kept.load(Ordering::Relaxed)
+    }
+
+    /// Decay steps taken so far (`stats().steps`), read without the lock: a consumer
+    /// that keeps freed blocks of its own compares it around [`tick`](Self::tick) to
+    /// let them decay too.
+    ///
+    /// ```
+    /// let cache = bento_pages::CommitCache::new(bento_pages::HeapPages::new()).unwrap();
+    /// assert_eq!(cache.steps(), 0);
+    /// ```
+    #[inline]
+    pub fn steps(&self) -> usize {
+        self.steps.load(Ordering::Relaxed)
     }
 
     /// The retention policy in force.
@@ -755,6 +773,8 @@ impl<P: PageSource> CommitCache<P> {
             return;
         }
         s.stepped_at = now;
+        s.stats.steps += 1;
+        self.steps.store(s.stats.steps, Ordering::Relaxed);
         let old = s.young ^ GENERATION;
         let before = s.stats.purged;
         if s.count[old] > 0 {

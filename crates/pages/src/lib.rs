@@ -29,7 +29,7 @@ use bento_align::Alignment;
 #[doc(hidden)]
 pub use crate::alloc_api::resize;
 pub use crate::alloc_api::{AllocError, RawAlloc, dangling};
-pub use crate::cache::{CacheCorruption, CacheStats, CommitCache, DBG};
+pub use crate::cache::{CacheCorruption, CacheStats, CommitCache};
 pub use crate::callback::{CallbackPages, CommitFn, DecommitFn, ReleaseFn, ReserveFn};
 pub use crate::error::{Invalid, PageError};
 #[cfg(feature = "testing")]

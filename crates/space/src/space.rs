@@ -736,9 +736,10 @@ impl<P: PageSource> MemorySpace<P> {
 
     /// One frame passed: what the commit cache kept and nobody took back for the decay
     /// time goes back to the source (see [`Retention`](bento_pages::Retention));
-    /// returns the bytes given back. Call it once a frame; a space nobody ticks
-    /// decays by the clock instead. Safe to call from any thread that may use the
-    /// space.
+    /// when the decay takes a step, the block cache is emptied too (its blocks freed
+    /// for good, their pages kept and aged from then). Returns the bytes given back.
+    /// Call it once a frame; a space nobody ticks decays by the OS clock on its slow
+    /// paths instead (with the feature `os` of bento-pages).
     ///
     /// ```
     /// use core::alloc::Layout;
@@ -758,7 +759,19 @@ impl<P: PageSource> MemorySpace<P> {
     /// unsafe { space.free(keep) };
     /// ```
     pub fn tick(&self) -> usize {
-        self.pages.as_ref().map_or(0, CommitCache::tick)
+        let Some(pages) = &self.pages else {
+            return 0;
+        };
+        let steps = pages.steps();
+        let freed = pages.tick();
+        if pages.steps() != steps {
+            // The blocks cached for reuse decay with the pages: freed for good, their
+            // pages kept and aged from now.
+            let mut inner = self.enter();
+            let source = inner.source();
+            inner.core.drain(&source);
+        }
+        freed
     }
 
     /// Tells the commit cache the program's phase: what a level's unload frees is

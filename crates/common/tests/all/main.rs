@@ -5,6 +5,7 @@ mod bad_input;
 mod figures;
 mod front;
 mod model;
+mod retention;
 
 use std::cell::RefCell;
 

@@ -1,10 +1,11 @@
 //! The long-session tests: two synthetic game sessions (bento-trace's `workload`
-//! workloads) on a memory space with its default settings. The footprint must not
-//! creep, the resident bytes (committed, and what the commit cache parks) must stay
-//! within 10% of the live bytes at their peak, and once the session is over the space
-//! must hold nothing.
+//! workloads) on a memory space with its default settings, and with
+//! `Retention::Eager`. The footprint must not creep, the committed bytes must stay
+//! within 10% of the live bytes at their peak, the resident bytes (committed, and what
+//! the commit cache keeps) within 10% too under `Eager` and within the decay's cap
+//! otherwise, and once the session is over the space must hold nothing.
 
-use bento_pages::{HeapPages, Metered, PageSource};
+use bento_pages::{Decay, HeapPages, Metered, PageSource, Retention};
 use bento_space::{MemorySpace, SpaceConfig};
 use bento_testkit::workload::{OpenWorld, Session, SessionConfig, Workload, WorldConfig, play};
 use bento_trace::ApiTarget;
@@ -54,7 +55,9 @@ fn play_on<P: PageSource>(
 }
 
 /// Checks what every session must leave: no creep from the first levels to the last,
-/// resident bytes within 10% of the live ones, and nothing held at the end.
+/// committed bytes within 10% of the live ones, resident bytes within 10% too under
+/// `Eager` or within the cap (`peak_percent` of the peak committed) under a decay,
+/// and nothing held at the end.
 fn check_session(
     pages: &Metered<HeapPages>,
     space: MemorySpace<&Metered<HeapPages>>,
@@ -68,13 +71,22 @@ fn check_session(
         "the footprint crept: peak resident {first} in the first levels, {last} in the last"
     );
     let s = space.stats();
-    assert!(
-        f.ratio() <= 1.10,
-        "peak resident {} / peak live {} = {:.3} ({s:?})",
-        f.peak_resident,
-        f.peak_live,
-        f.ratio()
-    );
+    if let Retention::Decay(Decay { peak_percent, .. }) = space.config().retention {
+        let cap = s.max_committed as u128 * u128::from(peak_percent) / 100;
+        assert!(
+            f.peak_resident as u128 <= cap,
+            "peak resident {} over the cap {cap} ({s:?})",
+            f.peak_resident
+        );
+    } else {
+        assert!(
+            f.ratio() <= 1.10,
+            "peak resident {} / peak live {} = {:.3} ({s:?})",
+            f.peak_resident,
+            f.peak_live,
+            f.ratio()
+        );
+    }
     // The committed peak is tracked between checkpoints too.
     let committed = s.max_committed as f64 / f.peak_live as f64;
     assert!(
@@ -99,19 +111,29 @@ fn check_session(
 #[test]
 #[cfg_attr(miri, ignore = "a hundred levels are hours under Miri")]
 fn a_hundred_levels_with_default_settings() {
-    let pages = Metered::new(HeapPages::new());
-    let space = MemorySpace::new(&pages, SpaceConfig::DEFAULT).unwrap();
-    let config = SessionConfig::GAME;
-    let f = play_on(&space, Session::new(config), config.levels);
-    check_session(&pages, space, &f);
+    for config in [
+        SpaceConfig::DEFAULT,
+        SpaceConfig::DEFAULT.with_retention(Retention::Eager),
+    ] {
+        let pages = Metered::new(HeapPages::new());
+        let space = MemorySpace::new(&pages, config).unwrap();
+        let session = SessionConfig::GAME;
+        let f = play_on(&space, Session::new(session), session.levels);
+        check_session(&pages, space, &f);
+    }
 }
 
 #[test]
 #[cfg_attr(miri, ignore = "forty cells are hours under Miri")]
 fn an_open_world_with_default_settings() {
-    let pages = Metered::new(HeapPages::new());
-    let space = MemorySpace::new(&pages, SpaceConfig::DEFAULT).unwrap();
-    let config = WorldConfig::WORLD;
-    let f = play_on(&space, OpenWorld::new(config), config.cells);
-    check_session(&pages, space, &f);
+    for config in [
+        SpaceConfig::DEFAULT,
+        SpaceConfig::DEFAULT.with_retention(Retention::Eager),
+    ] {
+        let pages = Metered::new(HeapPages::new());
+        let space = MemorySpace::new(&pages, config).unwrap();
+        let world = WorldConfig::WORLD;
+        let f = play_on(&space, OpenWorld::new(world), world.cells);
+        check_session(&pages, space, &f);
+    }
 }
