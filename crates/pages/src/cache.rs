@@ -118,10 +118,6 @@ const ROUND_FROM: usize = 256 << 10;
 /// Pages given back at once beyond what a commit over the cap needs.
 const EVICT_BATCH: usize = 16;
 
-#[doc(hidden)]
-pub static DBG: [core::sync::atomic::AtomicUsize; 65] =
-    [const { core::sync::atomic::AtomicUsize::new(0) }; 65];
-
 /// A table entry's generation: its low bit (pages are at least 2-aligned).
 const GENERATION: usize = 1;
 
@@ -1376,8 +1372,6 @@ unsafe impl<P: PageSource> PageSource for CommitCache<P> {
                     s.stats.hits += 1;
                 } else {
                     s.stats.misses += 1;
-                    DBG[(usize::BITS - size.leading_zeros()) as usize]
-                        .fetch_add(1, core::sync::atomic::Ordering::Relaxed);
                     run.get_or_insert(k);
                 }
             }
