@@ -6,7 +6,7 @@
 
 use bento_align::Alignment;
 use bento_pages::lock::RawSpinLock;
-use bento_pages::{HeapPages, Metered, PageSource};
+use bento_pages::{CommitCache, Decay, HeapPages, Metered, PageSource, Phase, Retention};
 use bento_testkit::loom::in_threads;
 use loom::cell::UnsafeCell;
 use loom::sync::Arc;
@@ -88,5 +88,48 @@ fn metered_figures() {
         assert!(s.max_committed == 4096 || s.max_committed == 8192);
         // SAFETY: the live reservation, with nothing committed.
         unsafe { pages.release(base, 2 * 4096) };
+    });
+}
+
+/// A thread commits and gives back its pages through a decaying `CommitCache` (which
+/// keeps them) while another ticks, trims and changes phase: every interleaving of
+/// their locked sections leaves the table consistent (`validate`), the kept bytes
+/// read without the lock match it, and the source holds exactly the table, the
+/// consumer's pages and the kept ones.
+#[test]
+fn kept_pages_shared_between_threads() {
+    loom::model(|| {
+        let cache =
+            Arc::new(CommitCache::with_capacity(Metered::new(HeapPages::new()), 8 * 4096).unwrap());
+        cache.set_retention(Retention::Decay(Decay::frames(2)));
+        let base = cache.reserve(2 * 4096, Alignment::MIN).unwrap();
+        let table = cache.inner().stats().committed;
+        let each = Arc::clone(&cache);
+        in_threads(2, move |i| {
+            if i == 1 {
+                // SAFETY: pages of the live reservation, this thread's alone; each
+                // commit takes decommitted pages, each decommit committed ones.
+                unsafe {
+                    each.commit(base, 2 * 4096).unwrap();
+                    each.decommit(base, 2 * 4096);
+                    each.commit(base, 4096).unwrap();
+                    each.decommit(base, 4096);
+                }
+            } else {
+                each.phase(Phase::Unload);
+                each.tick();
+                each.phase(Phase::Play);
+                each.tick();
+                each.trim();
+            }
+        });
+        let s = cache.validate().unwrap();
+        assert_eq!(cache.kept(), s.parked);
+        assert_eq!(s.committed, 0);
+        assert_eq!(cache.inner().stats().committed, table + s.parked);
+        cache.trim();
+        // SAFETY: the live reservation, all of it decommitted.
+        unsafe { cache.release(base, 2 * 4096) };
+        assert_eq!(cache.trim(), 0);
     });
 }
