@@ -215,8 +215,8 @@ pub struct CommonConfig<P> {
     /// or `commit_floor`, whichever is larger.
     pub commit_cache: usize,
     /// How long and how much of the freed memory the commit cache keeps:
-    /// [`Retention::Decay`] (the default) keeps it within the peak in use and gives
-    /// back what stays unused for 60 frames
+    /// [`Retention::Decay`] (the default) keeps it (with what is in use) within
+    /// 120 % of the peak in use and gives back what stays unused for 600 frames
     /// ([`CommonAllocator::tick`](crate::CommonAllocator::tick)) or, before the
     /// program ticks, 1 s; [`Retention::Eager`] keeps only the small cache above.
     pub retention: Retention,

@@ -85,8 +85,11 @@ pub struct Decay {
 }
 
 impl Decay {
-    /// 60 frames once the program ticks, 1 s of the OS clock before that (with the
-    /// feature `os`), the peak as the cap.
+    /// 600 frames once the program ticks (10 s at 60 frames a second, jemalloc's
+    /// decay time), 1 s of the OS clock before that (with the feature `os`); what is
+    /// committed stays within 120 % of the peak in use. Measured on `bento demo`: a
+    /// shorter decay or a tighter cap makes a level's load fault in pages the last
+    /// level gave back (a cap of 110 % doubles the bento set-up's page faults).
     pub const DEFAULT: Self = Self {
         frames: 600,
         millis: 1000,

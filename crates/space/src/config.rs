@@ -59,13 +59,13 @@ pub struct SpaceConfig {
     /// [`MemorySpace::trim`](crate::MemorySpace::trim) gives them back. Counted in
     /// source pages; the cache's table (16 bytes per page, touched as used on a source
     /// whose fresh pages read as zero) comes from the source. Released segments are
-    /// kept whole as spares too (up to 16, or 4 under `Retention::Eager`), so a space
+    /// kept whole as spares too (up to 64, or 4 under `Retention::Eager`), so a space
     /// that empties and fills again makes no system call.
     pub commit_cache: usize,
     /// How long and how much of the freed memory the commit cache keeps:
-    /// [`Retention::Decay`] (the default) keeps it within the peak in use and gives
-    /// back what stays unused for 60 frames ([`MemorySpace::tick`]) or, before the
-    /// program ticks, 1 s; [`Retention::Eager`] keeps at most 1/32 of the reserved
+    /// [`Retention::Decay`] (the default) keeps it (with what is in use) within
+    /// 120 % of the peak in use and gives back what stays unused for 600 frames
+    /// ([`MemorySpace::tick`]) or, before the program ticks, 1 s; [`Retention::Eager`] keeps at most 1/32 of the reserved
     /// bytes (at least 256 KiB, or half a segment while the space holds at most two)
     /// and at most 4 MiB, with no decay: no unoccupied page stays committed beyond
     /// that small cache.
