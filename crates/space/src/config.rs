@@ -65,10 +65,11 @@ pub struct SpaceConfig {
     /// How long and how much of the freed memory the commit cache keeps:
     /// [`Retention::Decay`] (the default) keeps it (with what is in use) within
     /// 120 % of the peak in use and gives back what stays unused for 600 frames
-    /// ([`MemorySpace::tick`]) or, before the program ticks, 1 s; [`Retention::Eager`] keeps at most 1/32 of the reserved
-    /// bytes (at least 256 KiB, or half a segment while the space holds at most two)
-    /// and at most 4 MiB, with no decay: no unoccupied page stays committed beyond
-    /// that small cache.
+    /// ([`MemorySpace::tick`]) or, before the program ticks, 1 s;
+    /// [`Retention::Eager`] keeps at most 1/32 of the reserved bytes (at least
+    /// 256 KiB, or half a segment while the space holds at most two) and at most
+    /// 4 MiB, with no decay: no unoccupied page stays committed beyond that small
+    /// cache.
     ///
     /// [`MemorySpace::tick`]: crate::MemorySpace::tick
     pub retention: Retention,
