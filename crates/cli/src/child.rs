@@ -14,6 +14,9 @@ use indicatif::ProgressBar;
 use crate::run::{FrameCall, FrameCalls, KeptFigures, Run, Sample, rss};
 use crate::setup::{self, Bento, Linear, Measured, Parts, Report};
 
+/// Frames ticked after the session: twice the default decay time.
+pub(crate) const IDLE_FRAMES: u32 = 2 * bento_pages::Decay::DEFAULT.frames;
+
 /// How often the child reports progress, in records.
 const PROGRESS_EVERY: u64 = 20_000;
 
@@ -146,6 +149,16 @@ fn measure<T: ReplayTarget + Report>(
         .zip(faults_before)
         .map(|(after, before)| after.saturating_sub(before));
     let footprint = target.footprint();
+    // The session is over (the replay freed what it left live): the game plays on in
+    // its menu for some idle frames, then what the allocator still holds by its own
+    // figures.
+    target.phase("menu loaded");
+    for _ in 0..IDLE_FRAMES {
+        target
+            .frame()
+            .map_err(|e| format!("{}: an idle frame: {e}", trace.display()))?;
+    }
+    let held_after_idle = target.footprint().map(|f| f.committed as u64);
     Ok(Run {
         allocator: allocator.to_owned(),
         records: report.records,
@@ -163,6 +176,7 @@ fn measure<T: ReplayTarget + Report>(
             given_back: k.given_back.saturating_sub(given_before),
         }),
         faults,
+        held_after_idle,
         samples,
         phases,
         heaps,

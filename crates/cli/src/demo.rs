@@ -205,6 +205,18 @@ pub(crate) fn demo(levels: usize, seed: u64, out: &Path, json: bool) -> Result<(
         return Ok(());
     }
     out!("{}\n", runs_table(&runs));
+    let held: Vec<String> = runs
+        .iter()
+        .filter_map(|r| Some(format!("{} {}", r.allocator, bytes(r.held_after_idle?))))
+        .collect();
+    if !held.is_empty() {
+        out!(
+            "Held by their own figures once the session is over and {} frames have passed \
+             (tables included): {}.\n",
+            crate::child::IDLE_FRAMES,
+            held.join(", ")
+        );
+    }
     out!("The bento set-up's subsystem heaps at the session's busiest moment:\n{heaps}");
     out!(
         "The memory space at the peak: {}",

@@ -124,6 +124,10 @@ pub(crate) struct Run {
     /// Minor page faults of the process over the replay (where `/proc` tells).
     #[serde(default)]
     pub(crate) faults: Option<u64>,
+    /// What the allocator holds by its own figures once the session is over and
+    /// [`IDLE_FRAMES`](crate::child::IDLE_FRAMES) frames have passed.
+    #[serde(default)]
+    pub(crate) held_after_idle: Option<u64>,
     /// The OS calls of the frames, where the allocator counts its calls.
     #[serde(default)]
     pub(crate) frame_calls: Option<FrameCalls>,
@@ -182,6 +186,7 @@ impl Run {
             "os_calls_per_frame": self.frame_calls,
             "kept_for_reuse": self.kept,
             "page_faults": self.faults,
+            "held_after_idle": self.held_after_idle,
         })
     }
 }

@@ -658,8 +658,9 @@ impl<P: PageSource> CommitCache<P> {
     }
 
     /// The program's phase: through [`Phase::Load`] and [`Phase::Unload`] nothing kept
-    /// decays (the decay clock stops), so what an unload frees is there for the next
-    /// load; [`Phase::Play`] starts the clock again where it stopped.
+    /// decays (the decay clock stops, for one decay time at most), so what an unload
+    /// frees is there for the next load; [`Phase::Play`] starts the clock again where
+    /// it stopped.
     ///
     /// ```
     /// use bento_pages::{CommitCache, HeapPages, Phase};
@@ -765,7 +766,15 @@ impl<P: PageSource> CommitCache<P> {
     /// the older.
     fn step(&self, s: &mut State, out: &mut Decommits<'_, P>, now: u64, delay: u32) {
         let period = u64::from(delay / 2).max(1);
-        if s.held || now.wrapping_sub(s.stepped_at) < period {
+        if s.held {
+            // A hold lasts one decay time at most: a program that unloads and never
+            // says it plays again still gets its memory back.
+            if now.wrapping_sub(s.held_at) < u64::from(delay) {
+                return;
+            }
+            s.held = false;
+        }
+        if now.wrapping_sub(s.stepped_at) < period {
             return;
         }
         s.stepped_at = now;

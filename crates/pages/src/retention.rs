@@ -158,8 +158,9 @@ impl Default for Decay {
 }
 
 /// A level's phase, as the program tells it ([`CommitCache::phase`]): while a level
-/// loads or unloads nothing kept decays (the decay clock stops), so what an unload
-/// frees is there for the next load; play starts the clock again.
+/// loads or unloads nothing kept decays (the decay clock stops, for one decay time at
+/// most), so what an unload frees is there for the next load; play starts the clock
+/// again.
 ///
 /// [`CommitCache::phase`]: crate::CommitCache::phase
 ///
