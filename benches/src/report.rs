@@ -509,8 +509,8 @@ pub const TARGETS: &[Target] = &[
     },
     Target {
         section: "churn",
-        what: "MiB held after every block is freed, no `trim()`",
-        figure: |d| churn(d, "bento", "held after free-all"),
+        what: "MiB held a second after every block is freed, no `trim()`",
+        figure: |d| churn(d, "bento", "held 1 s after free-all"),
         bound: Bound::AtMost(1.0),
     },
     Target {

@@ -582,7 +582,20 @@ impl<P: PageSource> CommonAllocator<P> {
     /// assert_eq!(common.kept(), 0); // two frames unused: given back
     /// ```
     pub fn tick(&self) -> usize {
-        self.started().map_or(0, Inner::tick)
+        self.started()
+            .map_or(0, |inner| inner.decay_with(CommitCache::tick))
+    }
+
+    /// For a program that does not tick: reads the clock and, when the decay time is
+    /// up, gives back what [`tick`](Self::tick) would (an idle hook; the allocator makes
+    /// the same check on its slow paths). Returns the bytes given back.
+    ///
+    /// ```
+    /// assert_eq!(bento_common::CommonAllocator::new().decay(), 0);
+    /// ```
+    pub fn decay(&self) -> usize {
+        self.started()
+            .map_or(0, |inner| inner.decay_with(CommitCache::decay))
     }
 
     /// Tells the commit cache the program's phase: what a level's unload frees is
@@ -1226,9 +1239,11 @@ impl<P: PageSource> Inner<P> {
             && unsafe { region.lock().space.realloc_in_place(ptr, self.large_size(new)) }
     }
 
-    fn tick(&self) -> usize {
+    /// Runs `step` on the commit cache (a tick or a look at the clock) and, when it
+    /// took a decay step, frees the blocks kept for reuse for good.
+    fn decay_with(&self, step: fn(&CommitCache<Metered<P>>) -> usize) -> usize {
         let steps = self.layer.cache.steps();
-        let mut freed = self.layer.cache.tick();
+        let mut freed = step(&self.layer.cache);
         if self.layer.cache.steps() != steps {
             // This thread's own cache first, so that its blocks reach the regions.
             self.detach_here();

@@ -657,6 +657,24 @@ impl<P: PageSource> CommitCache<P> {
         })
     }
 
+    /// Reads the clock and takes a decay step if one is due, for a program that does
+    /// not tick (once it ticks, frames rule and this does nothing): an idle hook, the
+    /// same check the cache makes on its own slow paths. Returns the bytes given back.
+    ///
+    /// ```
+    /// use bento_pages::{CommitCache, HeapPages};
+    ///
+    /// let cache = CommitCache::new(HeapPages::new()).unwrap();
+    /// assert_eq!(cache.decay(), 0); // nothing kept
+    /// ```
+    pub fn decay(&self) -> usize {
+        self.locked(|s, out| {
+            let before = s.stats.purged;
+            self.poll(s, out);
+            s.stats.purged - before
+        })
+    }
+
     /// The program's phase: through [`Phase::Load`] and [`Phase::Unload`] nothing kept
     /// decays (the decay clock stops, for one decay time at most), so what an unload
     /// frees is there for the next load; [`Phase::Play`] starts the clock again where

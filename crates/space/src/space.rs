@@ -764,14 +764,41 @@ impl<P: PageSource> MemorySpace<P> {
         };
         let steps = pages.steps();
         let freed = pages.tick();
-        if pages.steps() != steps {
-            // The blocks cached for reuse decay with the pages: freed for good, their
-            // pages kept and aged from now.
+        self.after_step(steps);
+        freed
+    }
+
+    /// For a program that does not tick: reads the clock and, when the decay time is
+    /// up, gives back what [`tick`](Self::tick) would (an idle hook; the space makes
+    /// the same check on its own slow paths). Returns the bytes given back.
+    ///
+    /// ```
+    /// use bento_pages::HeapPages;
+    /// use bento_space::{MemorySpace, SpaceConfig};
+    ///
+    /// let space = MemorySpace::new(HeapPages::new(), SpaceConfig::DEFAULT).unwrap();
+    /// assert_eq!(space.decay(), 0);
+    /// ```
+    pub fn decay(&self) -> usize {
+        let Some(pages) = &self.pages else {
+            return 0;
+        };
+        let steps = pages.steps();
+        let freed = pages.decay();
+        self.after_step(steps);
+        freed
+    }
+
+    /// After a decay step (the cache's count moved from `steps`), the blocks cached for
+    /// reuse decay with the pages: freed for good, their pages kept and aged from now.
+    fn after_step(&self, steps: usize) {
+        if let Some(pages) = &self.pages
+            && pages.steps() != steps
+        {
             let mut inner = self.enter();
             let source = inner.source();
             inner.core.drain(&source);
         }
-        freed
     }
 
     /// Tells the commit cache the program's phase: what a level's unload frees is

@@ -640,6 +640,41 @@ fn a_decay_in_milliseconds_reads_the_clock() {
     }
 }
 
+/// `decay` reads the clock for a program that does not tick; once it ticks, frames
+/// rule and `decay` does nothing.
+#[test]
+fn decay_looks_at_the_clock_until_the_program_ticks() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NOW: AtomicU64 = AtomicU64::new(0);
+    fn now() -> u64 {
+        NOW.load(Ordering::Relaxed)
+    }
+    let pages = CommitCache::with_capacity(Metered::new(HeapPages::new()), 64 * PAGE).unwrap();
+    let decay = Decay {
+        frames: 1000,
+        millis: 10,
+        clock: Some(now),
+        peak_percent: 100,
+    };
+    pages.set_retention(Retention::Decay(decay));
+    let base = pages.reserve(16 * PAGE, Alignment::MIN).unwrap();
+    // SAFETY: ranges of the live reservation; all decommitted before release.
+    unsafe {
+        use_and_free(&pages, base, 4);
+        NOW.store(5, Ordering::Relaxed);
+        assert_eq!(pages.decay(), 0, "a step: the pages grow old");
+        NOW.store(10, Ordering::Relaxed);
+        assert_eq!(pages.decay(), 4 * PAGE, "a second step: given back");
+        use_and_free(&pages, base, 4);
+        pages.tick();
+        NOW.store(1000, Ordering::Relaxed);
+        assert_eq!(pages.decay(), 0, "the program ticks: frames rule");
+        assert_eq!(pages.stats().parked, 4 * PAGE);
+        pages.trim();
+        pages.release(base, 16 * PAGE);
+    }
+}
+
 #[test]
 fn eager_keeps_no_more_than_its_limit_and_never_decays() {
     let pages = cache(64);
