@@ -152,6 +152,9 @@ struct State {
     held: bool,
     // When the hold began, in the decay clock's unit.
     held_at: u64,
+    // The decay clock when last read, and when a page or a spare was last kept.
+    seen: u64,
+    last_kept: u64,
     // Where the next eviction scan starts.
     cursor: usize,
     // Releases kept as spares so far, to order them.
@@ -397,6 +400,8 @@ impl<P: PageSource> CommitCache<P> {
                 stepped_at: 0,
                 held: false,
                 held_at: 0,
+                seen: 0,
+                last_kept: 0,
                 cursor: 0,
                 releases: 0,
                 spares: [None; SPARES],
@@ -649,6 +654,7 @@ impl<P: PageSource> CommitCache<P> {
                     s.held_at = s.frames;
                 }
                 s.frames += 1;
+                s.seen = s.frames;
                 self.step(s, out, s.frames, d.frames);
             } else {
                 self.poll(s, out);
@@ -696,7 +702,9 @@ impl<P: PageSource> CommitCache<P> {
                 (false, true, Some(now)) => s.held_at = now,
                 // ... and the time held does not count.
                 (true, false, Some(now)) => {
-                    s.stepped_at = s.stepped_at.wrapping_add(now.wrapping_sub(s.held_at));
+                    let held = now.wrapping_sub(s.held_at);
+                    s.stepped_at = s.stepped_at.wrapping_add(held);
+                    s.last_kept = s.last_kept.wrapping_add(held);
                 }
                 _ => {}
             }
@@ -775,7 +783,9 @@ impl<P: PageSource> CommitCache<P> {
             && d.millis > 0
             && let Some(clock) = d.clock
         {
-            self.step(s, out, clock(), d.millis);
+            let now = clock();
+            s.seen = now;
+            self.step(s, out, now, d.millis);
         }
     }
 
@@ -799,13 +809,17 @@ impl<P: PageSource> CommitCache<P> {
         s.stats.steps += 1;
         self.steps.store(s.stats.steps, Ordering::Relaxed);
         let old = s.young ^ GENERATION;
+        // Nothing kept for half the decay time (an idle program looked at late): the
+        // younger generation has waited that long too, and goes with the older.
+        let all = now.wrapping_sub(s.last_kept) >= period;
         let before = s.stats.purged;
-        if s.count[old] > 0 {
+        let wanted = if all { None } else { Some(old) };
+        if wanted.map_or(s.stats.parked, |g| s.count[g]) > 0 {
             // SAFETY: the lock is held.
-            unsafe { self.sweep(s, out, Some(old), 0, (0, 0)) };
+            unsafe { self.sweep(s, out, wanted, 0, (0, 0)) };
         }
         // SAFETY: the lock is held.
-        let spares = unsafe { self.drop_spares(s, out, |sp| sp.generation == old) };
+        let spares = unsafe { self.drop_spares(s, out, |sp| all || sp.generation == old) };
         if s.stats.purged != before || spares {
             s.stats.decays += 1;
         }
@@ -1123,6 +1137,7 @@ impl<P: PageSource> CommitCache<P> {
             // SAFETY: the caller's contract; room below the limit.
             unsafe { self.insert(s, p) };
             s.stats.parks += 1;
+            s.last_kept = s.seen;
         }
         if let Some(from) = direct {
             flush(from, pages);
@@ -1327,6 +1342,7 @@ unsafe impl<P: PageSource> PageSource for CommitCache<P> {
                     generation: s.young,
                     released: s.releases,
                 });
+                s.last_kept = s.seen;
                 s.releases += 1;
                 s.stats.spares += 1;
                 s.stats.spare_bytes += size;

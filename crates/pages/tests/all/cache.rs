@@ -396,13 +396,11 @@ fn kept_pages_go_back_after_the_decay_time_unused() {
         use_and_free(&pages, base, 8);
         assert_eq!(pages.stats().parked, 8 * PAGE, "kept");
         let calls = pages.inner().stats().decommits;
-        // A decay of 4 frames steps every 2: the pages grow old at the first step
-        // (frame 2) and go back at the second (frame 4).
-        for frame in 1..=3 {
-            assert_eq!(pages.tick(), 0, "frame {frame}: still kept");
-        }
+        // A decay of 4 frames steps every 2: nothing was kept since, so the pages,
+        // unused for half the decay time, go back at the first step (frame 2).
+        assert_eq!(pages.tick(), 0, "frame 1: still kept");
         assert_eq!(pages.stats().parked, 8 * PAGE);
-        assert_eq!(pages.tick(), 8 * PAGE, "frame 4: given back");
+        assert_eq!(pages.tick(), 8 * PAGE, "frame 2: given back");
         let s = pages.stats();
         assert_eq!((s.parked, s.purged, s.decays), (0, 8 * PAGE, 1));
         assert_eq!(
@@ -411,6 +409,35 @@ fn kept_pages_go_back_after_the_decay_time_unused() {
             "one call a page: HeapPages decommits never span"
         );
         pages.validate().unwrap();
+        pages.release(base, 16 * PAGE);
+    }
+}
+
+/// While other pages keep being kept, a page goes back at the second step after it
+/// was kept: unused for between half the decay time and all of it.
+#[test]
+fn among_busy_pages_an_unused_one_goes_within_the_decay_time() {
+    // A cap far above the peak, so that nothing goes back for room.
+    let pages = CommitCache::with_capacity(Metered::new(HeapPages::new()), 64 * PAGE).unwrap();
+    pages.set_retention(Retention::Decay(Decay::frames(4).with_peak_percent(1000)));
+    let base = pages.reserve(16 * PAGE, Alignment::MIN).unwrap();
+    // SAFETY: ranges of the live reservation; all decommitted before release.
+    unsafe {
+        pages.tick();
+        use_and_free(&pages, base, 4);
+        let mut frames = 0;
+        while pages.stats().parked >= 4 * PAGE {
+            frames += 1;
+            assert!(frames <= 4, "kept past the decay time");
+            // Another page is kept every frame.
+            use_and_free(&pages, base.add(8 * PAGE), 1);
+            pages.tick();
+        }
+        assert!(
+            frames > 2,
+            "given back before half the decay time: {frames}"
+        );
+        pages.trim();
         pages.release(base, 16 * PAGE);
     }
 }
@@ -456,7 +483,7 @@ fn load_and_unload_hold_the_decay_and_play_starts_it_again() {
         }
         assert_eq!(pages.stats().parked, 8 * PAGE, "held through the load");
         pages.phase(Phase::Play);
-        for _ in 0..199 {
+        for _ in 0..99 {
             pages.tick();
         }
         assert_eq!(
@@ -494,8 +521,9 @@ fn the_decay_clock_runs_across_levels_shorter_than_it() {
             }
             pages.phase(Phase::Load);
         }
-        // Steps every 4 frames of play: the pages age at frame 4, go at frame 8.
-        assert_eq!(levels, 3);
+        // Steps every 4 frames of play: the pages, unused for 4 frames of play, go at
+        // the first step of the second level.
+        assert_eq!(levels, 2);
         pages.release(base, 16 * PAGE);
     }
 }
@@ -633,9 +661,7 @@ fn a_decay_in_milliseconds_reads_the_clock() {
         NOW.store(1_049, Ordering::Relaxed);
         assert_eq!(pages.tick(), 0, "49 ms: no step yet");
         NOW.store(1_050, Ordering::Relaxed);
-        assert_eq!(pages.tick(), 0, "a step: the pages grow old");
-        NOW.store(1_100, Ordering::Relaxed);
-        assert_eq!(pages.tick(), 4 * PAGE, "a second step: given back");
+        assert_eq!(pages.tick(), 4 * PAGE, "50 ms unused: given back");
         pages.release(base, 16 * PAGE);
     }
 }
@@ -661,10 +687,10 @@ fn decay_looks_at_the_clock_until_the_program_ticks() {
     // SAFETY: ranges of the live reservation; all decommitted before release.
     unsafe {
         use_and_free(&pages, base, 4);
+        NOW.store(4, Ordering::Relaxed);
+        assert_eq!(pages.decay(), 0, "4 ms: too soon");
         NOW.store(5, Ordering::Relaxed);
-        assert_eq!(pages.decay(), 0, "a step: the pages grow old");
-        NOW.store(10, Ordering::Relaxed);
-        assert_eq!(pages.decay(), 4 * PAGE, "a second step: given back");
+        assert_eq!(pages.decay(), 4 * PAGE, "5 ms unused: given back");
         use_and_free(&pages, base, 4);
         pages.tick();
         NOW.store(1000, Ordering::Relaxed);
