@@ -962,9 +962,12 @@ impl<P: PageSource> CommitCache<P> {
                 // SAFETY: the lock is held; `i` holds the entry.
                 unsafe { self.remove(s, i) };
                 let p = untag(e);
-                // The run around it, of pages of the same generation(s).
+                // The run around it, of pages of the same generation(s), where one call
+                // may span reservations (a run of pages of several reservations would
+                // otherwise be reached through one page's pointer).
                 let (mut lo, mut hi) = (p.addr(), p.addr() + page);
-                while s.stats.parked > target
+                while out.span
+                    && s.stats.parked > target
                     // SAFETY: the lock is held.
                     && let Some(j) = unsafe { self.find_if(lo.wrapping_sub(page), wanted) }
                 {
@@ -972,7 +975,8 @@ impl<P: PageSource> CommitCache<P> {
                     unsafe { self.remove(s, j) };
                     lo -= page;
                 }
-                while s.stats.parked > target
+                while out.span
+                    && s.stats.parked > target
                     // SAFETY: the lock is held.
                     && let Some(j) = unsafe { self.find_if(hi, wanted) }
                 {
