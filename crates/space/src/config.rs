@@ -57,7 +57,7 @@ pub struct SpaceConfig {
     /// memory makes no page fault and no call to the source: the hard cap of the
     /// [`retention`](Self::retention) policy; 0 turns the cache off.
     /// [`MemorySpace::trim`](crate::MemorySpace::trim) gives them back. Counted in
-    /// source pages; the cache's table (16 bytes per page, touched as used on a source
+    /// source pages; the cache's table (16 to 32 bytes per page, touched as used on a source
     /// whose fresh pages read as zero) comes from the source. Released segments are
     /// kept whole as spares too (up to 64, or 4 under `Retention::Eager`), so a space
     /// that empties and fills again makes no system call.
