@@ -40,6 +40,13 @@ pub(crate) fn seen() -> Vec<Misuse<'static>> {
     SEEN.with(RefCell::take)
 }
 
+/// The default retention with its decay counted in frames only: a test that counts the
+/// source's calls runs the same however long it takes (under Miri a second of the
+/// clock passes within a test, and a decay step would give pages back mid-way).
+pub(crate) const BY_FRAMES: SpaceConfig = SpaceConfig::DEFAULT.with_retention(
+    bento_pages::Retention::Decay(bento_pages::Decay::frames(600)),
+);
+
 /// Small segments, so that programs cross segment and threshold boundaries and Miri
 /// stays quick: 4 KiB pages, 64 KiB segments, dedicated from 16 KiB, and no commit
 /// cache, so that the source's figures are the space's own.

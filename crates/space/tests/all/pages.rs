@@ -169,7 +169,10 @@ fn a_refused_commit_in_a_new_segment_changes_no_figure() {
 #[test]
 fn with_the_commit_cache_churn_makes_no_commit_call() {
     let pages = Metered::new(HeapPages::new());
-    let space = MemorySpace::new(&pages, PAGED.with_commit_cache(1 << 20)).unwrap();
+    let config = PAGED
+        .with_commit_cache(1 << 20)
+        .with_retention(crate::BY_FRAMES.retention);
+    let space = MemorySpace::new(&pages, config).unwrap();
     let [a, b, c] = sandwich(&space);
     // SAFETY: live.
     unsafe { space.free(b) };

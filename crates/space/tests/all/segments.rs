@@ -6,7 +6,7 @@ use core::ptr::NonNull;
 use bento_pages::{HeapPages, Metered};
 use bento_space::{Block, ChunkInfo, ChunkState, MemorySpace, SegmentKind, SpaceConfig};
 
-use crate::SMALL;
+use crate::{BY_FRAMES, SMALL};
 
 fn layout(size: usize) -> Layout {
     Layout::from_size_align(size, 8).unwrap()
@@ -436,7 +436,7 @@ fn a_hole_of_the_size_asked_is_reused_before_fresh_pages() {
 #[test]
 fn a_space_that_empties_every_batch_makes_no_source_call_after_warm_up() {
     let pages = Metered::new(HeapPages::new());
-    let space = MemorySpace::new(&pages, SpaceConfig::DEFAULT).unwrap();
+    let space = MemorySpace::new(&pages, BY_FRAMES).unwrap();
     let batch = |space: &MemorySpace<&Metered<HeapPages>>| {
         let blocks: Vec<_> = (0..100).map(|_| space.alloc(layout(64)).unwrap()).collect();
         for &p in blocks.iter().rev() {
@@ -474,7 +474,7 @@ fn a_space_that_empties_every_batch_makes_no_source_call_after_warm_up() {
 #[test]
 fn frames_that_empty_the_space_make_no_source_call_after_warm_up() {
     let pages = Metered::new(HeapPages::new());
-    let space = MemorySpace::new(&pages, SpaceConfig::DEFAULT).unwrap();
+    let space = MemorySpace::new(&pages, BY_FRAMES).unwrap();
     let n = if cfg!(miri) { 200 } else { 10_000 };
     let frame = |space: &MemorySpace<&Metered<HeapPages>>| {
         let blocks: Vec<_> = (0..n).map(|_| space.alloc(layout(16)).unwrap()).collect();
