@@ -222,11 +222,14 @@ impl fmt::Display for Report {
         )?;
         write!(
             f,
-            "resident {} (peak {}): {} tables, {} parked; {} source calls",
+            "resident {} (peak {}): {} tables, {} kept for reuse ({} given back, {} \
+             pages reused); {} source calls",
             Bytes(s.resident),
             Bytes(s.max_resident),
             Bytes(s.tables),
             Bytes(s.cache.parked),
+            Bytes(s.cache.purged),
+            s.cache.hits,
             s.source.reserves + s.source.releases + s.source.commits + s.source.decommits
         )
     }

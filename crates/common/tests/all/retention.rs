@@ -137,6 +137,8 @@ fn what_an_unload_frees_is_kept_through_the_load() {
     unsafe { common.dealloc(p, layout) };
     let kept = common.kept();
     assert!(kept >= 1 << 20);
+    let report = common.report().to_string();
+    assert!(report.contains(" kept for reuse ("), "{report}");
     common.phase(Phase::Load);
     for _ in 0..20 {
         common.tick();
