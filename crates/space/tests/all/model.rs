@@ -271,6 +271,15 @@ fn model_through_allocator_api2_04() {
     assert_eq!(space.stats().segments, 0);
 }
 
+/// `FAIL_NEXT k`: refuses the `k / 2`-th reserve (even `k`) or commit (odd `k`).
+fn refuse_reserve_or_commit(pages: &FaultyPages<HeapPages>, k: u32) {
+    if k.is_multiple_of(2) {
+        pages.fail_reserve(k as usize / 2);
+    } else {
+        pages.fail_commit(k as usize / 2);
+    }
+}
+
 #[test]
 fn model_with_refused_reserves_and_commits() {
     let space = MemorySpace::new(FaultyPages::new(heap()), config()).unwrap();
@@ -278,13 +287,7 @@ fn model_with_refused_reserves_and_commits() {
     let r = seeded(cases(100, 1), |u| {
         space.pages().unwrap().heal();
         let mut target = SpaceTarget::new(&space);
-        target.fail = Some(|pages: &FaultyPages<HeapPages>, k| {
-            if k.is_multiple_of(2) {
-                pages.fail_reserve(k as usize / 2);
-            } else {
-                pages.fail_commit(k as usize / 2);
-            }
-        });
+        target.fail = Some(refuse_reserve_or_commit);
         run(&mut target, &caps, u)
     });
     assert_eq!(space.stats().segments, 0);
@@ -312,13 +315,7 @@ fn model_with_a_decaying_cache_over_refused_commits() {
         space.pages().unwrap().heal();
         let mut target = SpaceTarget::new(&space);
         target.tick_every = 5;
-        target.fail = Some(|pages: &FaultyPages<HeapPages>, k| {
-            if k.is_multiple_of(2) {
-                pages.fail_reserve(k as usize / 2);
-            } else {
-                pages.fail_commit(k as usize / 2);
-            }
-        });
+        target.fail = Some(refuse_reserve_or_commit);
         run(&mut target, &caps, u)
     });
     let s = space.stats();
