@@ -38,7 +38,12 @@ const LIVE: usize = 10_000;
 ///   per pair = total / n);
 /// - `pinned`: the same with one block kept live;
 /// - `frame`: `n / 10k` frames of 10k × 16 B freed in order (`frame_free_all`; per
-///   allocation and its free = total / n).
+///   allocation and its free = total / n);
+/// - `freeall`: `n` × 16 B, then every one freed in order (one `frame_free_all`);
+/// - `random64`: `n` steps of 64 B blocks replaced at random, 10k live.
+///
+/// Peer `commonfree` is the common allocator freeing without a layout
+/// (`CommonAllocator::free`, the C `free` path).
 fn space_mode(which: &str, n: usize) -> Option<u64> {
     let (workload, peer) = which.strip_prefix("space-")?.split_once('-')?;
     let space = bento_space::MemorySpace::new(
@@ -77,7 +82,23 @@ fn space_mode(which: &str, n: usize) -> Option<u64> {
                 mixed_drain(&mut heap, live);
                 sum
             }
-            other => panic!("unknown space workload {other}: mixed, small, lifo, pinned or frame"),
+            "freeall" => {
+                let mut held = vec![core::ptr::NonNull::dangling(); n];
+                frame_free_all(&mut heap, &mut held, 16)
+            }
+            "random64" => {
+                let mut rng = bento_benches::XorShift(0x9E37_79B9_7F4A_7C15);
+                let size = |_| 64;
+                let mut live = bento_benches::heap::fill_with(&mut heap, &mut rng, 10_000, size);
+                let sum =
+                    bento_benches::heap::replace_with(&mut heap, &mut live, &mut rng, n, size);
+                mixed_drain(&mut heap, live);
+                sum
+            }
+            other => panic!(
+                "unknown space workload {other}: mixed, small, lifo, pinned, frame, freeall \
+                 or random64"
+            ),
         }
     }
     Some(match peer {
@@ -101,6 +122,7 @@ fn space_mode(which: &str, n: usize) -> Option<u64> {
             workload,
             n,
         ),
+        "commonfree" => go(FreeHeap(bento_common::CommonAllocator::new()), workload, n),
         "glibc" => go(GlobalHeap(std::alloc::System), workload, n),
         "dlmalloc" => go(GlobalHeap(dlmalloc::GlobalDlmalloc), workload, n),
         "rlsf" => go(Rlsf::new(512 << 20), workload, n),
@@ -109,6 +131,22 @@ fn space_mode(which: &str, n: usize) -> Option<u64> {
         "jemalloc" => go(GlobalHeap(tikv_jemallocator::Jemalloc), workload, n),
         _ => return None,
     })
+}
+
+/// The common allocator driven as C drives it: `free` without a layout.
+struct FreeHeap(bento_common::CommonAllocator);
+
+impl Heap for FreeHeap {
+    #[inline]
+    fn allocate(&mut self, layout: core::alloc::Layout) -> core::ptr::NonNull<u8> {
+        self.0.alloc(layout).expect("the heap has room")
+    }
+
+    #[inline]
+    unsafe fn deallocate(&mut self, ptr: core::ptr::NonNull<u8>, _: core::alloc::Layout) {
+        // SAFETY: the caller's contract: a live block of this allocator.
+        unsafe { self.0.free(ptr) }
+    }
 }
 
 fn main() {

@@ -270,6 +270,17 @@ impl<P: PageSource> CommonAllocator<P> {
     /// ```
     #[inline]
     pub fn alloc(&self, layout: Layout) -> Result<NonNull<u8>, AllocError> {
+        if let Some(inner) = self.started()
+            && let Some(p) = inner.fast_alloc(layout)
+        {
+            return Ok(p);
+        }
+        self.alloc_slow(layout)
+    }
+
+    /// Every allocation the thread's bin does not serve at once.
+    #[inline(never)]
+    fn alloc_slow(&self, layout: Layout) -> Result<NonNull<u8>, AllocError> {
         if layout.size() == 0 {
             return Ok(bento_pages::dangling(layout));
         }
@@ -319,10 +330,27 @@ impl<P: PageSource> CommonAllocator<P> {
     /// `layout`, not used afterwards.
     #[inline]
     pub unsafe fn dealloc(&self, ptr: NonNull<u8>, layout: Layout) {
+        // A live block exists only once the allocator has started.
+        if let Some(inner) = self.started()
+            // SAFETY: the caller's contract (a size of 0 has no bin).
+            && unsafe { inner.fast_free(ptr, layout) }
+        {
+            return;
+        }
+        // SAFETY: the caller's contract.
+        unsafe { self.dealloc_slow(ptr, layout) }
+    }
+
+    /// Every free the thread's bin does not take at once.
+    ///
+    /// # Safety
+    ///
+    /// As for [`dealloc`](Self::dealloc).
+    #[inline(never)]
+    unsafe fn dealloc_slow(&self, ptr: NonNull<u8>, layout: Layout) {
         if layout.size() == 0 {
             return;
         }
-        // A live block exists only once the allocator has started.
         if let Some(inner) = self.started() {
             // SAFETY: the caller's contract.
             unsafe { inner.dealloc(ptr, layout) }
@@ -867,7 +895,10 @@ fn build<P: PageSource>(config: CommonConfig<P>) -> Result<NonNull<Inner<P>>, Co
         let block = if is_small { classes.size(i) } else { 0 };
         // SAFETY: region `i` is not made yet; `count` follows it.
         unsafe {
-            (*this).regions.add(i).write(Region::new(space, block, id));
+            (*this)
+                .regions
+                .add(i)
+                .write(Region::new(space, block, small_segment, id));
             (*this).count = i + 1;
         }
     }
@@ -961,7 +992,7 @@ impl<P: PageSource> Inner<P> {
     #[inline]
     fn route(&self, layout: Layout) -> usize {
         if layout.align() <= SMALL_ALIGN
-            && let Some(class) = self.classes.class_of(layout.size())
+            && let Some(class) = self.classes.class_of(routed_size(layout))
         {
             class
         } else {
@@ -975,9 +1006,9 @@ impl<P: PageSource> Inner<P> {
             Routing::BySize => {
                 if self.fronts.enabled
                     && layout.align() <= SMALL_ALIGN
-                    && layout.size() <= crate::thread::MAX_CACHED
+                    && routed_size(layout) <= crate::thread::MAX_CACHED
                 {
-                    let bin = self.fronts.bin_of(layout.size());
+                    let bin = self.fronts.bin_of(routed_size(layout));
                     if bin != crate::thread::NO_BIN
                         && let Some(result) = self.cached_alloc(usize::from(bin))
                     {
@@ -985,9 +1016,9 @@ impl<P: PageSource> Inner<P> {
                     }
                 }
                 if layout.align() <= SMALL_ALIGN
-                    && let Some(class) = self.classes.class_of(layout.size())
+                    && let Some(class) = self.classes.class_of(routed_size(layout))
                 {
-                    return self.region(class).alloc_small(&self.budget);
+                    return self.region(class).alloc_small();
                 }
                 self.region(self.large)
                     .lock()
@@ -1047,9 +1078,9 @@ impl<P: PageSource> Inner<P> {
         };
         if self.fronts.enabled
             && layout.align() <= SMALL_ALIGN
-            && layout.size() <= crate::thread::MAX_CACHED
+            && routed_size(layout) <= crate::thread::MAX_CACHED
         {
-            let bin = self.fronts.bin_of(layout.size());
+            let bin = self.fronts.bin_of(routed_size(layout));
             if bin != crate::thread::NO_BIN {
                 let bin = usize::from(bin);
                 if cfg!(debug_assertions) && !self.check_owner(ptr, layout, self.bin_region(bin)) {
@@ -1063,7 +1094,9 @@ impl<P: PageSource> Inner<P> {
             }
         }
         let i = if layout.align() <= SMALL_ALIGN {
-            self.classes.class_of(layout.size()).unwrap_or(self.large)
+            self.classes
+                .class_of(routed_size(layout))
+                .unwrap_or(self.large)
         } else {
             self.large
         };
@@ -1073,7 +1106,7 @@ impl<P: PageSource> Inner<P> {
         }
         if region.block != 0 {
             // SAFETY: the caller's contract; the size routes it here.
-            unsafe { region.free_small(ptr, &self.budget, self.misuse) }
+            unsafe { region.free_small(ptr, self.misuse) }
         } else {
             // SAFETY: the caller's contract.
             unsafe { region.lock().space.dealloc(ptr, layout) }
@@ -1083,7 +1116,7 @@ impl<P: PageSource> Inner<P> {
     /// Whether the region map gives `ptr` to `region` (debug builds); reports the
     /// misuse otherwise.
     #[cold]
-    fn check_owner(&self, ptr: NonNull<u8>, layout: Layout, region: &Region<P>) -> bool {
+    pub(crate) fn check_owner(&self, ptr: NonNull<u8>, layout: Layout, region: &Region<P>) -> bool {
         match self.owner(ptr) {
             Some(owner) if core::ptr::eq(owner, region) => true,
             Some(owner) => {
@@ -1113,6 +1146,10 @@ impl<P: PageSource> Inner<P> {
             let class = usize::from(region.id) - 1;
             // SAFETY: the caller's contract; the map gives the block to the region
             // of `class` (small regions come first, in class order).
+            if unsafe { self.fast_free_bin(ptr, class, None) } {
+                return;
+            }
+            // SAFETY: as above.
             if self.fronts.enabled && unsafe { self.cached_free(class, ptr) } {
                 return;
             }
@@ -1128,7 +1165,7 @@ impl<P: PageSource> Inner<P> {
             }
             // SAFETY: the caller's contract (probed, or checked in debug builds); the
             // map gives the block to `region`.
-            unsafe { held.give(ptr, 0, region.block, &self.budget) }
+            unsafe { held.give_small(ptr) }
         } else {
             let held = region.lock();
             if self.probe_frees
@@ -1163,6 +1200,11 @@ impl<P: PageSource> Inner<P> {
         if map.owner(near) != region.id {
             return Err(Misuse::Foreign { ptr });
         }
+        if region.block != 0 {
+            // SAFETY: the map gives `ptr`'s granule to this small region, whose lock
+            // is held.
+            return unsafe { held.runs.probe(ptr) };
+        }
         // SAFETY: the map gives every address `readable` admits to this region (the
         // granule of `ptr` was checked just above), whose reservations are memory the
         // source reserved (`probe_frees`: reserved memory reads), and reads none
@@ -1173,9 +1215,6 @@ impl<P: PageSource> Inner<P> {
             })
         };
         match probed {
-            Ok(usable) if region.block != 0 && !crate::region::fits_class(usable, region.block) => {
-                Err(Misuse::Interior { ptr, block: None })
-            }
             Ok(_) if held.listed_with_mark(ptr) => Err(Misuse::DoubleFree { ptr }),
             Ok(_) => Ok(()),
             Err(misuse) => Err(misuse),
@@ -1250,7 +1289,7 @@ impl<P: PageSource> Inner<P> {
             for region in self.regions() {
                 let mut held = region.lock();
                 freed += held.flush(|list| self.list_size(region, list), &self.budget);
-                freed += held.space.trim();
+                freed += held.space.trim() + held.trim_runs();
             }
         }
         freed
@@ -1262,10 +1301,20 @@ impl<P: PageSource> Inner<P> {
         for region in self.regions() {
             let mut held = region.lock();
             freed += held.flush(|list| self.list_size(region, list), &self.budget);
-            freed += held.space.trim();
+            freed += held.space.trim() + held.trim_runs();
         }
         freed + self.layer.cache.trim()
     }
+}
+
+/// The size a request aligned to at most `SMALL_ALIGN` is routed by: its size rounded
+/// up to its alignment, so that a request aligned to 16 reaches a class whose blocks
+/// are (see `SizeClasses`), never one of 24 bytes whose blocks are aligned to 8.
+#[inline(always)]
+pub(crate) fn routed_size(layout: Layout) -> usize {
+    let mask = layout.align() - 1;
+    // A layout's size rounded up to its alignment does not overflow.
+    (layout.size() + mask) & !mask
 }
 
 /// Allocates `layout` in a general region's space; with `zeroed`, says whether the

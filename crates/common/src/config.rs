@@ -24,7 +24,10 @@ pub const SMALL_ALIGN: usize = 16;
 pub(crate) const GRANULE: usize = 64 << 10;
 
 /// The small size classes: ascending multiples of 8, each served by a region of its
-/// own, with an O(1) table from a request's size to its class.
+/// own, with an O(1) table from a request's size to its class. A class's blocks lie
+/// one after another in runs, so a class that is not a multiple of 16 (24, 40, 56)
+/// has blocks aligned to 8 only: a request aligned to 16 goes by its size rounded up
+/// to 16, to the first class that is a multiple of 16 and holds it.
 ///
 /// ```
 /// use bento_common::SizeClasses;
@@ -93,6 +96,22 @@ impl SizeClasses {
             }
             i += 1;
         }
+        // A size that is a multiple of 16 (what a request aligned to 16 is routed by)
+        // goes to a class whose size is one too, so that its blocks are aligned to 16;
+        // none: the large region serves it.
+        slot = 0;
+        while slot < lookup.len() {
+            let mut class = lookup[slot] as usize;
+            while slot % 2 == 0 && class < sizes.len() && !sizes[class].is_multiple_of(16) {
+                class += 1;
+            }
+            if class < sizes.len() {
+                lookup[slot] = class as u8;
+            } else {
+                lookup[slot] = u8::MAX;
+            }
+            slot += 2;
+        }
         Self {
             sizes: table,
             len: sizes.len() as u8,
@@ -143,7 +162,7 @@ impl SizeClasses {
         }
         // `size <= largest <= MAX_SMALL`, so the index is inside the table.
         let slot = size.div_ceil(8);
-        if slot < self.lookup.len() {
+        if slot < self.lookup.len() && self.lookup[slot] != u8::MAX {
             Some(self.lookup[slot] as usize)
         } else {
             None
@@ -199,8 +218,10 @@ pub struct CommonConfig<P> {
     pub pages: P,
     /// The small classes (under [`Routing::BySize`]).
     pub classes: SizeClasses,
-    /// The segment size of the small regions: a power of two of at least 64 KiB. At
-    /// 64 KiB a segment is reserved and committed in one piece.
+    /// The span of the small regions: the reservation their runs come from (64 KiB
+    /// of blocks of one size each, committed when a run is taken and decommitted when
+    /// it empties), a power of two from 64 KiB to 4 MiB, aligned to its size. A span
+    /// goes back when its last run empties.
     pub small_segment: usize,
     /// The shape of the large region (and of each region under
     /// [`Routing::Contention`]). Its `commit_cache` and `block_cache` fields are
@@ -225,9 +246,9 @@ pub struct CommonConfig<P> {
     /// keeps their pages (up to this much) instead of faulting them in again each
     /// time; bento-malloc sets it to the cache's whole capacity.
     pub commit_floor: usize,
-    /// Bytes of freed blocks kept for reuse across all regions: the small regions'
-    /// free lists share this budget, and the large region's block cache takes up to
-    /// a quarter of it besides.
+    /// Bytes of freed medium blocks (257 B to 4 KiB) the large region keeps on
+    /// per-size lists for the threads' caches, and a quarter of it besides for its
+    /// space's block cache. (A small region's freed blocks go back to their runs.)
     pub block_cache: usize,
     /// What a misuse found in a debug build (a foreign pointer, a double free, a
     /// wrong layout) calls: [`abort_on_misuse`](crate::abort_on_misuse) by default,
@@ -244,7 +265,7 @@ pub struct CommonConfig<P> {
 
 #[cfg(all(feature = "os", any(unix, windows)))]
 impl CommonConfig<SystemPages> {
-    /// The 20 classes of [`SizeClasses::DEFAULT`] in 64 KiB segments; a large region
+    /// The 20 classes of [`SizeClasses::DEFAULT`] in runs of 1 MiB spans; a large region
     /// of 32 MiB segments committed in 64 KiB pages, with a segment of its own for
     /// requests of 16 MiB and more; [`Routing::BySize`]; a commit cache of up to
     /// 8 MiB and 1 MiB of cached blocks; memory from [`SystemPages`].
@@ -259,7 +280,7 @@ impl<P: Copy> CommonConfig<P> {
     /// use bento_pages::HeapPages;
     ///
     /// let config = CommonConfig::DEFAULT.with_pages(HeapPages::new());
-    /// assert_eq!(config.small_segment, 64 << 10);
+    /// assert_eq!(config.small_segment, 1 << 20);
     /// ```
     #[must_use]
     pub const fn with_pages<Q>(self, pages: Q) -> CommonConfig<Q> {
@@ -306,7 +327,7 @@ impl<P> CommonConfig<P> {
         Self {
             pages,
             classes: SizeClasses::DEFAULT,
-            small_segment: 64 << 10,
+            small_segment: 1 << 20,
             large: SpaceConfig::DEFAULT
                 .with_segment_granularity(32 << 20)
                 .with_segment_threshold(16 << 20)
@@ -441,7 +462,9 @@ impl<P> CommonConfig<P> {
     /// Checks the parts a page source does not decide.
     pub(crate) fn check_shape(&self) -> Result<(), CommonError> {
         let small = self.small_segment;
-        if !small.is_power_of_two() || small < GRANULE {
+        if !small.is_power_of_two()
+            || !(GRANULE..=crate::run::MAX_SPAN_RUNS * GRANULE).contains(&small)
+        {
             return Err(CommonError::SmallSegment(small));
         }
         if let Routing::Contention { regions } = self.routing
@@ -470,8 +493,8 @@ impl<P> CommonConfig<P> {
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum CommonError {
-    /// The small segment size is not a power of two of at least 64 KiB.
-    #[error("small segment size {0} is not a power of two of at least 64 KiB")]
+    /// The small segment size is not a power of two from 64 KiB to 4 MiB.
+    #[error("small segment size {0} is not a power of two from 64 KiB to 4 MiB")]
     SmallSegment(usize),
     /// The contention region count is outside 1 to 32.
     #[error("{0} contention regions: between 1 and 32")]

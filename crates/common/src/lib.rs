@@ -10,6 +10,7 @@ mod config;
 mod layer;
 mod map;
 mod region;
+mod run;
 mod stats;
 mod sync;
 mod thread;

@@ -1,5 +1,5 @@
-//! A region: one memory space behind its own lock, and for a small class a free list
-//! of its blocks.
+//! A region: one memory space behind its own lock; a small class carves its blocks
+//! from runs instead (`run.rs`), and the large region keeps per-size free lists.
 
 use core::alloc::Layout;
 use core::cell::UnsafeCell;
@@ -10,8 +10,9 @@ use bento_space::{MemorySpace, SpaceStats};
 
 use crate::config::SMALL_ALIGN;
 use crate::layer::RegionPages;
+use crate::run::Runs;
 use crate::sync::{AtomicUsize, Ordering};
-use crate::{AllocError, Misuse, MisuseHook, PageSource};
+use crate::{AllocError, MisuseHook, PageSource};
 
 /// Lists a region keeps: one per medium bin of the front end (a small region uses
 /// the first).
@@ -41,7 +42,10 @@ pub(crate) struct Region<P: PageSource> {
 
 /// What the lock guards.
 pub(crate) struct State<P: PageSource> {
+    /// The space of a general region (a small region's stays empty).
     pub(crate) space: MemorySpace<RegionPages<P>>,
+    /// The runs of a small region (a general region's stay empty).
+    pub(crate) runs: Runs,
     // Invariant: lists of blocks of one size each (a small region uses list 0; the
     // large region one per medium bin of the front end), `counts[l]` blocks on list
     // `l`, each a live block of `space` (freed from the user's point of view)
@@ -94,14 +98,21 @@ impl<P: PageSource> Drop for Held<'_, P> {
 }
 
 impl<P: PageSource> Region<P> {
-    /// A region over `space`, serving blocks of `block` bytes (0: any request).
-    pub(crate) fn new(space: MemorySpace<RegionPages<P>>, block: usize, id: u8) -> Self {
+    /// A region over `space`, serving blocks of `block` bytes (0: any request) from
+    /// runs in spans of `span` bytes.
+    pub(crate) fn new(
+        space: MemorySpace<RegionPages<P>>,
+        block: usize,
+        span: usize,
+        id: u8,
+    ) -> Self {
         Self {
             lock: RawSpinLock::new(),
             block,
             id,
             state: UnsafeCell::new(State {
                 space,
+                runs: Runs::new(block, span),
                 free: [None; LISTS],
                 counts: [0; LISTS],
                 cached: 0,
@@ -139,51 +150,26 @@ impl<P: PageSource> Region<P> {
         self.contended.load(Ordering::Relaxed)
     }
 
-    /// The layout every block of this small region is allocated from its space with.
+    /// A block of a small region, from its runs.
     #[inline]
-    fn block_layout(&self) -> Layout {
-        // SAFETY: a non-zero multiple of 8 (the class table's rule) and a power of two.
-        unsafe { Layout::from_size_align_unchecked(self.block, SMALL_ALIGN) }
+    pub(crate) fn alloc_small(&self) -> Result<NonNull<u8>, AllocError> {
+        self.lock().take_small().ok_or(AllocError)
     }
 
-    /// A block of a small region: from the free list, else from the space.
-    #[inline]
-    pub(crate) fn alloc_small(&self, budget: &AtomicUsize) -> Result<NonNull<u8>, AllocError> {
-        let mut held = self.lock();
-        if let Some(block) = held.pop(0, self.block, budget) {
-            return Ok(block);
-        }
-        held.space.alloc(self.block_layout())
-    }
-
-    /// Frees a block of a small region: onto the free list while the budget allows,
-    /// else back to the space.
+    /// Frees a block of a small region into its run.
     ///
     /// # Safety
     ///
     /// `ptr` is a live block of this region, not used afterwards.
     #[inline]
-    pub(crate) unsafe fn free_small(
-        &self,
-        ptr: NonNull<u8>,
-        budget: &AtomicUsize,
-        hook: MisuseHook,
-    ) {
+    pub(crate) unsafe fn free_small(&self, ptr: NonNull<u8>, hook: MisuseHook) {
         let mut held = self.lock();
         if cfg!(debug_assertions) && !held.check_small(ptr, hook) {
             return;
         }
         // SAFETY: the caller's contract.
-        unsafe { held.give(ptr, 0, self.block, budget) };
+        unsafe { held.give_small(ptr) };
     }
-}
-
-/// Whether a block of `usable` bytes (its chunk's) may be one of a small region of
-/// `block`-byte blocks: a chunk holds the block and its 8-byte tag rounded to 16, or
-/// up to 16 bytes more when the space gave it a remainder too small to split off.
-#[inline]
-pub(crate) fn fits_class(usable: usize, block: usize) -> bool {
-    usable >= block && usable <= block + 32
 }
 
 /// Takes a quantum from the shared budget, if one is left.
@@ -196,6 +182,39 @@ fn take_quantum(budget: &AtomicUsize) -> bool {
 }
 
 impl<P: PageSource> State<P> {
+    /// A block of a small region from its runs; `None` when no run can be had.
+    #[inline]
+    pub(crate) fn take_small(&mut self) -> Option<NonNull<u8>> {
+        let pages = self.space.pages().expect("a region's space has a source");
+        self.runs.take(pages)
+    }
+
+    /// Up to `want` blocks of a small region as a chain linked through their first
+    /// words; its first block and length (0: no run could be had).
+    #[inline]
+    pub(crate) fn take_small_chain(&mut self, want: usize) -> (*mut u8, usize) {
+        let pages = self.space.pages().expect("a region's space has a source");
+        self.runs.take_chain(pages, want)
+    }
+
+    /// Gives a block of a small region back to its run.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` is a block `take_small` handed out, given back once.
+    #[inline]
+    pub(crate) unsafe fn give_small(&mut self, ptr: NonNull<u8>) {
+        let pages = self.space.pages().expect("a region's space has a source");
+        // SAFETY: the caller's contract.
+        unsafe { self.runs.give(ptr, pages) }
+    }
+
+    /// Makes a small region's empty runs idle; returns their bytes.
+    pub(crate) fn trim_runs(&mut self) -> usize {
+        let pages = self.space.pages().expect("a region's space has a source");
+        self.runs.trim(pages)
+    }
+
     /// Takes a block off list `list`, of `block`-byte blocks, giving budget back
     /// when the region holds much more than its lists use.
     #[inline]
@@ -257,21 +276,19 @@ impl<P: PageSource> State<P> {
         self.cached_bytes += block;
     }
 
-    /// Whether `ptr` may be freed in this region (debug builds): a live block of the
-    /// space, and on no list. Reports the misuse otherwise.
+    /// Whether `ptr`, which the region map gives to this small region, may be freed
+    /// in it (debug builds): a block out of one of its runs. Reports the misuse
+    /// otherwise.
     pub(crate) fn check_small(&self, ptr: NonNull<u8>, hook: MisuseHook) -> bool {
-        // SAFETY: in debug builds the space checks the pointer against its segments
-        // before it reads a tag, and reports (returning 0) what is not a live block.
-        if unsafe { self.space.usable_size(ptr) } == 0 {
-            return false;
+        // SAFETY: the map gives `ptr`'s granule to this region (the callers check it
+        // in debug builds) and its lock is held.
+        match unsafe { self.runs.probe(ptr) } {
+            Ok(()) => true,
+            Err(misuse) => {
+                hook(&misuse);
+                false
+            }
         }
-        // SAFETY: a live block of at least 24 bytes.
-        let marked = unsafe { ptr.cast::<usize>().add(1).read() } == FREED;
-        if marked && self.listed().any(|b| b == ptr) {
-            hook(&Misuse::DoubleFree { ptr });
-            return false;
-        }
-        true
     }
 
     /// Whether `ptr`, a live block of the space, is on a list: it holds the mark
@@ -332,5 +349,13 @@ impl<P: PageSource> State<P> {
     /// The space's figures.
     pub(crate) fn space_stats(&self) -> SpaceStats {
         self.space.stats()
+    }
+}
+
+impl<P: PageSource> Drop for State<P> {
+    fn drop(&mut self) {
+        let pages = self.space.pages().expect("a region's space has a source");
+        // SAFETY: the region goes with the allocator: no block is used again.
+        unsafe { self.runs.release_all(pages) };
     }
 }

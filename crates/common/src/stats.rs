@@ -35,8 +35,10 @@ pub struct RegionStats {
     pub reserved: usize,
     /// The most `reserved` has been.
     pub max_reserved: usize,
-    /// Live segments.
+    /// Live segments: a small region's spans of runs.
     pub segments: usize,
+    /// A small region's runs in use (64 KiB of blocks of its size each).
+    pub runs: usize,
     /// Times a thread found the region's lock taken and waited.
     pub contended: usize,
 }
@@ -183,8 +185,8 @@ impl fmt::Display for Report {
         let s = &self.0;
         writeln!(
             f,
-            "{:>7} {:>9} {:>10} {:>8} {:>10} {:>10} {:>5} {:>7}",
-            "region", "live", "bytes", "cached", "committed", "reserved", "segs", "waits"
+            "{:>7} {:>9} {:>10} {:>8} {:>10} {:>10} {:>5} {:>5} {:>7}",
+            "region", "live", "bytes", "cached", "committed", "reserved", "segs", "runs", "waits"
         )?;
         for r in s
             .regions()
@@ -198,19 +200,20 @@ impl fmt::Display for Report {
             }
             writeln!(
                 f,
-                "{:>9} {:>10} {:>8} {:>10} {:>10} {:>5} {:>7}",
+                "{:>9} {:>10} {:>8} {:>10} {:>10} {:>5} {:>5} {:>7}",
                 r.live_blocks,
                 Bytes(r.live_bytes),
                 r.cached_blocks,
                 Bytes(r.committed),
                 Bytes(r.reserved),
                 r.segments,
+                r.runs,
                 r.contended
             )?;
         }
         writeln!(
             f,
-            "{:>7} {:>9} {:>10} {:>8} {:>10} {:>10} {:>5} {:>7}",
+            "{:>7} {:>9} {:>10} {:>8} {:>10} {:>10} {:>5} {:>5} {:>7}",
             "total",
             s.live_blocks,
             Bytes(s.live_bytes),
@@ -218,6 +221,7 @@ impl fmt::Display for Report {
             Bytes(s.committed),
             Bytes(s.reserved),
             s.regions().iter().map(|r| r.segments).sum::<usize>(),
+            s.regions().iter().map(|r| r.runs).sum::<usize>(),
             s.contended
         )?;
         write!(
@@ -281,6 +285,15 @@ pub enum Corruption {
         /// The block where the list went wrong (0 for a wrong count).
         addr: usize,
     },
+    /// A small region's run or span is broken: a header, a list it is on, or a
+    /// figure that its runs do not add up to.
+    #[error("region {region}: run broken at {addr:#x}")]
+    Run {
+        /// The region's index.
+        region: usize,
+        /// The run, span or block where the walk went wrong (0 for a figure).
+        addr: usize,
+    },
     /// The region map does not give a block of the region to it.
     #[error("region {region}: the region map gives block {addr:#x} to region id {owner}")]
     Map {
@@ -302,12 +315,14 @@ impl<P: PageSource> Inner<P> {
         for (i, region) in self.regions().enumerate() {
             let held = region.lock();
             let (in_threads, large_bytes) = self.in_threads(i);
-            let mut figures = region_stats(region, &held.space_stats(), held.cached() + in_threads);
-            if region.block == 0 {
-                figures.live_bytes = figures
-                    .live_bytes
-                    .saturating_sub(large_bytes + held.cached_bytes());
+            if region.block != 0 {
+                stats.push(small_stats(region, &held.runs, held.runs.used, in_threads));
+                continue;
             }
+            let mut figures = region_stats(region, &held.space_stats(), held.cached() + in_threads);
+            figures.live_bytes = figures
+                .live_bytes
+                .saturating_sub(large_bytes + held.cached_bytes());
             stats.push(figures);
         }
         self.totals(&mut stats);
@@ -387,19 +402,28 @@ impl<P: PageSource> Inner<P> {
                     });
                 }
             }
+            if region.block != 0 {
+                let pages = held.space.pages().expect("a region's space has a source");
+                let owner = |a| self.layer.map.owner(a) == region.id;
+                let walk = held
+                    .runs
+                    .validate(pages, owner)
+                    .map_err(|addr| Corruption::Run { region: i, addr })?;
+                if in_threads > walk.used || report.live_blocks != 0 || cached != 0 {
+                    return Err(Corruption::Run { region: i, addr: 0 });
+                }
+                stats.push(small_stats(region, &held.runs, walk.used, in_threads));
+                continue;
+            }
             let free = cached + in_threads;
             let mut figures = region_stats(region, &held.space_stats(), free);
             // The walk's own counts, not the counters.
             figures.live_blocks = report.live_blocks.saturating_sub(free);
             figures.segments = report.segments;
-            if region.block == 0 {
-                figures.live_bytes = report
-                    .live_bytes
-                    .saturating_sub(large_bytes + held.cached_bytes());
-                figures.cached_blocks = report.cached_blocks + in_threads;
-            } else {
-                figures.live_bytes = figures.live_blocks * region.block;
-            }
+            figures.live_bytes = report
+                .live_bytes
+                .saturating_sub(large_bytes + held.cached_bytes());
+            figures.cached_blocks = report.cached_blocks + in_threads;
             stats.push(figures);
         }
         self.totals(&mut stats);
@@ -407,30 +431,48 @@ impl<P: PageSource> Inner<P> {
     }
 }
 
-/// One region's figures from its space's and the blocks it (or the threads' caches)
-/// keeps free: `free` blocks of its own, the free list's in a small region.
+/// A small region's figures from its runs: `used` blocks out, `in_threads` of them
+/// in threads' caches.
+fn small_stats<P: PageSource>(
+    region: &Region<P>,
+    runs: &crate::run::Runs,
+    used: usize,
+    in_threads: usize,
+) -> RegionStats {
+    let live_blocks = used.saturating_sub(in_threads);
+    RegionStats {
+        block: region.block,
+        live_blocks,
+        live_bytes: live_blocks * region.block,
+        cached_blocks: in_threads,
+        committed: runs.committed,
+        max_committed: runs.max_committed,
+        reserved: runs.reserved,
+        max_reserved: runs.max_reserved,
+        segments: runs.spans(),
+        runs: runs.runs(),
+        contended: region.contended(),
+    }
+}
+
+/// A general region's figures from its space's and the blocks it (or the threads'
+/// caches) keeps free: `free` blocks of its own.
 fn region_stats<P: PageSource>(
     region: &Region<P>,
     space: &bento_space::SpaceStats,
     free: usize,
 ) -> RegionStats {
-    let cached = free;
-    let live_blocks = space.live_blocks.saturating_sub(free);
-    let (live_bytes, cached_blocks) = if region.block == 0 {
-        (space.live_bytes, space.cached_blocks + free)
-    } else {
-        (live_blocks * region.block, cached)
-    };
     RegionStats {
         block: region.block,
-        live_blocks,
-        live_bytes,
-        cached_blocks,
+        live_blocks: space.live_blocks.saturating_sub(free),
+        live_bytes: space.live_bytes,
+        cached_blocks: space.cached_blocks + free,
         committed: space.committed,
         max_committed: space.max_committed,
         reserved: space.reserved,
         max_reserved: space.max_reserved,
         segments: space.segments,
+        runs: 0,
         contended: region.contended(),
     }
 }

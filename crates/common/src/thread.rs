@@ -26,7 +26,7 @@ use core::ptr::{self, NonNull};
 
 use bento_pages::lock::RawSpinLock;
 
-use crate::common::Inner;
+use crate::common::{Inner, routed_size};
 use crate::config::{MAX_CLASSES, SMALL_ALIGN};
 use crate::region::FREED;
 use crate::sync::{AtomicPtr, AtomicU32, Ordering};
@@ -38,8 +38,10 @@ pub(crate) const MEDIUM_BINS: usize = 32;
 pub(crate) const BINS: usize = MAX_CLASSES + MEDIUM_BINS;
 /// The largest request the front end serves.
 pub(crate) const MAX_CACHED: usize = 4096;
-/// The bytes a bin holds at most (within 8 to 64 blocks).
-const BIN_BYTES: usize = 8192;
+/// The bytes a bin holds at most (within 8 to 128 blocks).
+const BIN_BYTES: usize = 16 << 10;
+/// The most blocks a bin holds.
+const BIN_MOST: u32 = 128;
 
 /// The medium bin of `size` (257 to 4096 bytes): its octave and eighth.
 #[inline]
@@ -48,8 +50,9 @@ pub(crate) const fn medium_bin(size: usize) -> usize {
     octave * 8 + ((size - 1 - (256 << octave)) >> (5 + octave))
 }
 
-/// What the size lookup holds for a size no bin serves.
-pub(crate) const NO_BIN: u8 = u8::MAX;
+/// What the size lookup holds for a size no bin serves: a bin that is always empty
+/// and full (capacity 0), so that the hot paths need no test for it.
+pub(crate) const NO_BIN: u8 = BINS as u8;
 
 /// Whether `size` falls in a medium bin.
 #[inline]
@@ -95,7 +98,7 @@ pub(crate) struct ThreadCache {
     // Invariant: `bins[b].head` is a list of `bins[b].count` blocks of bin `b` of the owner,
     // each free (taken from the owner's regions, not handed to the user), linked
     // through its first word; in debug builds each holds `FREED` in its second word.
-    bins: [Bin; BINS],
+    bins: [Bin; BINS + 1],
     /// The next cache in the owner's registry (under the registry's lock).
     next: AtomicPtr<ThreadCache>,
 }
@@ -136,7 +139,7 @@ impl ThreadCache {
             owner: Cell::new(ptr::null()),
             detach: Cell::new(None),
             state: Cell::new(FREE),
-            bins: [const { Bin::new() }; BINS],
+            bins: [const { Bin::new() }; BINS + 1],
             next: AtomicPtr::new(ptr::null_mut()),
         }
     }
@@ -194,6 +197,29 @@ impl ThreadCache {
         }
         self.bins[bin].head.set(block.as_ptr());
         self.set_count(bin, self.count(bin) + 1);
+    }
+
+    /// Makes a chain of `n` free blocks the whole of the empty `bin`.
+    ///
+    /// # Safety
+    ///
+    /// `head` starts a chain of `n` free blocks of the owner's bin `bin`, linked
+    /// through their first words (the last to null), given up by the caller; the bin
+    /// is empty.
+    unsafe fn install(&self, bin: usize, head: *mut u8, n: u32) {
+        debug_assert_eq!(self.count(bin), 0);
+        if cfg!(debug_assertions) {
+            let mut p = head;
+            for _ in 0..n {
+                // SAFETY: the caller's contract: each block holds at least 16 bytes.
+                unsafe {
+                    p.cast::<usize>().add(1).write(FREED);
+                    p = p.cast::<*mut u8>().read();
+                }
+            }
+        }
+        self.bins[bin].head.set(head);
+        self.set_count(bin, n);
     }
 
     /// Whether `block` is on `bin` (a debug check).
@@ -304,12 +330,13 @@ fn leave(cache: &ThreadCache) {
 pub(crate) struct Fronts {
     pub(crate) enabled: bool,
     /// Each bin's block size (0: no such bin).
-    size: [u32; BINS],
-    /// Each bin's capacity in blocks.
-    cap: [u32; BINS],
+    size: [u32; BINS + 1],
+    /// Each bin's capacity in blocks (0: no such bin, or no front end).
+    cap: [u32; BINS + 1],
     /// The bin of each size up to `MAX_CACHED` in steps of 8 (`(size + 7) / 8`), or
-    /// `NO_BIN`: one lookup for small and medium sizes alike, so that the hot path
-    /// does not branch on which kind a size is.
+    /// `NO_BIN` (for size 0, and for every size without the front end): one lookup
+    /// for small and medium sizes alike, so that the hot path does not branch on
+    /// which kind a size is, nor on whether the front end is on.
     lookup: [u8; MAX_CACHED / 8 + 1],
     lock: RawSpinLock,
     // Invariant: a list, through `next`, of the caches attached to this allocator
@@ -320,12 +347,16 @@ pub(crate) struct Fronts {
 impl Fronts {
     /// The bins for the small classes `classes`.
     pub(crate) fn new(enabled: bool, classes: &crate::SizeClasses) -> Self {
-        let mut size = [0u32; BINS];
+        let enabled = enabled && cfg!(feature = "std");
+        let mut size = [0u32; BINS + 1];
         for (bin, s) in size.iter_mut().enumerate().take(classes.len()) {
             *s = classes.size(bin) as u32;
         }
         let mut lookup = [NO_BIN; MAX_CACHED / 8 + 1];
-        for (slot, bin) in lookup.iter_mut().enumerate() {
+        for (slot, bin) in lookup.iter_mut().enumerate().skip(1) {
+            if !enabled {
+                break;
+            }
             let bytes = slot * 8;
             if let Some(class) = classes.class_of(bytes) {
                 *bin = class as u8;
@@ -336,15 +367,12 @@ impl Fronts {
         for m in 0..MEDIUM_BINS {
             size[MAX_CLASSES + m] = medium_size(m) as u32;
         }
-        let cap = size.map(|s| {
-            if let Some(n) = (BIN_BYTES as u32).checked_div(s) {
-                n.clamp(8, 64)
-            } else {
-                0
-            }
+        let cap = size.map(|s| match (BIN_BYTES as u32).checked_div(s) {
+            Some(n) if enabled => n.clamp(8, BIN_MOST),
+            _ => 0,
         });
         Self {
-            enabled: enabled && cfg!(feature = "std"),
+            enabled,
             size,
             cap,
             lookup,
@@ -412,6 +440,90 @@ impl<P: PageSource> Inner<P> {
         } else {
             size
         }
+    }
+
+    /// The hot path of an allocation: a block off this thread's bin for `layout`, with
+    /// no lock, no atomic read-modify-write and no call; `None` sends the caller to
+    /// the full path (no bin for the layout, an empty bin, the front end off, or the
+    /// thread's cache not attached to this allocator).
+    #[inline(always)]
+    pub(crate) fn fast_alloc(&self, layout: Layout) -> Option<NonNull<u8>> {
+        if layout.align() > SMALL_ALIGN {
+            return None;
+        }
+        let bin = usize::from(*self.fronts.lookup.get(routed_size(layout).div_ceil(8))?);
+        let me = ptr::from_ref(self).cast::<()>();
+        with_cache(|cache| {
+            if cache.owner.get() != me {
+                return None;
+            }
+            cache.pop(bin)
+        })
+    }
+
+    /// The hot path of a free with its layout: onto this thread's bin when it has
+    /// room; false sends the caller to the full path.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` is a live block of this allocator allocated (or last resized) with
+    /// `layout`, not used afterwards when this returns true.
+    #[inline(always)]
+    pub(crate) unsafe fn fast_free(&self, ptr: NonNull<u8>, layout: Layout) -> bool {
+        if layout.align() > SMALL_ALIGN {
+            return false;
+        }
+        let Some(&bin) = self.fronts.lookup.get(routed_size(layout).div_ceil(8)) else {
+            return false;
+        };
+        // SAFETY: the caller's contract; the lookup gives the bin of its layout.
+        unsafe { self.fast_free_bin(ptr, usize::from(bin), Some(layout)) }
+    }
+
+    /// The hot path of a free into bin `bin` (its layout, when known, for the debug
+    /// checks); false when the bin is full or the cache is not this allocator's.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` is a live block of bin `bin` of this allocator (or `bin` is `NO_BIN`),
+    /// not used afterwards when this returns true.
+    #[inline(always)]
+    pub(crate) unsafe fn fast_free_bin(
+        &self,
+        ptr: NonNull<u8>,
+        bin: usize,
+        layout: Option<Layout>,
+    ) -> bool {
+        let me = ptr::from_ref(self).cast::<()>();
+        with_cache(|cache| {
+            if cache.owner.get() != me || cache.count(bin) >= self.fronts.cap[bin] {
+                return false;
+            }
+            if cfg!(debug_assertions) && !self.check_fast_free(cache, bin, ptr, layout) {
+                return true;
+            }
+            // SAFETY: the caller gives up a live block of bin `bin`.
+            unsafe { cache.push(bin, ptr) };
+            true
+        })
+    }
+
+    /// Debug builds: the region map gives a block freed into `bin` to the bin's
+    /// region, and the bin does not hold it already; reports the misuse otherwise.
+    #[cold]
+    fn check_fast_free(
+        &self,
+        cache: &ThreadCache,
+        bin: usize,
+        ptr: NonNull<u8>,
+        layout: Option<Layout>,
+    ) -> bool {
+        if let Some(layout) = layout
+            && !self.check_owner(ptr, layout, self.bin_region(bin))
+        {
+            return false;
+        }
+        self.check_cached_free(cache, bin, ptr)
     }
 
     /// A block from this thread's cache, refilled when empty; `None` when the thread
@@ -516,6 +628,15 @@ impl<P: PageSource> Inner<P> {
         let region = self.bin_region(bin);
         let list = bin_list(bin);
         let mut held = region.lock();
+        if bin < MAX_CLASSES {
+            let (chain, n) = held.take_small_chain(want as usize);
+            drop(held);
+            let first = NonNull::new(chain).ok_or(AllocError)?;
+            // SAFETY: a chain of `n` free blocks of this bin, linked through their
+            // first words; the bin is empty (a refill follows a failed pop).
+            unsafe { cache.install(bin, first.cast::<*mut u8>().read(), n as u32 - 1) };
+            return Ok(first);
+        }
         let mut got = 0;
         let mut first = None;
         while got < want {
@@ -564,13 +685,18 @@ impl<P: PageSource> Inner<P> {
         // The count drops under the region's lock, as the blocks reach its list: a
         // reader of the figures under that lock sees them in one place or the other.
         cache.set_count(bin, keep);
+        let small = bin < MAX_CLASSES;
         for _ in keep..count {
             let block = NonNull::new(rest).expect("the count matches the list");
             // SAFETY: a listed block holds its link in its first word; it is a free
             // block of this region, given back once.
             unsafe {
                 rest = block.cast::<*mut u8>().read();
-                held.give(block, list, size, &self.budget);
+                if small {
+                    held.give_small(block);
+                } else {
+                    held.give(block, list, size, &self.budget);
+                }
             }
         }
     }

@@ -1,0 +1,767 @@
+//! Runs: the memory of a small region. A run is one 64 KiB granule of blocks of one
+//! size, with no header or tag per block; a span is a reservation of runs
+//! (`CommonConfig::small_segment` bytes, aligned to its size). Both are found from
+//! any block by masking its address, so a free needs no search and no size.
+//!
+//! ```text
+//!  span (aligned to its size)
+//!  ┌───────────────────────────────────┬─────────────────────┬──────┐
+//!  │ run 0: [Run][Span] block block …  │ run 1: [Run] block … │  …   │
+//!  └───────────────────────────────────┴─────────────────────┴──────┘
+//!    a run's blocks start FIRST bytes in; run 0's header also holds the span's
+//! ```
+//!
+//! A run in use is on one of its region's lists: `partial` (a free block or room
+//! never carved), `full`, or `empty` (no block out, kept committed for the next
+//! refill: at most [`EMPTY_KEPT`]). Otherwise it is idle: decommitted through the
+//! region's page source (the commit cache keeps its pages for reuse under the
+//! retention policy), its bit set in its span's `idle`. A span whose runs are all
+//! idle is released. Blocks are carved from a run's `bump` only when its free list is
+//! empty, so a run touches its pages as it fills.
+//!
+//! Everything here is reached under the region's lock.
+
+use core::ptr::{self, NonNull};
+
+use bento_align::Alignment;
+use bento_pages::PageSource;
+
+use crate::Misuse;
+use crate::config::GRANULE;
+use crate::region::FREED;
+
+/// The bytes of a run: one granule of the region map.
+pub(crate) const RUN: usize = GRANULE;
+/// Where a run's first block starts: after its header (and, in run 0, its span's).
+pub(crate) const FIRST: usize = 128;
+/// The most runs a span holds (its `idle` bits).
+pub(crate) const MAX_SPAN_RUNS: usize = 64;
+/// Runs a region keeps committed with no block out.
+pub(crate) const EMPTY_KEPT: usize = 2;
+
+/// The lists a run in use is on.
+const PARTIAL: u8 = 0;
+const FULL: u8 = 1;
+const EMPTY: u8 = 2;
+
+/// The links of a node of a [`List`].
+#[repr(C)]
+struct Links<T> {
+    next: *mut T,
+    prev: *mut T,
+}
+
+/// A run's header, at its start.
+#[repr(C)]
+pub(crate) struct Run {
+    links: Links<Run>,
+    // Invariant: a list of `listed` blocks of this run, linked through their first
+    // word, each holding `FREED` in its second word.
+    free: *mut u8,
+    /// The next block never handed out: blocks below it have been carved.
+    bump: *mut u8,
+    /// The end of the last whole block.
+    end: *mut u8,
+    /// Blocks out: with users or in threads' caches.
+    used: u32,
+    /// Blocks on `free`.
+    listed: u32,
+    /// The block stride.
+    stride: u32,
+    /// The list the run is on.
+    list: u8,
+}
+
+/// A span's header, in its run 0 after the run's.
+#[repr(C)]
+struct Span {
+    links: Links<Span>,
+    /// Bit `i`: run `i` is idle (decommitted, or never committed).
+    idle: u64,
+    /// Whether the span is on `open` (some run idle) rather than `closed`.
+    open: bool,
+}
+
+/// Where a span's header lies in its run 0.
+const SPAN_AT: usize = size_of::<Run>().next_multiple_of(16);
+const _: () = assert!(SPAN_AT + size_of::<Span>() <= FIRST && FIRST.is_multiple_of(16));
+
+/// A node of an intrusive doubly linked list: its `Links` are its first field.
+trait Node: Sized {}
+impl Node for Run {}
+impl Node for Span {}
+
+/// An intrusive doubly linked list of runs or spans, null-terminated.
+struct List<T> {
+    // Invariant: null or the first of `len` valid nodes linked through their `Links`,
+    // each on this list only.
+    head: *mut T,
+    len: usize,
+}
+
+impl<T: Node> List<T> {
+    const fn new() -> Self {
+        Self {
+            head: ptr::null_mut(),
+            len: 0,
+        }
+    }
+
+    /// Puts `node` first.
+    ///
+    /// # Safety
+    ///
+    /// `node` is a valid node on no list.
+    unsafe fn push(&mut self, node: *mut T) {
+        let links = node.cast::<Links<T>>();
+        // SAFETY: `node` is valid (the caller's contract), and so is the head (the
+        // list's invariant); a node's links are its first field (`repr(C)`).
+        unsafe {
+            (*links).next = self.head;
+            (*links).prev = ptr::null_mut();
+            if !self.head.is_null() {
+                (*self.head.cast::<Links<T>>()).prev = node;
+            }
+        }
+        self.head = node;
+        self.len += 1;
+    }
+
+    /// Takes `node` off.
+    ///
+    /// # Safety
+    ///
+    /// `node` is on this list.
+    unsafe fn remove(&mut self, node: *mut T) {
+        // SAFETY: `node` and its neighbours are nodes of this list (its invariant).
+        unsafe {
+            let links = node.cast::<Links<T>>();
+            let (next, prev) = ((*links).next, (*links).prev);
+            if prev.is_null() {
+                self.head = next;
+            } else {
+                (*prev.cast::<Links<T>>()).next = next;
+            }
+            if !next.is_null() {
+                (*next.cast::<Links<T>>()).prev = prev;
+            }
+        }
+        self.len -= 1;
+    }
+
+    /// The nodes, first to last (at most `len`, so a broken list ends the walk).
+    fn iter(&self) -> impl Iterator<Item = *mut T> + '_ {
+        let mut p = self.head;
+        (0..self.len).map_while(move |_| {
+            let node = NonNull::new(p)?;
+            // SAFETY: a node of this list (its invariant).
+            p = unsafe { (*node.as_ptr().cast::<Links<T>>()).next };
+            Some(node.as_ptr())
+        })
+    }
+}
+
+/// The run holding `ptr` (its granule's start).
+#[inline(always)]
+fn run_of(ptr: *mut u8) -> *mut Run {
+    ptr.map_addr(|a| a & !(RUN - 1)).cast()
+}
+
+/// A small region's runs and spans, and their figures.
+pub(crate) struct Runs {
+    /// The stride of the region's blocks: its class size, at least 16 (a free block
+    /// holds its link and the freed mark).
+    stride: usize,
+    /// The bytes of a span: a power of two, `RUN` to `MAX_SPAN_RUNS` runs.
+    span: usize,
+    partial: List<Run>,
+    full: List<Run>,
+    empty: List<Run>,
+    /// Spans with an idle run.
+    open: List<Span>,
+    /// Spans with every run in use.
+    closed: List<Span>,
+    /// Blocks out of all runs (users' and threads' caches').
+    pub(crate) used: usize,
+    /// Bytes of the spans committed through the page source.
+    pub(crate) committed: usize,
+    pub(crate) max_committed: usize,
+    /// Bytes of the spans.
+    pub(crate) reserved: usize,
+    pub(crate) max_reserved: usize,
+}
+
+/// What [`Runs::validate`] recomputed.
+pub(crate) struct RunWalk {
+    /// Blocks out.
+    pub(crate) used: usize,
+    /// Blocks on the runs' free lists.
+    pub(crate) listed: usize,
+    /// Runs in use.
+    pub(crate) runs: usize,
+    /// Spans.
+    pub(crate) spans: usize,
+}
+
+impl Runs {
+    /// No runs, for blocks of `block` bytes in spans of `span` bytes (a power of two,
+    /// `RUN` to `MAX_SPAN_RUNS * RUN`: the config's check); a `block` of 0 (a
+    /// general region) never carves.
+    pub(crate) fn new(block: usize, span: usize) -> Self {
+        Self {
+            stride: block.max(16),
+            span,
+            partial: List::new(),
+            full: List::new(),
+            empty: List::new(),
+            open: List::new(),
+            closed: List::new(),
+            used: 0,
+            committed: 0,
+            max_committed: 0,
+            reserved: 0,
+            max_reserved: 0,
+        }
+    }
+
+    /// The bits of a span whose runs are all idle.
+    fn all_idle(&self) -> u64 {
+        u64::MAX >> (MAX_SPAN_RUNS - self.span / RUN)
+    }
+
+    /// The span holding `ptr` (the base of its reservation) and its header.
+    #[inline]
+    fn span_of(&self, ptr: *mut u8) -> (*mut u8, *mut Span) {
+        let base = ptr.map_addr(|a| a & !(self.span - 1));
+        (base, base.wrapping_add(SPAN_AT).cast())
+    }
+
+    /// The bytes at the start of run 0 that stay committed while its span lives
+    /// (the span's header): a page, or the whole run on a source of larger pages.
+    fn head(pages: &impl PageSource) -> usize {
+        pages.page_size().clamp(FIRST, RUN)
+    }
+
+    /// Takes a block: the first partial run's free list, else its room, else a run
+    /// made ready (`None` when the page source refuses one).
+    #[inline]
+    pub(crate) fn take(&mut self, pages: &impl PageSource) -> Option<NonNull<u8>> {
+        let mut run = self.partial.head;
+        if run.is_null() {
+            run = self.ready(pages)?;
+        }
+        // SAFETY: a run on `partial` is in use, with a free block or room (the lists'
+        // invariant); its blocks lie inside it. No reference to it is held across the
+        // list calls.
+        unsafe {
+            let b = (*run).free;
+            let block = if b.is_null() {
+                let b = (*run).bump;
+                (*run).bump = b.add(self.stride);
+                b
+            } else {
+                (*run).free = b.cast::<*mut u8>().read();
+                (*run).listed -= 1;
+                // The freed mark goes, so that a probe of the live block finds none.
+                b.cast::<usize>().add(1).write(0);
+                b
+            };
+            (*run).used += 1;
+            self.used += 1;
+            if (*run).free.is_null() && (*run).bump == (*run).end {
+                self.partial.remove(run);
+                (*run).list = FULL;
+                self.full.push(run);
+            }
+            Some(NonNull::new_unchecked(block))
+        }
+    }
+
+    /// Takes up to `want` blocks as a chain linked through their first words (the
+    /// last linking to null), from the free lists and room of the partial runs in
+    /// turn: a thread's refill. Returns its first block and its length, 0 only when
+    /// the page source refuses a run.
+    pub(crate) fn take_chain(&mut self, pages: &impl PageSource, want: usize) -> (*mut u8, usize) {
+        let mut head: *mut u8 = ptr::null_mut();
+        let mut n = 0;
+        while n < want {
+            let run = match NonNull::new(self.partial.head) {
+                Some(run) => run.as_ptr(),
+                None => match self.ready(pages) {
+                    Some(run) => run,
+                    None => break,
+                },
+            };
+            // SAFETY: a run on `partial` is in use: its free list holds `listed` of its
+            // blocks, and its room lies between `bump` and `end`, inside it. Blocks
+            // taken go to the chain, out of the run; no reference to the run is held
+            // across the list calls.
+            unsafe {
+                let mut taken = 0;
+                let mut b = (*run).free;
+                while !b.is_null() && n + taken < want {
+                    let next = b.cast::<*mut u8>().read();
+                    b.cast::<usize>().add(1).write(0);
+                    b.cast::<*mut u8>().write(head);
+                    head = b;
+                    b = next;
+                    taken += 1;
+                }
+                (*run).free = b;
+                (*run).listed -= taken as u32;
+                let bump = (*run).bump;
+                let room = ((*run).end.addr() - bump.addr()) / self.stride;
+                let carve = room.min(want - n - taken);
+                if carve > 0 {
+                    // Ascending addresses, the last linking to what was taken above.
+                    for i in 0..carve - 1 {
+                        let c = bump.add(i * self.stride);
+                        c.cast::<*mut u8>().write(c.add(self.stride));
+                    }
+                    bump.add((carve - 1) * self.stride)
+                        .cast::<*mut u8>()
+                        .write(head);
+                    head = bump;
+                    (*run).bump = bump.add(carve * self.stride);
+                }
+                taken += carve;
+                (*run).used += taken as u32;
+                n += taken;
+                if (*run).free.is_null() && (*run).bump == (*run).end {
+                    self.partial.remove(run);
+                    (*run).list = FULL;
+                    self.full.push(run);
+                }
+            }
+        }
+        self.used += n;
+        (head, n)
+    }
+
+    /// Gives back a block `take` handed out.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` is a block out of one of these runs, given back once, not used
+    /// afterwards.
+    #[inline]
+    pub(crate) unsafe fn give(&mut self, ptr: NonNull<u8>, pages: &impl PageSource) {
+        let run = run_of(ptr.as_ptr());
+        // SAFETY: the caller's contract: `ptr` is a block out of a run in use (whose
+        // header is valid), at least 16 bytes; the run is on `partial` or `full` (an
+        // empty run has no block out).
+        unsafe {
+            ptr.cast::<*mut u8>().write((*run).free);
+            ptr.cast::<usize>().add(1).write(FREED);
+            (*run).free = ptr.as_ptr();
+            (*run).listed += 1;
+            (*run).used -= 1;
+            self.used -= 1;
+            if (*run).list == FULL {
+                self.full.remove(run);
+                (*run).list = PARTIAL;
+                self.partial.push(run);
+            }
+            if (*run).used == 0 {
+                self.emptied(run, pages);
+            }
+        }
+    }
+
+    /// A partial run with no block out: kept empty, or made idle.
+    ///
+    /// # Safety
+    ///
+    /// `run` is on `partial` with no block out.
+    #[cold]
+    unsafe fn emptied(&mut self, run: *mut Run, pages: &impl PageSource) {
+        // SAFETY: the caller's contract.
+        unsafe {
+            self.partial.remove(run);
+            if self.empty.len < EMPTY_KEPT {
+                let first = run.cast::<u8>().add(FIRST);
+                (*run).free = ptr::null_mut();
+                (*run).listed = 0;
+                (*run).bump = first;
+                (*run).list = EMPTY;
+                self.empty.push(run);
+            } else {
+                self.idle(run, pages);
+            }
+        }
+    }
+
+    /// Decommits a run on no list and marks it idle; releases its span when that
+    /// was the span's last run in use.
+    ///
+    /// # Safety
+    ///
+    /// `run` is a run of these spans, in use, on no list, with no block out.
+    unsafe fn idle(&mut self, run: *mut Run, pages: &impl PageSource) {
+        let (base, span) = self.span_of(run.cast());
+        let index = (run.addr() - base.addr()) / RUN;
+        let head = Self::head(pages);
+        let (at, bytes) = Self::body(index, head);
+        // SAFETY: the run is in use: committed, and nothing reads it from now on
+        // (the caller's contract); run 0 keeps its span's header.
+        unsafe {
+            if bytes > 0 {
+                pages.decommit(NonNull::new_unchecked(base.add(at)), bytes);
+                self.committed -= bytes;
+            }
+            (*span).idle |= 1 << index;
+            if !(*span).open {
+                self.closed.remove(span);
+                (*span).open = true;
+                self.open.push(span);
+            }
+            if (*span).idle == self.all_idle() {
+                self.open.remove(span);
+                pages.decommit(NonNull::new_unchecked(base), head);
+                pages.release(NonNull::new_unchecked(base), self.span);
+                self.committed -= head;
+                self.reserved -= self.span;
+            }
+        }
+    }
+
+    /// The part of run `index` that is committed only while it is in use: all of it
+    /// but run 0's `head`. As (offset in the span, bytes).
+    fn body(index: usize, head: usize) -> (usize, usize) {
+        if index == 0 {
+            (head, RUN - head)
+        } else {
+            (index * RUN, RUN)
+        }
+    }
+
+    /// A run ready to carve, put on `partial`: an empty one, an idle one of an open
+    /// span (committed), or run 0 of a new span.
+    #[cold]
+    fn ready(&mut self, pages: &impl PageSource) -> Option<*mut Run> {
+        let run = if let Some(run) = NonNull::new(self.empty.head) {
+            // SAFETY: a run on `empty`.
+            unsafe { self.empty.remove(run.as_ptr()) };
+            run.as_ptr()
+        } else if let Some(span) = NonNull::new(self.open.head) {
+            let span = span.as_ptr();
+            // SAFETY: a span on `open` is live with an idle run; its base is where its
+            // header says (the header lies at `SPAN_AT` of its base).
+            unsafe {
+                let base = span.cast::<u8>().sub(SPAN_AT);
+                let index = (*span).idle.trailing_zeros() as usize;
+                let (at, bytes) = Self::body(index, Self::head(pages));
+                if bytes > 0 {
+                    pages
+                        .commit(NonNull::new_unchecked(base.add(at)), bytes)
+                        .ok()?;
+                    self.grew(bytes, 0);
+                }
+                (*span).idle &= !(1 << index);
+                if (*span).idle == 0 {
+                    self.open.remove(span);
+                    (*span).open = false;
+                    self.closed.push(span);
+                }
+                self.init(base.add(index * RUN).cast())
+            }
+        } else {
+            let align = Alignment::new(self.span).expect("a power of two");
+            let base = pages.reserve(self.span, align).ok()?;
+            // SAFETY: the first run of a fresh reservation.
+            if unsafe { pages.commit(base, RUN) }.is_err() {
+                // SAFETY: just reserved, nothing committed.
+                unsafe { pages.release(base, self.span) };
+                return None;
+            }
+            self.grew(RUN, self.span);
+            let idle = self.all_idle() & !1;
+            let span = base.as_ptr().wrapping_add(SPAN_AT).cast::<Span>();
+            // SAFETY: run 0 is committed and ours: its header and the span's are
+            // written before anything reads them.
+            unsafe {
+                span.write(Span {
+                    links: Links {
+                        next: ptr::null_mut(),
+                        prev: ptr::null_mut(),
+                    },
+                    idle,
+                    open: idle != 0,
+                });
+                if idle == 0 {
+                    self.closed.push(span);
+                } else {
+                    self.open.push(span);
+                }
+                self.init(base.as_ptr().cast())
+            }
+        };
+        // SAFETY: a run in use on no list.
+        unsafe {
+            (*run).list = PARTIAL;
+            self.partial.push(run);
+        }
+        Some(run)
+    }
+
+    /// Counts `committed` and `reserved` bytes more.
+    fn grew(&mut self, committed: usize, reserved: usize) {
+        self.committed += committed;
+        self.max_committed = self.max_committed.max(self.committed);
+        self.reserved += reserved;
+        self.max_reserved = self.max_reserved.max(self.reserved);
+    }
+
+    /// Writes a fresh header at `run`, nothing carved, and returns it.
+    ///
+    /// # Safety
+    ///
+    /// `run` is a committed run of these spans, ours alone.
+    unsafe fn init(&self, run: *mut Run) -> *mut Run {
+        // SAFETY: the caller's contract; the blocks end inside the run.
+        unsafe {
+            let first = run.cast::<u8>().add(FIRST);
+            let blocks = (RUN - FIRST) / self.stride;
+            run.write(Run {
+                links: Links {
+                    next: ptr::null_mut(),
+                    prev: ptr::null_mut(),
+                },
+                free: ptr::null_mut(),
+                bump: first,
+                end: first.add(blocks * self.stride),
+                used: 0,
+                listed: 0,
+                stride: self.stride as u32,
+                list: EMPTY,
+            });
+        }
+        run
+    }
+
+    /// Makes every empty run idle (a trim or a decay step); returns their bytes.
+    pub(crate) fn trim(&mut self, pages: &impl PageSource) -> usize {
+        let mut freed = 0;
+        while let Some(run) = NonNull::new(self.empty.head) {
+            // SAFETY: a run on `empty`: in use, with no block out.
+            unsafe {
+                self.empty.remove(run.as_ptr());
+                self.idle(run.as_ptr(), pages);
+            }
+            freed += RUN;
+        }
+        freed
+    }
+
+    /// Gives every span back, whatever is out (the allocator's teardown).
+    ///
+    /// # Safety
+    ///
+    /// No block of these runs is used again.
+    pub(crate) unsafe fn release_all(&mut self, pages: &impl PageSource) {
+        let spans: [*const List<Span>; 2] = [&raw const self.open, &raw const self.closed];
+        let head = Self::head(pages);
+        for list in spans {
+            // SAFETY: the lists are ours; each span is released after its successor
+            // is read.
+            let mut p = unsafe { (*list).head };
+            while let Some(span) = NonNull::new(p) {
+                // SAFETY: a live span of these lists: its header is valid until it is
+                // released below, and its runs in use are committed.
+                unsafe {
+                    p = (*span.as_ptr()).links.next;
+                    let base = span.as_ptr().cast::<u8>().sub(SPAN_AT);
+                    let idle = (*span.as_ptr()).idle;
+                    for index in 0..self.span / RUN {
+                        let (at, bytes) = Self::body(index, head);
+                        if idle & (1 << index) == 0 && bytes > 0 {
+                            pages.decommit(NonNull::new_unchecked(base.add(at)), bytes);
+                        }
+                    }
+                    pages.decommit(NonNull::new_unchecked(base), head);
+                    pages.release(NonNull::new_unchecked(base), self.span);
+                }
+            }
+        }
+        *self = Self::new(self.stride, self.span);
+    }
+
+    /// Checks a pointer about to be freed: in a run in use, at a block's start below
+    /// the carved end, and not on its run's free list.
+    ///
+    /// # Safety
+    ///
+    /// The region map gives `ptr`'s granule to this region, whose lock is held: its
+    /// span is live, with its header committed.
+    pub(crate) unsafe fn probe(&self, ptr: NonNull<u8>) -> Result<(), Misuse<'static>> {
+        let p = ptr.as_ptr();
+        let (base, span) = self.span_of(p);
+        let index = (p.addr() - base.addr()) / RUN;
+        // SAFETY: the caller's contract: the span's header is committed and valid.
+        if unsafe { (*span).idle } & (1 << index) != 0 {
+            // Its run was given back: the block was freed (with its run) before.
+            return Err(Misuse::DoubleFree { ptr });
+        }
+        let run = run_of(p);
+        // SAFETY: a run in use: its header is valid.
+        let bump = unsafe { (*run).bump };
+        let first = run.cast::<u8>().wrapping_add(FIRST);
+        if p.addr() < first.addr()
+            || p.addr() >= bump.addr()
+            || !(p.addr() - first.addr()).is_multiple_of(self.stride)
+        {
+            return Err(Misuse::Interior { ptr, block: None });
+        }
+        // SAFETY: a carved block of at least 16 bytes.
+        let marked = unsafe { p.cast::<usize>().add(1).read() } == FREED;
+        // SAFETY: as above.
+        if marked && unsafe { Self::listed(run) }.any(|b| b == p) {
+            return Err(Misuse::DoubleFree { ptr });
+        }
+        Ok(())
+    }
+
+    /// The blocks on `run`'s free list.
+    ///
+    /// # Safety
+    ///
+    /// `run` is a run in use; the iterator is dropped before it changes.
+    unsafe fn listed(run: *mut Run) -> impl Iterator<Item = *mut u8> {
+        // SAFETY: the caller's contract.
+        let (mut p, n) = unsafe { ((*run).free, (*run).listed) };
+        (0..n).map_while(move |_| {
+            let b = NonNull::new(p)?;
+            // SAFETY: a listed block holds its link in its first word.
+            p = unsafe { b.cast::<*mut u8>().read() };
+            Some(b.as_ptr())
+        })
+    }
+
+    /// Walks every span and run: headers, lists and free lists against each other
+    /// and the figures, each free block owned by this region (`owned`). Returns what
+    /// it counted, or the address where it went wrong.
+    pub(crate) fn validate(
+        &self,
+        pages: &impl PageSource,
+        owned: impl Fn(usize) -> bool,
+    ) -> Result<RunWalk, usize> {
+        let mut walk = RunWalk {
+            used: 0,
+            listed: 0,
+            runs: 0,
+            spans: 0,
+        };
+        let head = Self::head(pages);
+        let mut committed = 0;
+        let mut on_lists = [0usize; 3];
+        for (list, open) in [(&self.open, true), (&self.closed, false)] {
+            for span in list.iter() {
+                let (base, at) = self.span_of(span.cast());
+                // SAFETY: a live span of this region: its header is valid.
+                let (idle, is_open) = unsafe { ((*span).idle, (*span).open) };
+                if at != span
+                    || is_open != open
+                    || (idle == 0) == open
+                    || idle & !self.all_idle() != 0
+                    || idle == self.all_idle()
+                    || !owned(base.addr())
+                {
+                    return Err(span.addr());
+                }
+                walk.spans += 1;
+                committed += head;
+                for index in (0..self.span / RUN).filter(|i| idle & (1 << i) == 0) {
+                    let run = base.wrapping_add(index * RUN).cast::<Run>();
+                    committed += Self::body(index, head).1;
+                    // SAFETY: a run in use: its header is valid.
+                    let used = unsafe { self.check_run(run, &owned) }?;
+                    walk.runs += 1;
+                    walk.used += used.0;
+                    walk.listed += used.1;
+                    // SAFETY: as above.
+                    on_lists[usize::from(unsafe { (*run).list })] += 1;
+                }
+            }
+        }
+        let lists = [&self.partial, &self.full, &self.empty];
+        for (want, (list, kind)) in on_lists.into_iter().zip(lists.into_iter().zip(0u8..)) {
+            let kinds = list.iter().filter(|&r| {
+                // SAFETY: runs on a list are in use (the walk above found `want`
+                // of this kind among the runs in use).
+                unsafe { (*r).list == kind }
+            });
+            if kinds.count() != want || list.len != want {
+                return Err(list.head.addr());
+            }
+        }
+        if walk.used != self.used
+            || committed != self.committed
+            || walk.spans * self.span != self.reserved
+            || self.open.iter().count() != self.open.len
+            || self.closed.iter().count() != self.closed.len
+        {
+            return Err(0);
+        }
+        Ok(walk)
+    }
+
+    /// Checks one run in use; returns its blocks out and listed.
+    ///
+    /// # Safety
+    ///
+    /// `run` is a run in use of these spans.
+    unsafe fn check_run(
+        &self,
+        run: *mut Run,
+        owned: &impl Fn(usize) -> bool,
+    ) -> Result<(usize, usize), usize> {
+        let first = run.cast::<u8>().wrapping_add(FIRST);
+        // SAFETY: the caller's contract.
+        let r = unsafe { &*run };
+        let carved_bytes = r.bump.addr().wrapping_sub(first.addr());
+        let whole = (RUN - FIRST) / self.stride * self.stride;
+        if r.stride as usize != self.stride
+            || r.end.addr() != first.addr() + whole
+            || carved_bytes > whole
+            || !carved_bytes.is_multiple_of(self.stride)
+            || r.list > EMPTY
+        {
+            return Err(run.addr());
+        }
+        let carved = carved_bytes / self.stride;
+        let mut listed = 0;
+        // SAFETY: the run is in use.
+        for b in unsafe { Self::listed(run) } {
+            let off = b.addr().wrapping_sub(first.addr());
+            if off >= carved_bytes || !off.is_multiple_of(self.stride) || !owned(b.addr()) {
+                return Err(b.addr());
+            }
+            // SAFETY: `b` is a carved block of the run (checked above), of 16 bytes
+            // or more.
+            if unsafe { b.cast::<usize>().add(1).read() } != FREED {
+                return Err(b.addr());
+            }
+            listed += 1;
+        }
+        let full = r.free.is_null() && r.bump == r.end;
+        let fits = match r.list {
+            PARTIAL => !full,
+            FULL => full,
+            _ => r.used == 0 && carved == 0,
+        };
+        if listed != r.listed as usize || listed + r.used as usize != carved || !fits {
+            return Err(run.addr());
+        }
+        Ok((r.used as usize, listed))
+    }
+
+    /// Runs in use.
+    pub(crate) fn runs(&self) -> usize {
+        self.partial.len + self.full.len + self.empty.len
+    }
+
+    /// Spans.
+    pub(crate) fn spans(&self) -> usize {
+        self.open.len + self.closed.len
+    }
+}
