@@ -108,21 +108,17 @@ fn space_mode(which: &str, n: usize) -> Option<u64> {
             workload,
             n,
         ),
-        "commonapi" => go(Api(&bento_common::CommonAllocator::new()), workload, n),
+        "commonapi" => go(Api(&started_common()), workload, n),
         "heapcommon" => {
-            let common = bento_common::CommonAllocator::new();
+            let common = started_common();
             go(
                 Api(&bento_heap::HeapBuilder::new("insns").build(&common)),
                 workload,
                 n,
             )
         }
-        "common" => go(
-            GlobalHeap(bento_common::CommonAllocator::new()),
-            workload,
-            n,
-        ),
-        "commonfree" => go(FreeHeap(bento_common::CommonAllocator::new()), workload, n),
+        "common" => go(GlobalHeap(started_common()), workload, n),
+        "commonfree" => go(FreeHeap(started_common()), workload, n),
         "glibc" => go(GlobalHeap(std::alloc::System), workload, n),
         "dlmalloc" => go(GlobalHeap(dlmalloc::GlobalDlmalloc), workload, n),
         "rlsf" => go(Rlsf::new(512 << 20), workload, n),
@@ -131,6 +127,14 @@ fn space_mode(which: &str, n: usize) -> Option<u64> {
         "jemalloc" => go(GlobalHeap(tikv_jemallocator::Jemalloc), workload, n),
         _ => return None,
     })
+}
+
+/// A common allocator started before the loop (as mimalloc and jemalloc start
+/// before `main`), so that the count is of its paths, not of its start.
+fn started_common() -> bento_common::CommonAllocator {
+    let common = bento_common::CommonAllocator::new();
+    common.init().expect("the common allocator starts");
+    common
 }
 
 /// The common allocator driven as C drives it: `free` without a layout.

@@ -10,15 +10,17 @@ use bento_align::Alignment;
 use bento_pages::{CommitCache, Metered, PageSource, RawAlloc};
 use bento_space::MemorySpace;
 
-use crate::config::{CommonConfig, CommonError, Routing, SMALL_ALIGN, SizeClasses};
+use crate::config::{CommonConfig, CommonError, MAX_CLASSES, Routing, SMALL_ALIGN, SizeClasses};
 use crate::layer::{Layer, RegionPages};
 use crate::map::NOBODY;
-use crate::region::Region;
-use crate::sync::{AtomicPtr, AtomicU8, AtomicUsize, Ordering, spin_loop};
+use crate::region::{Class, ClassRuns, General, Region};
+use crate::sync::{AtomicPtr, AtomicU8, Ordering, spin_loop};
+use crate::thread::{MEDIUM_BINS, is_medium, medium_bin};
 use crate::{AllocError, Misuse, MisuseHook};
 
-/// The most regions an allocator has: 32 small classes and the large region.
-pub(crate) const MAX_REGIONS: usize = crate::config::MAX_CLASSES + 1;
+/// The most regions an allocator has: 32 small classes, the large region and the 32
+/// medium bins.
+pub(crate) const MAX_REGIONS: usize = MAX_CLASSES + 1 + MEDIUM_BINS;
 
 /// The start states.
 const UNINIT: u8 = 0;
@@ -79,30 +81,37 @@ unsafe impl<P: PageSource + Send + Sync> Sync for CommonAllocator<P> {}
 unsafe impl<P: PageSource + Send + Sync> Send for CommonAllocator<P> {}
 
 /// The allocator's block: what exists once it has started.
+///
+/// Its regions, in the order of the figures (region id = index + 1): under
+/// `Routing::BySize` the small classes, the large region, then the 32 medium bins;
+/// under `Routing::Contention` the general regions alone.
 pub(crate) struct Inner<P: PageSource> {
     pub(crate) layer: Layer<P>,
-    /// Bytes of the block budget no region holds.
-    pub(crate) budget: AtomicUsize,
     classes: SizeClasses,
     routing: Routing,
     pub(crate) misuse: MisuseHook,
     /// The per-thread front end's bins and registry.
     pub(crate) fronts: crate::thread::Fronts,
-    /// The large region's index (BySize), or the region count (Contention).
-    large: usize,
     /// Requests of at least this size get a dedicated segment in a general region.
     dedicated: usize,
-    /// Whether a free without a layout is probed (`Inner::probe`): in release builds
-    /// (debug builds walk instead), over a source whose reserved memory reads.
+    /// Whether a free without a layout is probed (`probe_class`, `probe_general`):
+    /// in release builds (debug builds check anyway), over a source whose reserved
+    /// memory reads.
     probe_frees: bool,
     /// The block's own size.
     pub(crate) block_bytes: usize,
     /// What the commit cache's slot table took from the source.
     pub(crate) table_bytes: usize,
-    // Invariant: `regions` points at `count` initialised regions in the block (after
-    // `Inner`, so that a reference to `Inner` stays small), region `i` with id `i + 1`.
-    pub(crate) count: usize,
-    regions: NonNull<Region<P>>,
+    /// The figures index of the first general region: the number of small classes.
+    first_general: usize,
+    // Invariant: `generals` points at `general_count` initialised general regions in
+    // the block and `class_regions` at `class_count` class regions (the small
+    // classes in order, then the medium bins), after `Inner` so that a reference to
+    // `Inner` stays small.
+    pub(crate) general_count: usize,
+    generals: NonNull<General<P>>,
+    pub(crate) class_count: usize,
+    class_regions: NonNull<Class<P>>,
 }
 
 #[cfg(not(bento_loom))]
@@ -186,7 +195,8 @@ impl<P: PageSource> CommonAllocator<P> {
     ///
     /// let common = CommonAllocator::new();
     /// assert_eq!(common.init(), Ok(()));
-    /// assert_eq!(common.stats().regions().len(), 21);
+    /// // 20 small classes, the large region and 32 medium bins.
+    /// assert_eq!(common.stats().regions().len(), 53);
     /// ```
     pub fn init(&self) -> Result<(), CommonError> {
         self.start().map(|_| ())
@@ -382,7 +392,25 @@ impl<P: PageSource> CommonAllocator<P> {
     /// unsafe { common.free(p) };
     /// assert_eq!(common.stats().live_blocks, 0);
     /// ```
+    #[inline]
     pub unsafe fn free(&self, ptr: NonNull<u8>) {
+        if let Some(inner) = self.started()
+            // SAFETY: the caller's contract (a block no bin takes is `NO_BIN`'s).
+            && unsafe { inner.fast_free_unsized(ptr) }
+        {
+            return;
+        }
+        // SAFETY: the caller's contract.
+        unsafe { self.free_slow(ptr) }
+    }
+
+    /// Every free without a layout that the thread's bin does not take at once.
+    ///
+    /// # Safety
+    ///
+    /// As for [`free`](Self::free).
+    #[inline(never)]
+    unsafe fn free_slow(&self, ptr: NonNull<u8>) {
         match self.started() {
             // SAFETY: the caller's contract.
             Some(inner) => unsafe { inner.free(ptr) },
@@ -445,31 +473,11 @@ impl<P: PageSource> CommonAllocator<P> {
     /// }
     /// ```
     pub unsafe fn usable_size(&self, ptr: NonNull<u8>) -> usize {
-        let Some(inner) = self.started() else {
-            return 0;
-        };
-        let Some(region) = inner.owner(ptr) else {
-            report_foreign(inner.misuse, ptr);
-            return 0;
-        };
-        if inner.probe_frees {
-            let held = region.lock();
-            if let Err(misuse) = inner.probe(&held, region, ptr) {
-                drop(held);
-                report(inner.misuse, &misuse);
-                return 0;
-            }
-            if region.block != 0 {
-                return region.block;
-            }
-            // SAFETY: the caller's contract, probed; the region owns `ptr`.
-            return unsafe { held.space.usable_size(ptr) };
+        match self.started() {
+            // SAFETY: the caller's contract.
+            Some(inner) => unsafe { inner.usable_size(ptr) },
+            None => 0,
         }
-        if region.block != 0 {
-            return region.block;
-        }
-        // SAFETY: the caller's contract; the region owns `ptr`.
-        unsafe { region.lock().space.usable_size(ptr) }
     }
 
     /// Resizes a block to `new` (size and alignment): where it is when it stays in
@@ -537,9 +545,7 @@ impl<P: PageSource> CommonAllocator<P> {
     /// ```
     pub fn lock_all(&self) {
         if let Ok(inner) = self.inner() {
-            for region in inner.regions() {
-                region.raw_lock().lock();
-            }
+            inner.lock_regions();
             inner.layer.raw_lock().lock();
             inner.layer.cache.hold_lock();
         }
@@ -557,16 +563,14 @@ impl<P: PageSource> CommonAllocator<P> {
             unsafe {
                 inner.layer.cache.release_lock();
                 inner.layer.raw_lock().unlock();
-                for region in inner.regions() {
-                    region.raw_lock().unlock();
-                }
+                inner.unlock_regions();
             }
         }
     }
 
-    /// Gives back what the allocator keeps for reuse: every small region's free
-    /// list, every space's cached blocks and the commit cache's parked pages and
-    /// spare segments. Returns the bytes of blocks and pages given back.
+    /// Gives back what the allocator keeps for reuse: the calling thread's cache,
+    /// every class region's empty runs, the large region's cached blocks and the
+    /// commit cache's parked pages and spare segments. Returns the bytes of blocks and pages given back.
     ///
     /// ```
     /// use core::alloc::Layout;
@@ -806,11 +810,8 @@ fn report_foreign(hook: MisuseHook, ptr: NonNull<u8>) {
 /// Builds the block for `config`.
 fn build<P: PageSource>(config: CommonConfig<P>) -> Result<NonNull<Inner<P>>, CommonError> {
     config.check_shape()?;
-    let small = config.small_space();
     let large = config.large_space();
-    let count = config.regions();
-    let (small_segment, block_cache) = (config.small_segment, config.block_cache);
-    let thread_cache = config.thread_cache;
+    let (small_segment, thread_cache) = (config.small_segment, config.thread_cache);
     let CommonConfig {
         pages,
         classes,
@@ -821,14 +822,21 @@ fn build<P: PageSource>(config: CommonConfig<P>) -> Result<NonNull<Inner<P>>, Co
         misuse,
         ..
     } = config;
+    let (general_count, class_count, first_general) = match routing {
+        Routing::BySize => (1, classes.len() + MEDIUM_BINS, classes.len()),
+        Routing::Contention { regions } => (regions, 0, 0),
+    };
     let cache = CommitCache::with_capacity(Metered::new(pages), commit_cache)?;
     cache.set_retention(retention);
     let source = cache.inner();
     let table_bytes = source.stats().committed;
-    // The block: `Inner`, the regions, then the region map's top level.
-    let regions_at = size_of::<Inner<P>>().next_multiple_of(align_of::<Region<P>>());
+    // The block: `Inner`, the general regions, the class regions, then the region
+    // map's top level.
+    let generals_at = size_of::<Inner<P>>().next_multiple_of(align_of::<General<P>>());
+    let classes_at = (generals_at + general_count * size_of::<General<P>>())
+        .next_multiple_of(align_of::<Class<P>>());
     let map_at =
-        (regions_at + count * size_of::<Region<P>>()).next_multiple_of(align_of::<usize>());
+        (classes_at + class_count * size_of::<Class<P>>()).next_multiple_of(align_of::<usize>());
     let map_bytes = crate::map::TOP * size_of::<usize>();
     let bytes = (map_at + map_bytes).next_multiple_of(source.page_size());
     let block = source.reserve(bytes, Alignment::of::<Inner<P>>())?;
@@ -844,9 +852,11 @@ fn build<P: PageSource>(config: CommonConfig<P>) -> Result<NonNull<Inner<P>>, Co
     }
     let probe_frees = !cfg!(debug_assertions) && source.commit_is_implicit();
     let this = block.cast::<Inner<P>>().as_ptr();
-    // SAFETY: the top level lies in the block after `Inner`, aligned for pointers,
-    // zeroed, and reached only through the map.
+    // SAFETY: the top level lies in the block after the regions, aligned for
+    // pointers, zeroed, and reached only through the map.
     let map = unsafe { crate::map::RegionMap::new(block.add(map_at).cast()) };
+    let mut fronts =
+        crate::thread::Fronts::new(thread_cache && routing == Routing::BySize, &classes);
     // SAFETY: `this` is aligned and valid for writes of an `Inner` (the block is at
     // least that large). Each field is written once before the block is read.
     unsafe {
@@ -856,52 +866,71 @@ fn build<P: PageSource>(config: CommonConfig<P>) -> Result<NonNull<Inner<P>>, Co
             map,
             (4 * small_segment).max(commit_floor),
         );
-        (&raw mut (*this).budget).write(AtomicUsize::new(block_cache));
         (&raw mut (*this).classes).write(classes);
         (&raw mut (*this).routing).write(routing);
         (&raw mut (*this).misuse).write(misuse);
-        (&raw mut (*this).fronts).write(crate::thread::Fronts::new(
-            thread_cache && routing == Routing::BySize,
-            &classes,
-        ));
-        (&raw mut (*this).large).write(match routing {
-            Routing::BySize => classes.len(),
-            Routing::Contention { regions } => regions,
-        });
         (&raw mut (*this).dedicated).write(large.segment_threshold);
         (&raw mut (*this).probe_frees).write(probe_frees);
         (&raw mut (*this).block_bytes).write(bytes);
         (&raw mut (*this).table_bytes).write(table_bytes);
-        (&raw mut (*this).count).write(0);
-        (&raw mut (*this).regions).write(block.add(regions_at).cast());
+        (&raw mut (*this).first_general).write(first_general);
+        (&raw mut (*this).general_count).write(0);
+        (&raw mut (*this).generals).write(block.add(generals_at).cast());
+        (&raw mut (*this).class_count).write(0);
+        (&raw mut (*this).class_regions).write(block.add(classes_at).cast());
     }
     // SAFETY: the layer is initialised and lives as long as the block.
     let layer = unsafe { NonNull::new_unchecked(&raw mut (*this).layer) };
-    for i in 0..count {
-        let is_small = routing == Routing::BySize && i < classes.len();
-        let id = u8::try_from(i + 1).expect("at most 33 regions");
+    let id = |slot: usize| u8::try_from(slot + 1).expect("at most 65 regions");
+    for c in 0..class_count {
+        let (block_size, bin) = if c < first_general {
+            (classes.size(c), c)
+        } else {
+            let m = c - first_general;
+            (crate::thread::medium_size(m), MAX_CLASSES + m)
+        };
+        let slot = if c < first_general {
+            c
+        } else {
+            c + general_count
+        };
+        fronts.route_id(id(slot), bin);
         // SAFETY: the layer outlives the region (torn down after it).
-        let pages = unsafe { RegionPages::new(layer, id) };
-        let made = MemorySpace::new(pages, if is_small { small } else { large });
-        let mut space = match made {
+        let pages = unsafe { RegionPages::new(layer, id(slot)) };
+        let runs = ClassRuns::new(pages, block_size, small_segment);
+        // SAFETY: class region `c` is not made yet; `class_count` follows it.
+        unsafe {
+            (*this)
+                .class_regions
+                .add(c)
+                .write(Region::new(runs, block_size, id(slot)));
+            (*this).class_count = c + 1;
+        }
+    }
+    for g in 0..general_count {
+        let slot = first_general + g;
+        // SAFETY: the layer outlives the region (torn down after it).
+        let pages = unsafe { RegionPages::new(layer, id(slot)) };
+        let mut space = match MemorySpace::new(pages, large) {
             Ok(space) => space,
             Err(e) => {
-                // SAFETY: the block is whole, with `count` regions made.
+                // SAFETY: the block is whole, with the regions made so far.
                 unsafe { tear_down(NonNull::new_unchecked(this)) };
                 return Err(e.into());
             }
         };
         space.set_misuse_hook(misuse);
-        let block = if is_small { classes.size(i) } else { 0 };
-        // SAFETY: region `i` is not made yet; `count` follows it.
+        // SAFETY: general region `g` is not made yet; `general_count` follows it.
         unsafe {
             (*this)
-                .regions
-                .add(i)
-                .write(Region::new(space, block, small_segment, id));
-            (*this).count = i + 1;
+                .generals
+                .add(g)
+                .write(Region::new(space, 0, id(slot)));
+            (*this).general_count = g + 1;
         }
     }
+    // SAFETY: written last, before the block is shared.
+    unsafe { (&raw mut (*this).fronts).write(fronts) };
     // SAFETY: `this` is the block, non-null.
     Ok(unsafe { NonNull::new_unchecked(this) })
 }
@@ -911,18 +940,20 @@ fn build<P: PageSource>(config: CommonConfig<P>) -> Result<NonNull<Inner<P>>, Co
 ///
 /// # Safety
 ///
-/// `inner` is a block `build` made (whole or with `count` regions), used by nothing
-/// else from now on.
+/// `inner` is a block `build` made (whole, or with the regions its counts say),
+/// used by nothing else from now on.
 unsafe fn tear_down<P: PageSource>(inner: NonNull<Inner<P>>) {
     let this = inner.as_ptr();
-    // SAFETY: the caller's contract: the block and its first `count` regions are
-    // live and ours alone. The regions go first (their spaces release their segments
+    // SAFETY: the caller's contract: the block and its counted regions are live and
+    // ours alone. The regions go first (they release their runs and segments
     // through the layer), then the map, then the layer is moved out of the block
     // before the block goes back.
     unsafe {
-        let regions = (*this).regions;
-        for i in 0..(*this).count {
-            regions.add(i).drop_in_place();
+        for c in 0..(*this).class_count {
+            (*this).class_regions.add(c).drop_in_place();
+        }
+        for g in 0..(*this).general_count {
+            (*this).generals.add(g).drop_in_place();
         }
         let layer = &raw mut (*this).layer;
         let leaves = (*layer).leaves.load(crate::sync::Ordering::Relaxed);
@@ -935,96 +966,135 @@ unsafe fn tear_down<P: PageSource>(inner: NonNull<Inner<P>>) {
     }
 }
 
+/// A region the region map names.
+pub(crate) enum Owner<'a, P: PageSource> {
+    /// Class region `c` (its index among the class regions).
+    Class(usize, &'a Class<P>),
+    /// A general region.
+    General(&'a General<P>),
+}
+
 impl<P: PageSource> Inner<P> {
-    /// Region `i`.
+    /// Class region `c`: the small classes in order, then the medium bins.
     #[inline]
-    pub(crate) fn region(&self, i: usize) -> &Region<P> {
-        debug_assert!(i < self.count);
-        // SAFETY: the first `count` regions are initialised (the field's invariant),
-        // and every index the routing produces is below `count`.
-        unsafe { self.regions.add(i).as_ref() }
+    pub(crate) fn class(&self, c: usize) -> &Class<P> {
+        debug_assert!(c < self.class_count);
+        // SAFETY: the first `class_count` class regions are initialised (the field's
+        // invariant), and every index the routing produces is below it.
+        unsafe { self.class_regions.add(c).as_ref() }
     }
 
-    /// The small classes.
+    /// General region `g`.
     #[inline]
-    pub(crate) fn classes(&self) -> &SizeClasses {
-        &self.classes
+    pub(crate) fn general(&self, g: usize) -> &General<P> {
+        debug_assert!(g < self.general_count);
+        // SAFETY: as for `class`.
+        unsafe { self.generals.add(g).as_ref() }
     }
 
-    /// The large region's index (`BySize`).
+    /// The large region (under `BySize`).
     #[inline]
-    pub(crate) fn large_index(&self) -> usize {
-        self.large
+    fn large(&self) -> &General<P> {
+        self.general(0)
     }
 
-    /// `layout` as the large region allocates it (see `large_size`).
-    #[inline]
-    fn large_layout(&self, layout: Layout) -> Layout {
-        // SAFETY: `large_size` only rounds a size of at most 4 KiB up within 4 KiB,
-        // so the layout stays valid (its alignment is unchanged).
-        unsafe { Layout::from_size_align_unchecked(self.large_size(layout), layout.align()) }
+    /// Every region in the order of the figures (and of the ids, less one): the
+    /// small classes, the general regions, then the medium bins.
+    pub(crate) fn slots(&self) -> impl Iterator<Item = Owner<'_, P>> {
+        (0..self.class_count + self.general_count).map(|slot| self.slot(slot))
     }
 
-    /// The block size of `region`'s list `list`.
-    pub(crate) fn list_size(&self, region: &Region<P>, list: usize) -> usize {
-        if region.block != 0 {
-            if list == 0 { region.block } else { 0 }
-        } else if self.fronts.enabled {
-            crate::thread::medium_size(list)
+    /// The region of figures index `slot`.
+    fn slot(&self, slot: usize) -> Owner<'_, P> {
+        let first = self.first_general;
+        if slot < first {
+            Owner::Class(slot, self.class(slot))
+        } else if slot < first + self.general_count {
+            Owner::General(self.general(slot - first))
         } else {
-            0
+            let c = slot - self.general_count;
+            Owner::Class(c, self.class(c))
         }
     }
 
-    /// The regions.
-    pub(crate) fn regions(&self) -> impl Iterator<Item = &Region<P>> {
-        (0..self.count).map(|i| self.region(i))
+    /// The class regions.
+    pub(crate) fn class_regions(&self) -> impl Iterator<Item = &Class<P>> {
+        (0..self.class_count).map(|c| self.class(c))
+    }
+
+    /// The general regions.
+    pub(crate) fn generals(&self) -> impl Iterator<Item = &General<P>> {
+        (0..self.general_count).map(|g| self.general(g))
     }
 
     /// The region the region map gives `ptr` to.
     #[inline]
-    pub(crate) fn owner(&self, ptr: NonNull<u8>) -> Option<&Region<P>> {
+    pub(crate) fn owner(&self, ptr: NonNull<u8>) -> Option<Owner<'_, P>> {
         let id = self.layer.map.owner(ptr.addr().get()) as usize;
-        (id != NOBODY as usize && id <= self.count).then(|| self.region(id - 1))
+        (id != NOBODY as usize && id <= self.class_count + self.general_count)
+            .then(|| self.slot(id - 1))
     }
 
-    /// The region `layout` goes to under `BySize`.
+    /// The front end's bin of class region `c`.
     #[inline]
-    fn route(&self, layout: Layout) -> usize {
-        if layout.align() <= SMALL_ALIGN
-            && let Some(class) = self.classes.class_of(routed_size(layout))
-        {
-            class
+    pub(crate) fn bin_of_class(&self, c: usize) -> usize {
+        if c < self.first_general {
+            c
         } else {
-            self.large
+            MAX_CLASSES + (c - self.first_general)
+        }
+    }
+
+    /// The class region of the front end's bin `bin`.
+    #[inline]
+    pub(crate) fn class_of_bin(&self, bin: usize) -> usize {
+        if bin < MAX_CLASSES {
+            bin
+        } else {
+            self.first_general + (bin - MAX_CLASSES)
+        }
+    }
+
+    /// The class region serving a request of `size` bytes (routed, under `BySize`,
+    /// aligned to at most `SMALL_ALIGN`): its small class, else its medium bin.
+    #[inline]
+    fn class_for(&self, size: usize) -> Option<usize> {
+        if self.class_count == 0 {
+            None
+        } else if let Some(class) = self.classes.class_of(size) {
+            Some(class)
+        } else if is_medium(size) {
+            Some(self.first_general + medium_bin(size))
+        } else {
+            None
+        }
+    }
+
+    /// The class region `layout` goes to under `BySize`, or `None` for the large
+    /// region.
+    #[inline]
+    fn route(&self, layout: Layout) -> Option<usize> {
+        if layout.align() <= SMALL_ALIGN {
+            self.class_for(routed_size(layout))
+        } else {
+            None
         }
     }
 
     #[inline]
     fn alloc(&self, layout: Layout) -> Result<NonNull<u8>, AllocError> {
         match self.routing {
-            Routing::BySize => {
-                if self.fronts.enabled
-                    && layout.align() <= SMALL_ALIGN
-                    && routed_size(layout) <= crate::thread::MAX_CACHED
-                {
-                    let bin = self.fronts.bin_of(routed_size(layout));
-                    if bin != crate::thread::NO_BIN
-                        && let Some(result) = self.cached_alloc(usize::from(bin))
+            Routing::BySize => match self.route(layout) {
+                Some(c) => {
+                    if self.fronts.enabled
+                        && let Some(result) = self.cached_alloc(self.bin_of_class(c))
                     {
                         return result;
                     }
+                    self.class(c).lock().take().ok_or(AllocError)
                 }
-                if layout.align() <= SMALL_ALIGN
-                    && let Some(class) = self.classes.class_of(routed_size(layout))
-                {
-                    return self.region(class).alloc_small();
-                }
-                self.region(self.large)
-                    .lock()
-                    .space
-                    .alloc(self.large_layout(layout))
-            }
+                None => self.large().lock().alloc(layout),
+            },
             Routing::Contention { .. } => self.alloc_contended(layout, false).map(|(p, _)| p),
         }
     }
@@ -1036,29 +1106,23 @@ impl<P: PageSource> Inner<P> {
         layout: Layout,
         zeroed: bool,
     ) -> Result<(NonNull<u8>, bool), AllocError> {
-        let n = self.count;
+        let n = self.general_count;
         let first = thread_hint() % n;
         for k in 0..n {
-            if let Some(held) = self.region((first + k) % n).try_lock() {
-                return alloc_in(&held.space, layout, zeroed, self.dedicated);
+            if let Some(held) = self.general((first + k) % n).try_lock() {
+                return alloc_in(&held, layout, zeroed, self.dedicated);
             }
         }
-        alloc_in(
-            &self.region(first).lock().space,
-            layout,
-            zeroed,
-            self.dedicated,
-        )
+        alloc_in(&self.general(first).lock(), layout, zeroed, self.dedicated)
     }
 
     fn alloc_zeroed(&self, layout: Layout) -> Result<(NonNull<u8>, bool), AllocError> {
         match self.routing {
             Routing::BySize => {
-                let region = self.region(self.route(layout));
-                if region.block != 0 || layout.size() < self.dedicated {
+                if self.route(layout).is_some() || layout.size() < self.dedicated {
                     return self.alloc(layout).map(|p| (p, false));
                 }
-                alloc_in(&region.lock().space, layout, true, self.dedicated)
+                alloc_in(&self.large().lock(), layout, true, self.dedicated)
             }
             Routing::Contention { .. } => self.alloc_contended(layout, true),
         }
@@ -1070,127 +1134,131 @@ impl<P: PageSource> Inner<P> {
     #[inline]
     unsafe fn dealloc(&self, ptr: NonNull<u8>, layout: Layout) {
         let Routing::BySize = self.routing else {
-            let Some(region) = self.owner(ptr) else {
+            let Some(Owner::General(region)) = self.owner(ptr) else {
                 return report_foreign(self.misuse, ptr);
             };
             // SAFETY: the caller's contract; the map gives the block to `region`.
-            return unsafe { region.lock().space.dealloc(ptr, layout) };
+            return unsafe { region.lock().dealloc(ptr, layout) };
         };
-        if self.fronts.enabled
-            && layout.align() <= SMALL_ALIGN
-            && routed_size(layout) <= crate::thread::MAX_CACHED
-        {
-            let bin = self.fronts.bin_of(routed_size(layout));
-            if bin != crate::thread::NO_BIN {
-                let bin = usize::from(bin);
-                if cfg!(debug_assertions) && !self.check_owner(ptr, layout, self.bin_region(bin)) {
-                    return;
-                }
-                // SAFETY: the caller's contract; the map agrees (debug builds) and the
-                // block holds its bin's size (the large region's rule).
-                if unsafe { self.cached_free(bin, ptr) } {
-                    return;
-                }
+        let Some(c) = self.route(layout) else {
+            let large = self.large();
+            if cfg!(debug_assertions) && !self.check_owner(ptr, layout, large.id) {
+                return;
             }
-        }
-        let i = if layout.align() <= SMALL_ALIGN {
-            self.classes
-                .class_of(routed_size(layout))
-                .unwrap_or(self.large)
-        } else {
-            self.large
+            // SAFETY: the caller's contract.
+            return unsafe { large.lock().dealloc(ptr, layout) };
         };
-        let region = self.region(i);
-        if cfg!(debug_assertions) && !self.check_owner(ptr, layout, region) {
+        let class = self.class(c);
+        if cfg!(debug_assertions) && !self.check_owner(ptr, layout, class.id) {
             return;
         }
-        if region.block != 0 {
-            // SAFETY: the caller's contract; the size routes it here.
-            unsafe { region.free_small(ptr, self.misuse) }
-        } else {
-            // SAFETY: the caller's contract.
-            unsafe { region.lock().space.dealloc(ptr, layout) }
+        // SAFETY: the caller's contract; the size routes it to this class.
+        if self.fronts.enabled && unsafe { self.cached_free(self.bin_of_class(c), ptr) } {
+            return;
         }
+        // SAFETY: as above.
+        unsafe { self.free_in_class(class, ptr) }
     }
 
-    /// Whether the region map gives `ptr` to `region` (debug builds); reports the
-    /// misuse otherwise.
+    /// Frees `ptr` into class region `class` under its lock, probed first in debug
+    /// builds and (with `probe_frees`) in release builds; a misuse found is reported
+    /// and nothing is freed.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` is a live block of `class`, not used afterwards.
+    unsafe fn free_in_class(&self, class: &Class<P>, ptr: NonNull<u8>) {
+        let mut held = class.lock();
+        if (cfg!(debug_assertions) || self.probe_frees)
+            && let Err(misuse) = self.probe_class(&held, class, ptr)
+        {
+            drop(held);
+            return report(self.misuse, &misuse);
+        }
+        // SAFETY: the caller's contract (probed where the build does).
+        unsafe { held.give(ptr) }
+    }
+
+    /// Whether the region map gives `ptr` to the region of id `id` (debug builds);
+    /// reports the misuse otherwise.
     #[cold]
-    pub(crate) fn check_owner(&self, ptr: NonNull<u8>, layout: Layout, region: &Region<P>) -> bool {
+    pub(crate) fn check_owner(&self, ptr: NonNull<u8>, layout: Layout, id: u8) -> bool {
+        let owner = self.layer.map.owner(ptr.addr().get());
+        if owner == id {
+            return true;
+        }
         match self.owner(ptr) {
-            Some(owner) if core::ptr::eq(owner, region) => true,
             Some(owner) => {
+                let block_size = match owner {
+                    Owner::Class(_, class) => class.block,
+                    Owner::General(_) => 0,
+                };
                 (self.misuse)(&Misuse::WrongLayout {
                     ptr,
                     layout,
-                    block_size: owner.block,
+                    block_size,
                     block_align: SMALL_ALIGN,
                 });
-                false
             }
-            None => {
-                report_foreign(self.misuse, ptr);
-                false
-            }
+            None => report_foreign(self.misuse, ptr),
         }
+        false
     }
 
     /// # Safety
     ///
     /// As for [`CommonAllocator::free`].
     unsafe fn free(&self, ptr: NonNull<u8>) {
-        let Some(region) = self.owner(ptr) else {
-            return report_foreign(self.misuse, ptr);
-        };
-        if region.block != 0 {
-            let class = usize::from(region.id) - 1;
-            // SAFETY: the caller's contract; the map gives the block to the region
-            // of `class` (small regions come first, in class order).
-            if unsafe { self.fast_free_bin(ptr, class, None) } {
-                return;
+        match self.owner(ptr) {
+            None => report_foreign(self.misuse, ptr),
+            Some(Owner::Class(c, class)) => {
+                // SAFETY: the caller's contract; the map gives the block to `class`.
+                if self.fronts.enabled && unsafe { self.cached_free(self.bin_of_class(c), ptr) } {
+                    return;
+                }
+                // SAFETY: as above.
+                unsafe { self.free_in_class(class, ptr) }
             }
-            // SAFETY: as above.
-            if self.fronts.enabled && unsafe { self.cached_free(class, ptr) } {
-                return;
+            Some(Owner::General(region)) => {
+                let held = region.lock();
+                if self.probe_frees
+                    && let Err(misuse) = self.probe_general(&held, region, ptr)
+                {
+                    drop(held);
+                    return report(self.misuse, &misuse);
+                }
+                // SAFETY: as above (the space checks in debug builds).
+                unsafe { held.free(ptr) }
             }
-            let mut held = region.lock();
-            if self.probe_frees
-                && let Err(misuse) = self.probe(&held, region, ptr)
-            {
-                drop(held);
-                return report(self.misuse, &misuse);
-            }
-            if cfg!(debug_assertions) && !held.check_small(ptr, self.misuse) {
-                return;
-            }
-            // SAFETY: the caller's contract (probed, or checked in debug builds); the
-            // map gives the block to `region`.
-            unsafe { held.give_small(ptr) }
-        } else {
-            let held = region.lock();
-            if self.probe_frees
-                && let Err(misuse) = self.probe(&held, region, ptr)
-            {
-                drop(held);
-                return report(self.misuse, &misuse);
-            }
-            // SAFETY: as above (the space checks in debug builds).
-            unsafe { held.space.free(ptr) }
         }
     }
 
-    /// The release build's checks of `ptr`, freed (or sized) without a layout in
-    /// `region`, whose lock `held` is: the map still gives `ptr` to the region (a
-    /// free racing this one may have released its segment meanwhile); the space's
-    /// O(1) probe, reading only memory the map gives the region; the size of the
-    /// region's class; and, for a block marked freed, whether a list holds it. The
-    /// caller reports the misuse found once it has let go of the lock (a hook may
-    /// allocate).
-    #[inline(always)]
-    fn probe(
+    /// The checks of `ptr`, freed (or sized) without a layout in class region
+    /// `class`, whose lock `held` is: the map still gives `ptr` to it (a free racing
+    /// this one may have released its span meanwhile), then its runs' probe.
+    fn probe_class(
         &self,
-        held: &crate::region::Held<'_, P>,
-        region: &Region<P>,
+        held: &ClassRuns<P>,
+        class: &Class<P>,
+        ptr: NonNull<u8>,
+    ) -> Result<(), Misuse<'static>> {
+        if self.layer.map.owner(ptr.addr().get()) != class.id {
+            return Err(Misuse::Foreign { ptr });
+        }
+        // SAFETY: the map gives `ptr`'s granule to this region, whose lock is held.
+        unsafe { held.probe(ptr) }
+    }
+
+    /// The release build's checks of `ptr`, freed (or sized) without a layout in
+    /// general region `region`, whose lock `held` is: the map still gives `ptr` to
+    /// it, then the space's O(1) probe, reading only memory the map gives the
+    /// region. The caller reports the misuse found once it has let go of the lock (a
+    /// hook may allocate).
+    #[inline(always)]
+    fn probe_general(
+        &self,
+        held: &MemorySpace<RegionPages<P>>,
+        region: &General<P>,
         ptr: NonNull<u8>,
     ) -> Result<(), Misuse<'static>> {
         let map = &self.layer.map;
@@ -1200,24 +1268,54 @@ impl<P: PageSource> Inner<P> {
         if map.owner(near) != region.id {
             return Err(Misuse::Foreign { ptr });
         }
-        if region.block != 0 {
-            // SAFETY: the map gives `ptr`'s granule to this small region, whose lock
-            // is held.
-            return unsafe { held.runs.probe(ptr) };
-        }
         // SAFETY: the map gives every address `readable` admits to this region (the
         // granule of `ptr` was checked just above), whose reservations are memory the
         // source reserved (`probe_frees`: reserved memory reads), and reads none
         // outside them.
-        let probed = unsafe {
-            held.space.probe(ptr, |a| {
+        unsafe {
+            held.probe(ptr, |a| {
                 map.same_granule(a, near) || map.owner(a) == region.id
             })
-        };
-        match probed {
-            Ok(_) if held.listed_with_mark(ptr) => Err(Misuse::DoubleFree { ptr }),
-            Ok(_) => Ok(()),
-            Err(misuse) => Err(misuse),
+        }
+        .map(|_| ())
+    }
+
+    /// The bytes a live block can hold; 0 (reported) for a pointer that is not one,
+    /// where the build probes.
+    ///
+    /// # Safety
+    ///
+    /// As for [`CommonAllocator::usable_size`].
+    unsafe fn usable_size(&self, ptr: NonNull<u8>) -> usize {
+        match self.owner(ptr) {
+            None => {
+                report_foreign(self.misuse, ptr);
+                0
+            }
+            Some(Owner::Class(_, class)) => {
+                if self.probe_frees {
+                    let held = class.lock();
+                    if let Err(misuse) = self.probe_class(&held, class, ptr) {
+                        drop(held);
+                        report(self.misuse, &misuse);
+                        return 0;
+                    }
+                }
+                class.block
+            }
+            Some(Owner::General(region)) => {
+                let held = region.lock();
+                if self.probe_frees
+                    && let Err(misuse) = self.probe_general(&held, region, ptr)
+                {
+                    drop(held);
+                    report(self.misuse, &misuse);
+                    return 0;
+                }
+                // SAFETY: the caller's contract (probed in release builds, checked by
+                // the space in debug builds); the region owns `ptr`.
+                unsafe { held.usable_size(ptr) }
+            }
         }
     }
 
@@ -1248,34 +1346,28 @@ impl<P: PageSource> Inner<P> {
         Ok(fresh)
     }
 
-    /// Resizes where the block is, when it stays in its region: the same small
-    /// class, or a general region's in-place resize. False changes nothing.
+    /// Resizes where the block is, when it stays in its region: the same class, or
+    /// a general region's in-place resize. False changes nothing.
     ///
     /// # Safety
     ///
     /// As for [`CommonAllocator::resize`].
     unsafe fn resize_in_place(&self, ptr: NonNull<u8>, old: Layout, new: Layout) -> bool {
         let region = match self.routing {
-            Routing::BySize => {
-                let i = self.route(old);
-                if i != self.route(new) {
-                    return false;
-                }
-                self.region(i)
-            }
+            Routing::BySize => match (self.route(old), self.route(new)) {
+                // The same class: the block already holds `new`, aligned to it.
+                (Some(a), Some(b)) => return a == b,
+                (None, None) => self.large(),
+                _ => return false,
+            },
             Routing::Contention { .. } => match self.owner(ptr) {
-                Some(region) => region,
-                None => return false,
+                Some(Owner::General(region)) => region,
+                _ => return false,
             },
         };
-        if region.block != 0 {
-            // The same class: the block already holds `new`, aligned to 16.
-            return true;
-        }
         ptr.addr().get().is_multiple_of(new.align())
-            // SAFETY: the caller's contract: live in this region. A block that may
-            // enter a cache grows to its bin's size.
-            && unsafe { region.lock().space.realloc_in_place(ptr, self.large_size(new)) }
+            // SAFETY: the caller's contract: live in this region.
+            && unsafe { region.lock().realloc_in_place(ptr, new.size()) }
     }
 
     /// Runs `step` on the commit cache (a tick or a look at the clock) and, when it
@@ -1286,24 +1378,49 @@ impl<P: PageSource> Inner<P> {
         if self.layer.cache.steps() != steps {
             // This thread's own cache first, so that its blocks reach the regions.
             self.detach_here();
-            for region in self.regions() {
-                let mut held = region.lock();
-                freed += held.flush(|list| self.list_size(region, list), &self.budget);
-                freed += held.space.trim() + held.trim_runs();
-            }
+            freed += self.trim_regions();
         }
         freed
     }
 
+    /// Makes every class region's empty runs idle and trims every general region's
+    /// space; returns the bytes given back.
+    fn trim_regions(&self) -> usize {
+        let classes: usize = self.class_regions().map(|c| c.lock().trim()).sum();
+        classes + self.generals().map(|g| g.lock().trim()).sum::<usize>()
+    }
+
     fn trim(&self) -> usize {
         self.detach_here();
-        let mut freed = 0;
-        for region in self.regions() {
-            let mut held = region.lock();
-            freed += held.flush(|list| self.list_size(region, list), &self.budget);
-            freed += held.space.trim() + held.trim_runs();
+        self.trim_regions() + self.layer.cache.trim()
+    }
+
+    /// Takes every region's lock, in the order of `lock_all`.
+    pub(crate) fn lock_regions(&self) {
+        for class in self.class_regions() {
+            class.raw_lock().lock();
         }
-        freed + self.layer.cache.trim()
+        for general in self.generals() {
+            general.raw_lock().lock();
+        }
+    }
+
+    /// Gives every region's lock back.
+    ///
+    /// # Safety
+    ///
+    /// This thread holds them (`lock_regions`), or is a child's only thread forked
+    /// while they were held.
+    pub(crate) unsafe fn unlock_regions(&self) {
+        // SAFETY: the caller's contract.
+        unsafe {
+            for general in self.generals() {
+                general.raw_lock().unlock();
+            }
+            for class in self.class_regions() {
+                class.raw_lock().unlock();
+            }
+        }
     }
 }
 

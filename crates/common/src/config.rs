@@ -246,9 +246,8 @@ pub struct CommonConfig<P> {
     /// keeps their pages (up to this much) instead of faulting them in again each
     /// time; bento-malloc sets it to the cache's whole capacity.
     pub commit_floor: usize,
-    /// Bytes of freed medium blocks (257 B to 4 KiB) the large region keeps on
-    /// per-size lists for the threads' caches, and a quarter of it besides for its
-    /// space's block cache. (A small region's freed blocks go back to their runs.)
+    /// Bytes of freed blocks the large region's space keeps for reuse (its block
+    /// cache). Class regions keep none: a freed block goes back to its run.
     pub block_cache: usize,
     /// What a misuse found in a debug build (a foreign pointer, a double free, a
     /// wrong layout) calls: [`abort_on_misuse`](crate::abort_on_misuse) by default,
@@ -265,10 +264,12 @@ pub struct CommonConfig<P> {
 
 #[cfg(all(feature = "os", any(unix, windows)))]
 impl CommonConfig<SystemPages> {
-    /// The 20 classes of [`SizeClasses::DEFAULT`] in runs of 1 MiB spans; a large region
-    /// of 32 MiB segments committed in 64 KiB pages, with a segment of its own for
-    /// requests of 16 MiB and more; [`Routing::BySize`]; a commit cache of up to
-    /// 8 MiB and 1 MiB of cached blocks; memory from [`SystemPages`].
+    /// The 20 classes of [`SizeClasses::DEFAULT`] and 32 medium bins (257 B to 4 KiB)
+    /// in runs of 1 MiB spans; a large region of 32 MiB segments committed in 64 KiB
+    /// pages, with a segment of its own for requests of 16 MiB and more;
+    /// [`Routing::BySize`]; a commit cache of up to 64 MiB under the default
+    /// retention, and 256 KiB of cached blocks in the large region; memory from
+    /// [`SystemPages`].
     pub const DEFAULT: Self = CommonConfig::new(SystemPages::new());
 }
 
@@ -336,7 +337,7 @@ impl<P> CommonConfig<P> {
             commit_cache: 64 << 20,
             retention: Retention::DEFAULT,
             commit_floor: 0,
-            block_cache: 1 << 20,
+            block_cache: 256 << 10,
             misuse: crate::abort_on_misuse,
             thread_cache: true,
         }
@@ -419,36 +420,12 @@ impl<P> CommonConfig<P> {
         self
     }
 
-    /// This configuration with a block budget of `bytes` (0: every free goes back to
-    /// its space at once).
+    /// This configuration with `bytes` of freed blocks kept by the large region's
+    /// space (0: every free goes back to it at once).
     #[must_use]
     pub const fn with_block_cache(mut self, bytes: usize) -> Self {
         self.block_cache = bytes;
         self
-    }
-
-    /// How many regions this configuration makes.
-    pub(crate) const fn regions(&self) -> usize {
-        match self.routing {
-            Routing::BySize => self.classes.len() + 1,
-            Routing::Contention { regions } => regions,
-        }
-    }
-
-    /// The space configuration of a small region.
-    pub(crate) const fn small_space(&self) -> SpaceConfig {
-        // The space commits in at least four pages per segment.
-        let page = if self.large.page_size < self.small_segment / 4 {
-            self.large.page_size
-        } else {
-            self.small_segment / 4
-        };
-        SpaceConfig::DEFAULT
-            .with_page_size(page)
-            .with_segment_granularity(self.small_segment)
-            .with_segment_threshold(self.small_segment / 2)
-            .with_commit_cache(0)
-            .with_block_cache(0)
     }
 
     /// The space configuration of the large region (and of the contention regions).
@@ -456,7 +433,7 @@ impl<P> CommonConfig<P> {
         self.large
             .with_initial_capacity(0)
             .with_commit_cache(0)
-            .with_block_cache(self.block_cache / 4)
+            .with_block_cache(self.block_cache)
     }
 
     /// Checks the parts a page source does not decide.

@@ -368,6 +368,52 @@ impl Runs {
         }
     }
 
+    /// Gives back a chain of `n` blocks linked through their first words (a
+    /// thread's flush): each stretch of blocks of one run joins its free list at once.
+    ///
+    /// # Safety
+    ///
+    /// `head` starts a chain of at least `n` blocks out of these runs, given back
+    /// once, not used afterwards.
+    pub(crate) unsafe fn give_chain(&mut self, head: *mut u8, n: usize, pages: &impl PageSource) {
+        let mut p = head;
+        let mut left = n;
+        while left > 0 {
+            let run = run_of(p);
+            let first = p;
+            let mut last;
+            let mut k = 0u32;
+            // SAFETY: the caller's contract: the chain's blocks are out of runs in
+            // use (whose headers are valid), 16 bytes or more; the run is on
+            // `partial` or `full` while a block of it is out.
+            unsafe {
+                loop {
+                    last = p;
+                    p = p.cast::<*mut u8>().read();
+                    last.cast::<usize>().add(1).write(FREED);
+                    k += 1;
+                    left -= 1;
+                    if left == 0 || run_of(p) != run {
+                        break;
+                    }
+                }
+                last.cast::<*mut u8>().write((*run).free);
+                (*run).free = first;
+                (*run).listed += k;
+                (*run).used -= k;
+                self.used -= k as usize;
+                if (*run).list == FULL {
+                    self.full.remove(run);
+                    (*run).list = PARTIAL;
+                    self.partial.push(run);
+                }
+                if (*run).used == 0 {
+                    self.emptied(run, pages);
+                }
+            }
+        }
+    }
+
     /// A partial run with no block out: kept empty, or made idle.
     ///
     /// # Safety

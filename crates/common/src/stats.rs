@@ -8,8 +8,8 @@ use core::fmt;
 use bento_pages::{CacheStats, PageSource, PageStats};
 use bento_space::Corruption as SpaceCorruption;
 
-use crate::common::{Inner, MAX_REGIONS};
-use crate::region::Region;
+use crate::common::{Inner, MAX_REGIONS, Owner};
+use crate::region::{Class, General};
 
 /// One region's figures.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -276,16 +276,8 @@ pub enum Corruption {
         /// What the space's walk found.
         corruption: SpaceCorruption,
     },
-    /// A small region's free list is broken: a block not in the region, a cycle,
-    /// or a count that does not match.
-    #[error("region {region}: free list broken at {addr:#x}")]
-    FreeList {
-        /// The region's index.
-        region: usize,
-        /// The block where the list went wrong (0 for a wrong count).
-        addr: usize,
-    },
-    /// A small region's run or span is broken: a header, a list it is on, or a
+    /// A class region's run or span is broken: a header, a list it is on, a free
+    /// list (a block not in the run, a cycle, a count that does not match), or a
     /// figure that its runs do not add up to.
     #[error("region {region}: run broken at {addr:#x}")]
     Run {
@@ -308,22 +300,19 @@ pub enum Corruption {
 
 impl<P: PageSource> Inner<P> {
     /// The figures, region by region under each one's lock. Blocks move between a
-    /// region and the threads' caches only under its lock, so the blocks the caches
-    /// hold of it are read under it too: none is counted twice or missed.
+    /// class region and the threads' caches only under its lock, so the blocks the
+    /// caches hold of it are read under it too: none is counted twice or missed.
     pub(crate) fn stats(&self) -> CommonStats {
         let mut stats = CommonStats::default();
-        for (i, region) in self.regions().enumerate() {
-            let held = region.lock();
-            let (in_threads, large_bytes) = self.in_threads(i);
-            if region.block != 0 {
-                stats.push(small_stats(region, &held.runs, held.runs.used, in_threads));
-                continue;
-            }
-            let mut figures = region_stats(region, &held.space_stats(), held.cached() + in_threads);
-            figures.live_bytes = figures
-                .live_bytes
-                .saturating_sub(large_bytes + held.cached_bytes());
-            stats.push(figures);
+        for owner in self.slots() {
+            stats.push(match owner {
+                Owner::Class(c, class) => {
+                    let held = class.lock();
+                    let in_threads = self.in_threads(c);
+                    class_stats(class, &held.runs, held.runs.used, in_threads)
+                }
+                Owner::General(region) => general_stats(region, &region.lock().stats()),
+            });
         }
         self.totals(&mut stats);
         stats
@@ -341,100 +330,71 @@ impl<P: PageSource> Inner<P> {
                 * crate::map::leaf_reservation(self.layer.source());
     }
 
-    /// The free blocks the threads' caches hold of region `region`, and their bytes
-    /// at their bins' sizes when it is the large region. Read under the region's
-    /// lock, it is exact for the region whatever the threads do meanwhile: a block
-    /// enters or leaves a cache's count either under that lock (a refill or a flush)
-    /// or as a user's allocation or free.
-    fn in_threads(&self, region: usize) -> (usize, usize) {
-        let (mut blocks, mut large_bytes) = (0, 0);
-        if !self.fronts.enabled {
-            return (blocks, large_bytes);
+    /// The free blocks the threads' caches hold of class region `c`. Read under the
+    /// region's lock, it is exact for the region whatever the threads do meanwhile:
+    /// a block enters or leaves a cache's count either under that lock (a refill or
+    /// a flush) or as a user's allocation or free.
+    fn in_threads(&self, c: usize) -> usize {
+        if self.fronts.enabled {
+            self.fronts.held(self.bin_of_class(c))
+        } else {
+            0
         }
-        for (bin, n) in self.fronts.held().into_iter().enumerate() {
-            if bin < crate::config::MAX_CLASSES {
-                if bin == region {
-                    blocks += n;
-                }
-            } else if region == self.large_index() {
-                blocks += n;
-                large_bytes += n * self.fronts.bin_size(bin);
-            }
-        }
-        (blocks, large_bytes)
     }
 
     /// Walks every region; see `CommonAllocator::validate`.
     pub(crate) fn validate(&self) -> Result<CommonStats, Corruption> {
         let mut stats = CommonStats::default();
-        for (i, region) in self.regions().enumerate() {
-            let mut held = region.lock();
-            let (in_threads, large_bytes) = self.in_threads(i);
-            let report = held
-                .space
-                .validate()
-                .map_err(|corruption| Corruption::Space {
-                    region: i,
-                    corruption,
-                })?;
-            let cached = held.cached();
-            let mut listed = 0;
-            for block in held.listed() {
-                let owner = self.layer.map.owner(block.addr().get());
-                if owner != region.id {
-                    return Err(Corruption::FreeList {
+        for (i, owner) in self.slots().enumerate() {
+            stats.push(match owner {
+                Owner::Class(c, class) => {
+                    let held = class.lock();
+                    let in_threads = self.in_threads(c);
+                    let owned = |a| self.layer.map.owner(a) == class.id;
+                    let walk = held
+                        .runs
+                        .validate(&held.pages, owned)
+                        .map_err(|addr| Corruption::Run { region: i, addr })?;
+                    if in_threads > walk.used {
+                        return Err(Corruption::Run { region: i, addr: 0 });
+                    }
+                    class_stats(class, &held.runs, walk.used, in_threads)
+                }
+                Owner::General(region) => {
+                    let mut held = region.lock();
+                    let report = held.validate().map_err(|corruption| Corruption::Space {
                         region: i,
-                        addr: block.addr().get(),
-                    });
+                        corruption,
+                    })?;
+                    for block in held.allocations() {
+                        let owner = self.layer.map.owner(block.ptr.addr().get());
+                        if owner != region.id {
+                            return Err(Corruption::Map {
+                                region: i,
+                                addr: block.ptr.addr().get(),
+                                owner,
+                            });
+                        }
+                    }
+                    let mut figures = general_stats(region, &held.stats());
+                    // The walk's own counts, not the counters.
+                    figures.live_blocks = report.live_blocks;
+                    figures.live_bytes = report.live_bytes;
+                    figures.cached_blocks = report.cached_blocks;
+                    figures.segments = report.segments;
+                    figures
                 }
-                listed += 1;
-            }
-            if listed != cached || cached > report.live_blocks {
-                return Err(Corruption::FreeList { region: i, addr: 0 });
-            }
-            for block in held.space.allocations() {
-                let owner = self.layer.map.owner(block.ptr.addr().get());
-                if owner != region.id {
-                    return Err(Corruption::Map {
-                        region: i,
-                        addr: block.ptr.addr().get(),
-                        owner,
-                    });
-                }
-            }
-            if region.block != 0 {
-                let pages = held.space.pages().expect("a region's space has a source");
-                let owner = |a| self.layer.map.owner(a) == region.id;
-                let walk = held
-                    .runs
-                    .validate(pages, owner)
-                    .map_err(|addr| Corruption::Run { region: i, addr })?;
-                if in_threads > walk.used || report.live_blocks != 0 || cached != 0 {
-                    return Err(Corruption::Run { region: i, addr: 0 });
-                }
-                stats.push(small_stats(region, &held.runs, walk.used, in_threads));
-                continue;
-            }
-            let free = cached + in_threads;
-            let mut figures = region_stats(region, &held.space_stats(), free);
-            // The walk's own counts, not the counters.
-            figures.live_blocks = report.live_blocks.saturating_sub(free);
-            figures.segments = report.segments;
-            figures.live_bytes = report
-                .live_bytes
-                .saturating_sub(large_bytes + held.cached_bytes());
-            figures.cached_blocks = report.cached_blocks + in_threads;
-            stats.push(figures);
+            });
         }
         self.totals(&mut stats);
         Ok(stats)
     }
 }
 
-/// A small region's figures from its runs: `used` blocks out, `in_threads` of them
+/// A class region's figures from its runs: `used` blocks out, `in_threads` of them
 /// in threads' caches.
-fn small_stats<P: PageSource>(
-    region: &Region<P>,
+fn class_stats<P: PageSource>(
+    region: &Class<P>,
     runs: &crate::run::Runs,
     used: usize,
     in_threads: usize,
@@ -455,18 +415,16 @@ fn small_stats<P: PageSource>(
     }
 }
 
-/// A general region's figures from its space's and the blocks it (or the threads'
-/// caches) keeps free: `free` blocks of its own.
-fn region_stats<P: PageSource>(
-    region: &Region<P>,
+/// A general region's figures from its space's.
+fn general_stats<P: PageSource>(
+    region: &General<P>,
     space: &bento_space::SpaceStats,
-    free: usize,
 ) -> RegionStats {
     RegionStats {
-        block: region.block,
-        live_blocks: space.live_blocks.saturating_sub(free),
+        block: 0,
+        live_blocks: space.live_blocks,
         live_bytes: space.live_bytes,
-        cached_blocks: space.cached_blocks + free,
+        cached_blocks: space.cached_blocks,
         committed: space.committed,
         max_committed: space.max_committed,
         reserved: space.reserved,

@@ -73,13 +73,6 @@ pub(crate) const fn medium_size(bin: usize) -> usize {
     (256 << octave) + (bin % 8 + 1) * (32 << octave)
 }
 
-/// The list of its region that bin `bin`'s blocks go to: list 0 of a small region,
-/// the medium bin's own list in the large region.
-#[inline]
-const fn bin_list(bin: usize) -> usize {
-    bin.saturating_sub(MAX_CLASSES)
-}
-
 /// The states of a thread's cache.
 const FREE: u8 = 0;
 const ATTACHING: u8 = 1;
@@ -329,8 +322,6 @@ fn leave(cache: &ThreadCache) {
 /// caches attached to it.
 pub(crate) struct Fronts {
     pub(crate) enabled: bool,
-    /// Each bin's block size (0: no such bin).
-    size: [u32; BINS + 1],
     /// Each bin's capacity in blocks (0: no such bin, or no front end).
     cap: [u32; BINS + 1],
     /// The bin of each size up to `MAX_CACHED` in steps of 8 (`(size + 7) / 8`), or
@@ -338,6 +329,9 @@ pub(crate) struct Fronts {
     /// for small and medium sizes alike, so that the hot path does not branch on
     /// which kind a size is, nor on whether the front end is on.
     lookup: [u8; MAX_CACHED / 8 + 1],
+    /// The bin of the class region of each region id (`NO_BIN` for the others, and
+    /// for every id without the front end): what a free without a layout looks up.
+    pub(crate) id_bin: [u8; 256],
     lock: RawSpinLock,
     // Invariant: a list, through `next`, of the caches attached to this allocator
     // (thread-locals of live threads), changed only under `lock`.
@@ -373,11 +367,18 @@ impl Fronts {
         });
         Self {
             enabled,
-            size,
             cap,
             lookup,
+            id_bin: [NO_BIN; 256],
             lock: RawSpinLock::new(),
             head: AtomicPtr::new(ptr::null_mut()),
+        }
+    }
+
+    /// Records that region id `id` is the class region of bin `bin`.
+    pub(crate) fn route_id(&mut self, id: u8, bin: usize) {
+        if self.enabled {
+            self.id_bin[usize::from(id)] = bin as u8;
         }
     }
 
@@ -396,52 +397,20 @@ impl Fronts {
         unsafe { self.lock.unlock() };
     }
 
-    /// The bin of a request of `size` bytes (at most `MAX_CACHED`), or `NO_BIN`.
-    #[inline]
-    pub(crate) fn bin_of(&self, size: usize) -> u8 {
-        // A slot per 8 bytes: `size <= MAX_CACHED` keeps the index in the table.
-        self.lookup.get(size.div_ceil(8)).copied().unwrap_or(NO_BIN)
-    }
-
-    /// The block size of bin `bin`.
-    pub(crate) fn bin_size(&self, bin: usize) -> usize {
-        self.size[bin] as usize
-    }
-
     /// Whether any cache is attached.
     pub(crate) fn attached(&self) -> bool {
         !self.head.load(Ordering::Acquire).is_null()
     }
 
-    /// Blocks the attached caches hold, per bin.
-    pub(crate) fn held(&self) -> [usize; BINS] {
-        let mut held = [0; BINS];
-        self.each(|c| {
-            for (h, bin) in held.iter_mut().zip(&c.bins) {
-                *h += bin.count.load(Ordering::Relaxed) as usize;
-            }
-        });
+    /// Blocks the attached caches hold in bin `bin`.
+    pub(crate) fn held(&self, bin: usize) -> usize {
+        let mut held = 0;
+        self.each(|c| held += c.bins[bin].count.load(Ordering::Relaxed) as usize);
         held
     }
 }
 
 impl<P: PageSource> Inner<P> {
-    /// The size a large-region block of `layout` is allocated (or resized) at: its
-    /// medium bin's size while the front end is on, so that it may enter a cache.
-    #[inline]
-    pub(crate) fn large_size(&self, layout: Layout) -> usize {
-        let size = layout.size();
-        if self.fronts.enabled
-            && layout.align() <= SMALL_ALIGN
-            && size > self.classes().largest()
-            && is_medium(size)
-        {
-            medium_size(medium_bin(size))
-        } else {
-            size
-        }
-    }
-
     /// The hot path of an allocation: a block off this thread's bin for `layout`, with
     /// no lock, no atomic read-modify-write and no call; `None` sends the caller to
     /// the full path (no bin for the layout, an empty bin, the front end off, or the
@@ -478,6 +447,21 @@ impl<P: PageSource> Inner<P> {
         };
         // SAFETY: the caller's contract; the lookup gives the bin of its layout.
         unsafe { self.fast_free_bin(ptr, usize::from(bin), Some(layout)) }
+    }
+
+    /// The hot path of a free without a layout: the region map's id says the bin.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` is a live block of this allocator, not used afterwards when this
+    /// returns true.
+    #[inline(always)]
+    pub(crate) unsafe fn fast_free_unsized(&self, ptr: NonNull<u8>) -> bool {
+        let id = self.layer.map.owner(ptr.addr().get());
+        let bin = usize::from(self.fronts.id_bin[usize::from(id)]);
+        // SAFETY: the caller's contract; the map gives the block to the class
+        // region of `bin` (or `bin` is `NO_BIN`).
+        unsafe { self.fast_free_bin(ptr, bin, None) }
     }
 
     /// The hot path of a free into bin `bin` (its layout, when known, for the debug
@@ -519,7 +503,7 @@ impl<P: PageSource> Inner<P> {
         layout: Option<Layout>,
     ) -> bool {
         if let Some(layout) = layout
-            && !self.check_owner(ptr, layout, self.bin_region(bin))
+            && !self.check_owner(ptr, layout, self.bin_class(bin).id)
         {
             return false;
         }
@@ -583,14 +567,10 @@ impl<P: PageSource> Inner<P> {
         true
     }
 
-    /// The region of bin `bin`.
+    /// The class region of bin `bin`.
     #[inline]
-    pub(crate) fn bin_region(&self, bin: usize) -> &crate::region::Region<P> {
-        if bin < MAX_CLASSES {
-            self.region(bin)
-        } else {
-            self.region(self.large_index())
-        }
+    pub(crate) fn bin_class(&self, bin: usize) -> &crate::region::Class<P> {
+        self.class(self.class_of_bin(bin))
     }
 
     /// Attaches this thread's cache to this allocator if it is free.
@@ -622,40 +602,17 @@ impl<P: PageSource> Inner<P> {
     /// Takes half a bin's capacity of blocks from its region in one lock, returns
     /// one and keeps the rest.
     fn refill(&self, cache: &ThreadCache, bin: usize) -> Result<NonNull<u8>, AllocError> {
-        let size = self.fronts.size[bin] as usize;
         let want = (self.fronts.cap[bin] / 2).max(1);
-        let layout = Layout::from_size_align(size, SMALL_ALIGN).map_err(|_| AllocError)?;
-        let region = self.bin_region(bin);
-        let list = bin_list(bin);
-        let mut held = region.lock();
-        if bin < MAX_CLASSES {
-            let (chain, n) = held.take_small_chain(want as usize);
-            drop(held);
-            let first = NonNull::new(chain).ok_or(AllocError)?;
-            // SAFETY: a chain of `n` free blocks of this bin, linked through their
-            // first words; the bin is empty (a refill follows a failed pop).
-            unsafe { cache.install(bin, first.cast::<*mut u8>().read(), n as u32 - 1) };
-            return Ok(first);
-        }
-        let mut got = 0;
-        let mut first = None;
-        while got < want {
-            let block = match held.pop(list, size, &self.budget) {
-                Some(b) => b,
-                None => match held.space.alloc(layout) {
-                    Ok(b) => b,
-                    Err(_) => break,
-                },
-            };
-            if first.is_none() {
-                first = Some(block);
-            } else {
-                // SAFETY: a free block of this bin, taken from its region.
-                unsafe { cache.push(bin, block) };
-            }
-            got += 1;
-        }
-        first.ok_or(AllocError)
+        let mut held = self.bin_class(bin).lock();
+        let (chain, n) = held.take_chain(want as usize);
+        let first = NonNull::new(chain).ok_or(AllocError)?;
+        // SAFETY: a chain of `n` free blocks of this bin, linked through their first
+        // words; the bin is empty (a refill follows a failed pop). Installed under
+        // the region's lock, so that a reader of the figures sees the blocks in the
+        // region or in the cache.
+        unsafe { cache.install(bin, first.cast::<*mut u8>().read(), n as u32 - 1) };
+        drop(held);
+        Ok(first)
     }
 
     /// Gives the blocks of `bin` beyond the first `keep` back to the region.
@@ -678,27 +635,13 @@ impl<P: PageSource> Inner<P> {
             // SAFETY: `last` is a listed block; it now ends the list.
             unsafe { last.cast::<*mut u8>().write(ptr::null_mut()) };
         }
-        let size = self.fronts.size[bin] as usize;
-        let region = self.bin_region(bin);
-        let list = bin_list(bin);
-        let mut held = region.lock();
-        // The count drops under the region's lock, as the blocks reach its list: a
+        let mut held = self.bin_class(bin).lock();
+        // The count drops under the region's lock, as the blocks reach their runs: a
         // reader of the figures under that lock sees them in one place or the other.
         cache.set_count(bin, keep);
-        let small = bin < MAX_CLASSES;
-        for _ in keep..count {
-            let block = NonNull::new(rest).expect("the count matches the list");
-            // SAFETY: a listed block holds its link in its first word; it is a free
-            // block of this region, given back once.
-            unsafe {
-                rest = block.cast::<*mut u8>().read();
-                if small {
-                    held.give_small(block);
-                } else {
-                    held.give(block, list, size, &self.budget);
-                }
-            }
-        }
+        // SAFETY: the rest of the bin: `count - keep` free blocks of its class region
+        // linked through their first words, given back once.
+        unsafe { held.give_chain(rest, (count - keep) as usize) };
     }
 
     /// Flushes every bin of `cache` and takes it out of the registry.

@@ -27,19 +27,23 @@ fn each_class_has_its_region_and_the_map_knows_it() {
         blocks.push((p, layout));
     }
     let s = common.stats();
-    assert_eq!(s.regions().len(), 21);
+    // The small classes, the large region, then the 32 medium bins.
+    assert_eq!(s.regions().len(), 53);
     for (c, r) in s.regions()[..20].iter().enumerate() {
         let below = if c == 0 { 0 } else { classes.size(c - 1) };
         assert_eq!(r.block, classes.size(c));
         assert_eq!(r.live_blocks, classes.size(c) - below, "class {c}");
         assert_eq!(r.live_bytes, r.live_blocks * r.block);
     }
-    assert_eq!(s.regions()[20].live_blocks, 44, "257 to 300 bytes");
+    assert_eq!(s.regions()[20].live_blocks, 0, "the large region");
+    assert_eq!(s.regions()[21].block, 288);
+    assert_eq!(s.regions()[21].live_blocks, 32, "257 to 288 bytes");
+    assert_eq!(s.regions()[22].live_blocks, 12, "289 to 300 bytes");
     // Alignment beyond 16 goes to the large region whatever the size.
     let aligned = Layout::from_size_align(8, 64).unwrap();
     let p = common.alloc(aligned).unwrap();
     assert_eq!(p.addr().get() % 64, 0);
-    assert_eq!(common.stats().regions()[20].live_blocks, 45);
+    assert_eq!(common.stats().regions()[20].live_blocks, 1);
     blocks.push((p, aligned));
     assert_eq!(common.validate().unwrap().live_blocks, 301);
     let table = common.report().to_string();
