@@ -1293,7 +1293,7 @@ impl<P: PageSource> Inner<P> {
                 0
             }
             Some(Owner::Class(_, class)) => {
-                if self.probe_frees {
+                if self.probe_frees || cfg!(debug_assertions) {
                     let held = class.lock();
                     if let Err(misuse) = self.probe_class(&held, class, ptr) {
                         drop(held);

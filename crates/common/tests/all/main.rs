@@ -6,6 +6,7 @@ mod figures;
 mod front;
 mod model;
 mod retention;
+mod runs;
 
 use std::cell::RefCell;
 
@@ -33,7 +34,8 @@ pub(crate) fn seen() -> Vec<Misuse<'static>> {
     SEEN.with(RefCell::take)
 }
 
-/// The shape of the tests: the default classes in 64 KiB segments; a large region of
+/// The shape of the tests: the default classes and medium bins in runs of spans of
+/// `SPAN` (two or four runs, so that spans fill and empty); a large region of
 /// `LARGE_SEGMENT`s in 4 KiB pages with dedicated segments from a quarter of one, so that
 /// programs cross every kind of boundary; a small commit cache and block budget so
 /// that both fill up; misuse recorded, not fatal; no per-thread front end (the
@@ -47,11 +49,15 @@ pub(crate) fn shape() -> CommonConfig<()> {
                 .with_segment_granularity(LARGE_SEGMENT)
                 .with_segment_threshold(LARGE_SEGMENT / 4),
         )
+        .with_small_segment(SPAN)
         .with_commit_cache(256 << 10)
         .with_block_cache(64 << 10)
         .with_misuse_hook(record)
         .with_thread_cache(false)
 }
+
+/// The class regions' spans: 256 KiB, or 128 KiB under Miri.
+pub(crate) const SPAN: usize = if cfg!(miri) { 128 << 10 } else { 256 << 10 };
 
 /// The large region's segments: 256 KiB, or under Miri the least the region map
 /// allows (64 KiB), so that every byte the oracle checks costs less.
