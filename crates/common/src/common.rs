@@ -518,9 +518,48 @@ impl<P: PageSource> CommonAllocator<P> {
         unsafe { inner.resize(ptr, old, new) }
     }
 
+    /// Resizes a block without its old layout (C's `realloc`): where it is when the
+    /// new layout stays in its class region or its general region's space can grow it
+    /// there, else by moving it (the bytes it holds, up to `new.size()`, copied). The
+    /// pointer is checked as [`usable_size`](Self::usable_size) checks it; on `Err`
+    /// the block is unchanged.
+    ///
+    /// # Errors
+    ///
+    /// [`AllocError`] when the block must move and no memory is to be had, or when
+    /// the pointer is not a live block (reported to the misuse hook first).
+    ///
+    /// # Safety
+    ///
+    /// `ptr` is a live block of this allocator; `new` has a non-zero size. The old
+    /// pointer is not used after `Ok`.
+    ///
+    /// ```
+    /// use core::alloc::Layout;
+    /// use bento_common::CommonAllocator;
+    ///
+    /// let common = CommonAllocator::new();
+    /// let p = common.alloc(Layout::from_size_align(100, 64).unwrap()).unwrap();
+    /// // SAFETY: live; replaced by the result.
+    /// let q = unsafe { common.realloc(p, Layout::from_size_align(5000, 16).unwrap()) }.unwrap();
+    /// // SAFETY: live.
+    /// unsafe {
+    ///     assert!(common.usable_size(q) >= 5000);
+    ///     common.free(q);
+    /// }
+    /// ```
+    pub unsafe fn realloc(&self, ptr: NonNull<u8>, new: Layout) -> Result<NonNull<u8>, AllocError> {
+        let Some(inner) = self.started() else {
+            report_foreign(crate::abort_on_misuse, ptr);
+            return Err(AllocError);
+        };
+        // SAFETY: the caller's contract.
+        unsafe { inner.realloc_unsized(ptr, new) }
+    }
+
     /// Takes every lock of the allocator and keeps it, in a fixed order: each region
-    /// in turn, then the region map's, then the commit cache's (the order every path
-    /// that holds two of them takes them in). For a `pthread_atfork` prepare handler:
+    /// in turn, the registry of threads' caches, the region map's, then the commit
+    /// cache's (the order every path that holds two of them takes them in). For a `pthread_atfork` prepare handler:
     /// with every lock held by the forking thread, the child inherits none held by a
     /// thread it does not have. [`unlock_all`](Self::unlock_all) gives them back. An
     /// allocator that has not started starts first (so that none can start while
@@ -546,6 +585,7 @@ impl<P: PageSource> CommonAllocator<P> {
     pub fn lock_all(&self) {
         if let Ok(inner) = self.inner() {
             inner.lock_regions();
+            inner.fronts.raw_lock().lock();
             inner.layer.raw_lock().lock();
             inner.layer.cache.hold_lock();
         }
@@ -563,6 +603,7 @@ impl<P: PageSource> CommonAllocator<P> {
             unsafe {
                 inner.layer.cache.release_lock();
                 inner.layer.raw_lock().unlock();
+                inner.fronts.raw_lock().unlock();
                 inner.unlock_regions();
             }
         }
@@ -1212,11 +1253,25 @@ impl<P: PageSource> Inner<P> {
         match self.owner(ptr) {
             None => report_foreign(self.misuse, ptr),
             Some(Owner::Class(c, class)) => {
-                // SAFETY: the caller's contract; the map gives the block to `class`.
-                if self.fronts.enabled && unsafe { self.cached_free(self.bin_of_class(c), ptr) } {
-                    return;
+                let bin = self.bin_of_class(c);
+                if self.fronts.enabled {
+                    let check = self.probe_frees || cfg!(debug_assertions);
+                    // SAFETY: the map gives `ptr` to this class region; a block of
+                    // it holds at least 16 bytes, readable (`probe_frees`) or ours.
+                    if !check || unsafe { self.fronts.plausible(bin, ptr) } {
+                        // SAFETY: the caller's contract (checked as the hot path
+                        // does); the block goes to its class region's bin marked.
+                        unsafe {
+                            ptr.cast::<usize>().add(1).write(crate::region::FREED);
+                            if self.cached_free(bin, ptr) {
+                                return;
+                            }
+                        }
+                    } else if self.held_here(bin, ptr) {
+                        return report(self.misuse, &Misuse::DoubleFree { ptr });
+                    }
                 }
-                // SAFETY: as above.
+                // SAFETY: as above; probed under the lock.
                 unsafe { self.free_in_class(class, ptr) }
             }
             Some(Owner::General(region)) => {
@@ -1292,8 +1347,16 @@ impl<P: PageSource> Inner<P> {
                 report_foreign(self.misuse, ptr);
                 0
             }
-            Some(Owner::Class(_, class)) => {
+            Some(Owner::Class(c, class)) => {
                 if self.probe_frees || cfg!(debug_assertions) {
+                    // SAFETY: a block of a class region holds at least 16 bytes,
+                    // readable (`probe_frees`) or the caller's.
+                    let marked =
+                        unsafe { ptr.cast::<usize>().add(1).read() } == crate::region::FREED;
+                    if marked && self.held_here(self.bin_of_class(c), ptr) {
+                        report(self.misuse, &Misuse::DoubleFree { ptr });
+                        return 0;
+                    }
                     let held = class.lock();
                     if let Err(misuse) = self.probe_class(&held, class, ptr) {
                         drop(held);
@@ -1346,6 +1409,46 @@ impl<P: PageSource> Inner<P> {
         Ok(fresh)
     }
 
+    /// # Safety
+    ///
+    /// As for [`CommonAllocator::realloc`].
+    unsafe fn realloc_unsized(
+        &self,
+        ptr: NonNull<u8>,
+        new: Layout,
+    ) -> Result<NonNull<u8>, AllocError> {
+        // SAFETY: the caller's contract; 0 is a misuse, reported.
+        let usable = unsafe { self.usable_size(ptr) };
+        if usable == 0 {
+            return Err(AllocError);
+        }
+        let in_place = match self.owner(ptr) {
+            Some(Owner::Class(c, _)) => {
+                self.routing == Routing::BySize && self.route(new) == Some(c)
+            }
+            Some(Owner::General(region)) => {
+                (self.routing != Routing::BySize || self.route(new).is_none())
+                    && ptr.addr().get().is_multiple_of(new.align())
+                    // SAFETY: live in this region (checked above).
+                    && unsafe { region.lock().realloc_in_place(ptr, new.size()) }
+            }
+            None => false,
+        };
+        if in_place {
+            return Ok(ptr);
+        }
+        let fresh = self.alloc(new)?;
+        // SAFETY: `ptr` holds `usable` bytes and `fresh` `new.size()`; a fresh block
+        // overlaps no live one. Then the old block goes (the caller's contract).
+        unsafe {
+            core::ptr::copy_nonoverlapping(ptr.as_ptr(), fresh.as_ptr(), usable.min(new.size()));
+            if !self.fast_free_unsized(ptr) {
+                self.free(ptr);
+            }
+        }
+        Ok(fresh)
+    }
+
     /// Resizes where the block is, when it stays in its region: the same class, or
     /// a general region's in-place resize. False changes nothing.
     ///
@@ -1384,10 +1487,17 @@ impl<P: PageSource> Inner<P> {
     }
 
     /// Makes every class region's empty runs idle and trims every general region's
-    /// space; returns the bytes given back.
+    /// space; returns the bytes given back. A region that never reserved memory holds
+    /// none: its lock is not taken.
     fn trim_regions(&self) -> usize {
-        let classes: usize = self.class_regions().map(|c| c.lock().trim()).sum();
-        classes + self.generals().map(|g| g.lock().trim()).sum::<usize>()
+        let touched = |id| self.layer.touched(id);
+        let classes: usize = self
+            .class_regions()
+            .filter(|c| touched(c.id))
+            .map(|c| c.lock().trim())
+            .sum();
+        let generals = self.generals().filter(|g| touched(g.id));
+        classes + generals.map(|g| g.lock().trim()).sum::<usize>()
     }
 
     fn trim(&self) -> usize {

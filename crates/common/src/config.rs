@@ -218,10 +218,12 @@ pub struct CommonConfig<P> {
     pub pages: P,
     /// The small classes (under [`Routing::BySize`]).
     pub classes: SizeClasses,
-    /// The span of the small regions: the reservation their runs come from (64 KiB
-    /// of blocks of one size each, committed when a run is taken and decommitted when
-    /// it empties), a power of two from 64 KiB to 4 MiB, aligned to its size. A span
-    /// goes back when its last run empties.
+    /// The largest span of the class regions (small classes and medium bins): the
+    /// reservations their runs come from (64 KiB of blocks of one size each,
+    /// committed when a run is taken and decommitted when it empties), a power of two
+    /// from 64 KiB to 4 MiB. A region's first span holds one run and each next one
+    /// twice as many as it has spans, up to this; a span goes back when its last run
+    /// empties.
     pub small_segment: usize,
     /// The shape of the large region (and of each region under
     /// [`Routing::Contention`]). Its `commit_cache` and `block_cache` fields are

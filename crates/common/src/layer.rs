@@ -11,7 +11,7 @@ use bento_pages::{CommitCache, Metered, PageError, PageSource};
 
 use crate::config::GRANULE;
 use crate::map::RegionMap;
-use crate::sync::{AtomicUsize, Ordering};
+use crate::sync::{AtomicU64, AtomicUsize, Ordering};
 
 /// Under `Retention::Eager` the commit cache keeps at most this share of the bytes the
 /// regions reserve (as a shift: 1/32) and [`EAGER_MOST`], within the configured
@@ -33,6 +33,9 @@ pub(crate) struct Layer<P: PageSource> {
     floor: usize,
     /// Leaves the map has made.
     pub(crate) leaves: AtomicUsize,
+    /// Bit `id` (of 128): region `id` has reserved memory at some time, so `trim`
+    /// and a decay step visit only such regions (and take no lock of the others).
+    touched: [AtomicU64; 2],
 }
 
 impl<P: PageSource> Layer<P> {
@@ -56,6 +59,7 @@ impl<P: PageSource> Layer<P> {
             (&raw mut (*this).reserved).write(AtomicUsize::new(0));
             (&raw mut (*this).floor).write(floor);
             (&raw mut (*this).leaves).write(AtomicUsize::new(0));
+            (&raw mut (*this).touched).write([AtomicU64::new(0), AtomicU64::new(0)]);
         }
     }
 
@@ -71,6 +75,20 @@ impl<P: PageSource> Layer<P> {
                 .min(EAGER_MOST)
                 .max(self.floor),
         );
+    }
+
+    /// Records that region `id` reserved memory.
+    fn touch(&self, id: u8) {
+        let (word, bit) = (usize::from(id / 64), 1u64 << (id % 64));
+        if self.touched[word].load(Ordering::Relaxed) & bit == 0 {
+            self.touched[word].fetch_or(bit, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether region `id` has reserved memory at some time.
+    pub(crate) fn touched(&self, id: u8) -> bool {
+        let (word, bit) = (usize::from(id / 64), 1u64 << (id % 64));
+        self.touched[word].load(Ordering::Relaxed) & bit != 0
     }
 
     /// The map's lock, for the fork guard (`CommonAllocator::lock_all`).
@@ -178,6 +196,7 @@ unsafe impl<P: PageSource> PageSource for RegionPages<P> {
         })?;
         let reserved = layer.reserved.fetch_add(full, Ordering::Relaxed) + full;
         layer.refit(reserved);
+        layer.touch(self.id);
         Ok(base)
     }
 

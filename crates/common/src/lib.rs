@@ -14,6 +14,7 @@ mod run;
 mod stats;
 mod sync;
 mod thread;
+mod tls;
 
 pub use bento_pages::{AllocError, Misuse, MisuseHook, PageSource, RawAlloc, panic_on_misuse};
 

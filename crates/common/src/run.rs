@@ -1,10 +1,12 @@
-//! Runs: the memory of a small region. A run is one 64 KiB granule of blocks of one
-//! size, with no header or tag per block; a span is a reservation of runs
-//! (`CommonConfig::small_segment` bytes, aligned to its size). Both are found from
-//! any block by masking its address, so a free needs no search and no size.
+//! Runs: the memory of a class region. A run is one 64 KiB granule of blocks of one
+//! size, with no header or tag per block, found from any block by masking its
+//! address, so a free needs no search and no size. A span is a reservation of runs:
+//! a region's first holds one run, each next one twice as many as the region has
+//! spans, up to `CommonConfig::small_segment` bytes, so that a class a program barely
+//! uses holds 64 KiB of address space and a busy one few reservations.
 //!
 //! ```text
-//!  span (aligned to its size)
+//!  span (granule-aligned)
 //!  ┌───────────────────────────────────┬─────────────────────┬──────┐
 //!  │ run 0: [Run][Span] block block …  │ run 1: [Run] block … │  …   │
 //!  └───────────────────────────────────┴─────────────────────┴──────┘
@@ -13,10 +15,11 @@
 //!
 //! A run in use is on one of its region's lists: `partial` (a free block or room
 //! never carved), `full`, or `empty` (no block out, kept committed for the next
-//! refill: at most [`EMPTY_KEPT`]). Otherwise it is idle: decommitted through the
-//! region's page source (the commit cache keeps its pages for reuse under the
-//! retention policy), its bit set in its span's `idle`. A span whose runs are all
-//! idle is released. Blocks are carved from a run's `bump` only when its free list is
+//! refill: at most [`EMPTY_KEPT`]). Otherwise it is idle: its header's `list` zeroed
+//! (so that a pointer into it reads as freed, whether the pages come back as zero
+//! or the commit cache kept them), decommitted through the region's page source (the
+//! commit cache keeps its pages for reuse under the retention policy), its bit set in
+//! its span's `idle`. A span whose runs are all idle is released. Blocks are carved from a run's `bump` only when its free list is
 //! empty, so a run touches its pages as it fills.
 //!
 //! Everything here is reached under the region's lock.
@@ -39,10 +42,12 @@ pub(crate) const MAX_SPAN_RUNS: usize = 64;
 /// Runs a region keeps committed with no block out.
 pub(crate) const EMPTY_KEPT: usize = 2;
 
-/// The lists a run in use is on.
-const PARTIAL: u8 = 0;
-const FULL: u8 = 1;
-const EMPTY: u8 = 2;
+/// The lists a run in use is on; an idle run's header reads `IDLE` (zero, as a
+/// decommitted page does).
+const IDLE: u8 = 0;
+const PARTIAL: u8 = 1;
+const FULL: u8 = 2;
+const EMPTY: u8 = 3;
 
 /// The links of a node of a [`List`].
 #[repr(C)]
@@ -68,8 +73,10 @@ pub(crate) struct Run {
     listed: u32,
     /// The block stride.
     stride: u32,
-    /// The list the run is on.
+    /// The list the run is on (`IDLE` once it is idle).
     list: u8,
+    /// Its span's header.
+    span: *mut Span,
 }
 
 /// A span's header, in its run 0 after the run's.
@@ -78,8 +85,22 @@ struct Span {
     links: Links<Span>,
     /// Bit `i`: run `i` is idle (decommitted, or never committed).
     idle: u64,
+    /// Its runs: 1 to `MAX_SPAN_RUNS`.
+    runs: u8,
     /// Whether the span is on `open` (some run idle) rather than `closed`.
     open: bool,
+}
+
+impl Span {
+    /// The span's base: its run 0.
+    fn base(this: *mut Span) -> *mut u8 {
+        this.cast::<u8>().wrapping_sub(SPAN_AT)
+    }
+
+    /// The `idle` bits of a span of `runs` runs all idle.
+    fn all_idle(runs: usize) -> u64 {
+        u64::MAX >> (MAX_SPAN_RUNS - runs)
+    }
 }
 
 /// Where a span's header lies in its run 0.
@@ -172,8 +193,8 @@ pub(crate) struct Runs {
     /// The stride of the region's blocks: its class size, at least 16 (a free block
     /// holds its link and the freed mark).
     stride: usize,
-    /// The bytes of a span: a power of two, `RUN` to `MAX_SPAN_RUNS` runs.
-    span: usize,
+    /// The most runs a span holds: 1 to `MAX_SPAN_RUNS`.
+    max_runs: usize,
     partial: List<Run>,
     full: List<Run>,
     empty: List<Run>,
@@ -204,13 +225,12 @@ pub(crate) struct RunWalk {
 }
 
 impl Runs {
-    /// No runs, for blocks of `block` bytes in spans of `span` bytes (a power of two,
-    /// `RUN` to `MAX_SPAN_RUNS * RUN`: the config's check); a `block` of 0 (a
-    /// general region) never carves.
+    /// No runs, for blocks of `block` bytes in spans of at most `span` bytes (`RUN`
+    /// to `MAX_SPAN_RUNS * RUN`: the config's check).
     pub(crate) fn new(block: usize, span: usize) -> Self {
         Self {
             stride: block.max(16),
-            span,
+            max_runs: span / RUN,
             partial: List::new(),
             full: List::new(),
             empty: List::new(),
@@ -222,18 +242,6 @@ impl Runs {
             reserved: 0,
             max_reserved: 0,
         }
-    }
-
-    /// The bits of a span whose runs are all idle.
-    fn all_idle(&self) -> u64 {
-        u64::MAX >> (MAX_SPAN_RUNS - self.span / RUN)
-    }
-
-    /// The span holding `ptr` (the base of its reservation) and its header.
-    #[inline]
-    fn span_of(&self, ptr: *mut u8) -> (*mut u8, *mut Span) {
-        let base = ptr.map_addr(|a| a & !(self.span - 1));
-        (base, base.wrapping_add(SPAN_AT).cast())
     }
 
     /// The bytes at the start of run 0 that stay committed while its span lives
@@ -338,6 +346,31 @@ impl Runs {
         (head, n)
     }
 
+    /// `ptr`, a pointer into one of these spans, as a pointer the region may keep
+    /// and use for run headers and free lists.
+    ///
+    /// In a build it is `ptr`. Under Miri it is derived from the region's own pointer
+    /// to the span that holds it (found by walking the spans), because a caller's
+    /// pointer carries the caller's borrow: Tree Borrows forbids reading a run header
+    /// through it once the region has written the header through its own pointers
+    /// (which it does whenever a neighbour is taken or given). The memory space
+    /// adopts its chunks the same way.
+    #[inline(always)]
+    fn adopt(&self, ptr: *mut u8) -> *mut u8 {
+        #[cfg(miri)]
+        for list in [&self.open, &self.closed] {
+            for span in list.iter() {
+                let base = Span::base(span);
+                // SAFETY: a live span of this region: its header is valid.
+                let runs = usize::from(unsafe { (*span).runs });
+                if ptr.addr().wrapping_sub(base.addr()) < runs * RUN {
+                    return base.with_addr(ptr.addr());
+                }
+            }
+        }
+        ptr
+    }
+
     /// Gives back a block `take` handed out.
     ///
     /// # Safety
@@ -346,6 +379,8 @@ impl Runs {
     /// afterwards.
     #[inline]
     pub(crate) unsafe fn give(&mut self, ptr: NonNull<u8>, pages: &impl PageSource) {
+        // SAFETY: adopting keeps the address, which is not null.
+        let ptr = unsafe { NonNull::new_unchecked(self.adopt(ptr.as_ptr())) };
         let run = run_of(ptr.as_ptr());
         // SAFETY: the caller's contract: `ptr` is a block out of a run in use (whose
         // header is valid), at least 16 bytes; the run is on `partial` or `full` (an
@@ -376,7 +411,7 @@ impl Runs {
     /// `head` starts a chain of at least `n` blocks out of these runs, given back
     /// once, not used afterwards.
     pub(crate) unsafe fn give_chain(&mut self, head: *mut u8, n: usize, pages: &impl PageSource) {
-        let mut p = head;
+        let mut p = self.adopt(head);
         let mut left = n;
         while left > 0 {
             let run = run_of(p);
@@ -389,7 +424,7 @@ impl Runs {
             unsafe {
                 loop {
                     last = p;
-                    p = p.cast::<*mut u8>().read();
+                    p = self.adopt(p.cast::<*mut u8>().read());
                     last.cast::<usize>().add(1).write(FREED);
                     k += 1;
                     left -= 1;
@@ -444,13 +479,17 @@ impl Runs {
     ///
     /// `run` is a run of these spans, in use, on no list, with no block out.
     unsafe fn idle(&mut self, run: *mut Run, pages: &impl PageSource) {
-        let (base, span) = self.span_of(run.cast());
+        // SAFETY: the run is in use: its header is valid, and names its span.
+        let span = unsafe { (*run).span };
+        let base = Span::base(span);
         let index = (run.addr() - base.addr()) / RUN;
         let head = Self::head(pages);
         let (at, bytes) = Self::body(index, head);
         // SAFETY: the run is in use: committed, and nothing reads it from now on
-        // (the caller's contract); run 0 keeps its span's header.
+        // (the caller's contract) but a probe, which finds it idle; run 0 keeps its
+        // span's header.
         unsafe {
+            (*run).list = IDLE;
             if bytes > 0 {
                 pages.decommit(NonNull::new_unchecked(base.add(at)), bytes);
                 self.committed -= bytes;
@@ -461,12 +500,13 @@ impl Runs {
                 (*span).open = true;
                 self.open.push(span);
             }
-            if (*span).idle == self.all_idle() {
+            let runs = usize::from((*span).runs);
+            if (*span).idle == Span::all_idle(runs) {
                 self.open.remove(span);
                 pages.decommit(NonNull::new_unchecked(base), head);
-                pages.release(NonNull::new_unchecked(base), self.span);
+                pages.release(NonNull::new_unchecked(base), runs * RUN);
                 self.committed -= head;
-                self.reserved -= self.span;
+                self.reserved -= runs * RUN;
             }
         }
     }
@@ -509,19 +549,21 @@ impl Runs {
                     (*span).open = false;
                     self.closed.push(span);
                 }
-                self.init(base.add(index * RUN).cast())
+                self.init(base.add(index * RUN).cast(), span)
             }
         } else {
-            let align = Alignment::new(self.span).expect("a power of two");
-            let base = pages.reserve(self.span, align).ok()?;
+            // One run for a region's first span, then twice as many as it has.
+            let runs = (1 << self.spans().min(6)).min(self.max_runs);
+            let align = Alignment::new(RUN).expect("a power of two");
+            let base = pages.reserve(runs * RUN, align).ok()?;
             // SAFETY: the first run of a fresh reservation.
             if unsafe { pages.commit(base, RUN) }.is_err() {
                 // SAFETY: just reserved, nothing committed.
-                unsafe { pages.release(base, self.span) };
+                unsafe { pages.release(base, runs * RUN) };
                 return None;
             }
-            self.grew(RUN, self.span);
-            let idle = self.all_idle() & !1;
+            self.grew(RUN, runs * RUN);
+            let idle = Span::all_idle(runs) & !1;
             let span = base.as_ptr().wrapping_add(SPAN_AT).cast::<Span>();
             // SAFETY: run 0 is committed and ours: its header and the span's are
             // written before anything reads them.
@@ -532,6 +574,7 @@ impl Runs {
                         prev: ptr::null_mut(),
                     },
                     idle,
+                    runs: runs as u8,
                     open: idle != 0,
                 });
                 if idle == 0 {
@@ -539,7 +582,7 @@ impl Runs {
                 } else {
                     self.open.push(span);
                 }
-                self.init(base.as_ptr().cast())
+                self.init(base.as_ptr().cast(), span)
             }
         };
         // SAFETY: a run in use on no list.
@@ -558,12 +601,12 @@ impl Runs {
         self.max_reserved = self.max_reserved.max(self.reserved);
     }
 
-    /// Writes a fresh header at `run`, nothing carved, and returns it.
+    /// Writes a fresh header at `run` of span `span`, nothing carved, and returns it.
     ///
     /// # Safety
     ///
-    /// `run` is a committed run of these spans, ours alone.
-    unsafe fn init(&self, run: *mut Run) -> *mut Run {
+    /// `run` is a committed run of span `span`, ours alone.
+    unsafe fn init(&self, run: *mut Run, span: *mut Span) -> *mut Run {
         // SAFETY: the caller's contract; the blocks end inside the run.
         unsafe {
             let first = run.cast::<u8>().add(FIRST);
@@ -580,6 +623,7 @@ impl Runs {
                 listed: 0,
                 stride: self.stride as u32,
                 list: EMPTY,
+                span,
             });
         }
         run
@@ -618,18 +662,19 @@ impl Runs {
                     p = (*span.as_ptr()).links.next;
                     let base = span.as_ptr().cast::<u8>().sub(SPAN_AT);
                     let idle = (*span.as_ptr()).idle;
-                    for index in 0..self.span / RUN {
+                    let runs = usize::from((*span.as_ptr()).runs);
+                    for index in 0..runs {
                         let (at, bytes) = Self::body(index, head);
                         if idle & (1 << index) == 0 && bytes > 0 {
                             pages.decommit(NonNull::new_unchecked(base.add(at)), bytes);
                         }
                     }
                     pages.decommit(NonNull::new_unchecked(base), head);
-                    pages.release(NonNull::new_unchecked(base), self.span);
+                    pages.release(NonNull::new_unchecked(base), runs * RUN);
                 }
             }
         }
-        *self = Self::new(self.stride, self.span);
+        *self = Self::new(self.stride, self.max_runs * RUN);
     }
 
     /// Checks a pointer about to be freed: in a run in use, at a block's start below
@@ -640,15 +685,15 @@ impl Runs {
     /// The region map gives `ptr`'s granule to this region, whose lock is held: its
     /// span is live, with its header committed.
     pub(crate) unsafe fn probe(&self, ptr: NonNull<u8>) -> Result<(), Misuse<'static>> {
-        let p = ptr.as_ptr();
-        let (base, span) = self.span_of(p);
-        let index = (p.addr() - base.addr()) / RUN;
-        // SAFETY: the caller's contract: the span's header is committed and valid.
-        if unsafe { (*span).idle } & (1 << index) != 0 {
+        let p = self.adopt(ptr.as_ptr());
+        let run = run_of(p);
+        // SAFETY: the caller's contract: the run lies in a live span of this region,
+        // whose memory reads (an idle run's header reads `IDLE`, whether its pages
+        // were given back, reading zero, or kept).
+        if unsafe { (*run).list } == IDLE {
             // Its run was given back: the block was freed (with its run) before.
             return Err(Misuse::DoubleFree { ptr });
         }
-        let run = run_of(p);
         // SAFETY: a run in use: its header is valid.
         let bump = unsafe { (*run).bump };
         let first = run.cast::<u8>().wrapping_add(FIRST);
@@ -698,28 +743,34 @@ impl Runs {
             spans: 0,
         };
         let head = Self::head(pages);
-        let mut committed = 0;
-        let mut on_lists = [0usize; 3];
+        let (mut committed, mut reserved) = (0, 0);
+        let mut on_lists = [0usize; 4];
         for (list, open) in [(&self.open, true), (&self.closed, false)] {
             for span in list.iter() {
-                let (base, at) = self.span_of(span.cast());
+                let base = Span::base(span);
                 // SAFETY: a live span of this region: its header is valid.
-                let (idle, is_open) = unsafe { ((*span).idle, (*span).open) };
-                if at != span
+                let (idle, is_open, runs) =
+                    unsafe { ((*span).idle, (*span).open, usize::from((*span).runs)) };
+                if !(1..=self.max_runs).contains(&runs)
                     || is_open != open
                     || (idle == 0) == open
-                    || idle & !self.all_idle() != 0
-                    || idle == self.all_idle()
+                    || idle & !Span::all_idle(runs) != 0
+                    || idle == Span::all_idle(runs)
                     || !owned(base.addr())
                 {
                     return Err(span.addr());
                 }
                 walk.spans += 1;
                 committed += head;
-                for index in (0..self.span / RUN).filter(|i| idle & (1 << i) == 0) {
+                reserved += runs * RUN;
+                for index in (0..runs).filter(|i| idle & (1 << i) == 0) {
                     let run = base.wrapping_add(index * RUN).cast::<Run>();
                     committed += Self::body(index, head).1;
                     // SAFETY: a run in use: its header is valid.
+                    if unsafe { (*run).span } != span {
+                        return Err(run.addr());
+                    }
+                    // SAFETY: as above.
                     let used = unsafe { self.check_run(run, &owned) }?;
                     walk.runs += 1;
                     walk.used += used.0;
@@ -730,7 +781,9 @@ impl Runs {
             }
         }
         let lists = [&self.partial, &self.full, &self.empty];
-        for (want, (list, kind)) in on_lists.into_iter().zip(lists.into_iter().zip(0u8..)) {
+        let kinds = [PARTIAL, FULL, EMPTY];
+        for (list, kind) in lists.into_iter().zip(kinds) {
+            let want = on_lists[usize::from(kind)];
             let kinds = list.iter().filter(|&r| {
                 // SAFETY: runs on a list are in use (the walk above found `want`
                 // of this kind among the runs in use).
@@ -742,7 +795,7 @@ impl Runs {
         }
         if walk.used != self.used
             || committed != self.committed
-            || walk.spans * self.span != self.reserved
+            || reserved != self.reserved
             || self.open.iter().count() != self.open.len
             || self.closed.iter().count() != self.closed.len
         {
@@ -770,7 +823,7 @@ impl Runs {
             || r.end.addr() != first.addr() + whole
             || carved_bytes > whole
             || !carved_bytes.is_multiple_of(self.stride)
-            || r.list > EMPTY
+            || !(PARTIAL..=EMPTY).contains(&r.list)
         {
             return Err(run.addr());
         }

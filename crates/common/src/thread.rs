@@ -16,9 +16,9 @@
 //!
 //! [`CommonAllocator::trim`]: crate::CommonAllocator::trim
 
-// Without `std` there are no thread-locals: the front end is off (`Fronts::enabled`
+// Without a thread-local provider (`tls.rs`) the front end is off (`Fronts::enabled`
 // is false) and the cache's own code is unused.
-#![cfg_attr(not(feature = "std"), allow(dead_code))]
+#![cfg_attr(not(any(feature = "std", feature = "static-tls")), allow(dead_code))]
 
 use core::alloc::Layout;
 use core::cell::Cell;
@@ -29,7 +29,9 @@ use bento_pages::lock::RawSpinLock;
 use crate::common::{Inner, routed_size};
 use crate::config::{MAX_CLASSES, SMALL_ALIGN};
 use crate::region::FREED;
+use crate::run::{FIRST, RUN};
 use crate::sync::{AtomicPtr, AtomicU32, Ordering};
+use crate::tls::{arm_exit_flush, with_cache};
 use crate::{AllocError, Misuse, PageSource};
 
 /// Medium bins: eight per octave from 256 to 4096 bytes.
@@ -73,6 +75,46 @@ pub(crate) const fn medium_size(bin: usize) -> usize {
     (256 << octave) + (bin % 8 + 1) * (32 << octave)
 }
 
+/// A block stride as a divisibility test without a division: `2^shift` times an
+/// odd number whose inverse modulo `2^BITS` is `inverse`. `n` is a multiple of the
+/// stride when its low `shift` bits are zero and `(n >> shift) * inverse`, wrapping,
+/// is at most `limit` (the multiples of an odd number are exactly the numbers its
+/// inverse maps to `0..=MAX / odd`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Stride {
+    shift: u32,
+    inverse: usize,
+    limit: usize,
+}
+
+impl Stride {
+    /// The test for multiples of `stride` (non-zero).
+    pub(crate) const fn new(stride: usize) -> Self {
+        let shift = stride.trailing_zeros();
+        let odd = stride >> shift;
+        // Newton's iteration doubles the bits of the inverse each step: an odd
+        // number is its own inverse to 3 bits, so 5 steps give 96 (and 64) bits.
+        let mut inverse = odd;
+        let mut i = 0;
+        while i < 5 {
+            inverse = inverse.wrapping_mul(2usize.wrapping_sub(odd.wrapping_mul(inverse)));
+            i += 1;
+        }
+        Self {
+            shift,
+            inverse,
+            limit: usize::MAX / odd,
+        }
+    }
+
+    /// Whether `n` is a multiple of the stride.
+    #[inline(always)]
+    pub(crate) const fn divides(&self, n: usize) -> bool {
+        n & ((1 << self.shift) - 1) == 0
+            && (n >> self.shift).wrapping_mul(self.inverse) <= self.limit
+    }
+}
+
 /// The states of a thread's cache.
 const FREE: u8 = 0;
 const ATTACHING: u8 = 1;
@@ -82,6 +124,7 @@ const DEAD: u8 = 3;
 /// One thread's cache. It lives in a thread-local (with a `const` initialiser and no
 /// destructor, so that it never allocates and stays reachable while the thread's
 /// other destructors run); a second thread-local's destructor flushes it.
+#[repr(C)]
 pub(crate) struct ThreadCache {
     /// The owning allocator's block (`Inner<P>`), null while unattached.
     owner: Cell<*const ()>,
@@ -127,7 +170,11 @@ impl Bin {
 
 impl ThreadCache {
     #[cfg(not(bento_loom))]
-    const fn new() -> Self {
+    #[cfg_attr(
+        not(all(feature = "std", not(feature = "static-tls"))),
+        expect(dead_code, reason = "only the `std` provider's initialiser")
+    )]
+    pub(crate) const fn new() -> Self {
         Self {
             owner: Cell::new(ptr::null()),
             detach: Cell::new(None),
@@ -138,7 +185,7 @@ impl ThreadCache {
     }
 
     #[cfg(bento_loom)]
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self {
             owner: Cell::new(ptr::null()),
             detach: Cell::new(None),
@@ -167,10 +214,9 @@ impl ThreadCache {
             .head
             .set(unsafe { head.cast::<*mut u8>().read() });
         self.set_count(bin, self.count(bin) - 1);
-        if cfg!(debug_assertions) {
-            // SAFETY: every block holds at least 24 bytes.
-            unsafe { head.cast::<usize>().add(1).write(0) };
-        }
+        // The freed mark goes (a free without a layout checks it). SAFETY: every
+        // block holds at least 16 bytes.
+        unsafe { head.cast::<usize>().add(1).write(0) };
         Some(head)
     }
 
@@ -229,85 +275,8 @@ impl ThreadCache {
     }
 }
 
-#[cfg(all(feature = "std", not(bento_loom)))]
-std::thread_local! {
-    static CACHE: ThreadCache = const { ThreadCache::new() };
-    static EXIT: ExitFlush = const { ExitFlush };
-}
-
-/// Flushes the thread's cache when the thread exits.
-#[cfg(all(feature = "std", not(bento_loom)))]
-struct ExitFlush;
-
-/// Without `std` there are no thread-locals: the front end is off, and this is
-/// never called (`Fronts::enabled` is false).
-#[cfg(not(feature = "std"))]
-fn with_cache<R>(_: impl FnOnce(&ThreadCache) -> R) -> R {
-    unreachable!("the front end needs std")
-}
-
-#[cfg(not(feature = "std"))]
-fn arm_exit_flush() -> bool {
-    false
-}
-
-#[cfg(all(feature = "std", not(bento_loom)))]
-impl Drop for ExitFlush {
-    fn drop(&mut self) {
-        with_cache(leave);
-    }
-}
-
-/// Runs `f` on this thread's cache. The thread-local gives only its address (so
-/// that its accessor inlines to one instruction), which stays valid as long as the
-/// thread runs: it has a `const` initialiser and no destructor.
-#[cfg(all(feature = "std", not(bento_loom)))]
-#[inline(always)]
-fn with_cache<R>(f: impl FnOnce(&ThreadCache) -> R) -> R {
-    let cache = CACHE.with(ptr::from_ref);
-    // SAFETY: the thread-local of this thread, alive until the thread ends (see
-    // above); only shared references to it exist (its fields are cells and atomics).
-    f(unsafe { &*cache })
-}
-
-/// Registers the flush at thread exit. Registering can allocate through the global
-/// allocator, which may be this one: the cache is `ATTACHING` meanwhile, so such a
-/// call takes the locked path.
-#[cfg(all(feature = "std", not(bento_loom)))]
-fn arm_exit_flush() -> bool {
-    // Fails while the thread's locals are being destroyed: no cache then.
-    EXIT.try_with(|_| ()).is_ok()
-}
-
-/// Under loom one thread-local holds the cache and flushes it (loom runs a thread's
-/// thread-local destructors together, after which none can be reached).
-#[cfg(bento_loom)]
-struct LoomCache(ThreadCache);
-
-#[cfg(bento_loom)]
-loom::thread_local! {
-    static CACHE: LoomCache = LoomCache(ThreadCache::new());
-}
-
-#[cfg(bento_loom)]
-impl Drop for LoomCache {
-    fn drop(&mut self) {
-        leave(&self.0);
-    }
-}
-
-#[cfg(bento_loom)]
-fn with_cache<R>(f: impl FnOnce(&ThreadCache) -> R) -> R {
-    CACHE.with(|c| f(&c.0))
-}
-
-#[cfg(bento_loom)]
-fn arm_exit_flush() -> bool {
-    true
-}
-
 /// The thread is exiting: its cache goes back to its owner, and is used no more.
-fn leave(cache: &ThreadCache) {
+pub(crate) fn leave(cache: &ThreadCache) {
     if cache.state.get() == LIVE
         && let Some(detach) = cache.detach.get()
     {
@@ -324,6 +293,8 @@ pub(crate) struct Fronts {
     pub(crate) enabled: bool,
     /// Each bin's capacity in blocks (0: no such bin, or no front end).
     cap: [u32; BINS + 1],
+    /// Each bin's block stride, for the check of a free without a layout.
+    stride: [Stride; BINS + 1],
     /// The bin of each size up to `MAX_CACHED` in steps of 8 (`(size + 7) / 8`), or
     /// `NO_BIN` (for size 0, and for every size without the front end): one lookup
     /// for small and medium sizes alike, so that the hot path does not branch on
@@ -341,7 +312,7 @@ pub(crate) struct Fronts {
 impl Fronts {
     /// The bins for the small classes `classes`.
     pub(crate) fn new(enabled: bool, classes: &crate::SizeClasses) -> Self {
-        let enabled = enabled && cfg!(feature = "std");
+        let enabled = enabled && crate::tls::AVAILABLE;
         let mut size = [0u32; BINS + 1];
         for (bin, s) in size.iter_mut().enumerate().take(classes.len()) {
             *s = classes.size(bin) as u32;
@@ -368,11 +339,34 @@ impl Fronts {
         Self {
             enabled,
             cap,
+            stride: size.map(|s| Stride::new((s as usize).max(16))),
             lookup,
             id_bin: [NO_BIN; 256],
             lock: RawSpinLock::new(),
             head: AtomicPtr::new(ptr::null_mut()),
         }
+    }
+
+    /// Whether `ptr` may be a block of bin `bin` not freed already: at a block's
+    /// start in its run, and without the freed mark. Not whether it was carved (the
+    /// locked path's probe knows that).
+    ///
+    /// # Safety
+    ///
+    /// `ptr` lies in a run of bin `bin`'s class region, whose second word is readable.
+    #[inline(always)]
+    pub(crate) unsafe fn plausible(&self, bin: usize, ptr: NonNull<u8>) -> bool {
+        let addr = ptr.addr().get();
+        let offset = addr.wrapping_sub((addr & !(RUN - 1)) + FIRST);
+        offset < RUN - FIRST
+            && self.stride[bin].divides(offset)
+            // SAFETY: the caller's contract.
+            && unsafe { ptr.cast::<usize>().add(1).read() } != FREED
+    }
+
+    /// The registry's lock, for the fork guard (`CommonAllocator::lock_all`).
+    pub(crate) fn raw_lock(&self) -> &RawSpinLock {
+        &self.lock
     }
 
     /// Records that region id `id` is the class region of bin `bin`.
@@ -451,6 +445,12 @@ impl<P: PageSource> Inner<P> {
 
     /// The hot path of a free without a layout: the region map's id says the bin.
     ///
+    /// The pointer is checked first, in release builds too, as C's `free` is: it
+    /// must be a block's start in its run (its offset a multiple of the bin's
+    /// stride), and not hold the freed mark; one that does not pass goes to the
+    /// full path, which finds out (under the region's lock) what it is. The mark is
+    /// written as the block enters the bin.
+    ///
     /// # Safety
     ///
     /// `ptr` is a live block of this allocator, not used afterwards when this
@@ -459,9 +459,35 @@ impl<P: PageSource> Inner<P> {
     pub(crate) unsafe fn fast_free_unsized(&self, ptr: NonNull<u8>) -> bool {
         let id = self.layer.map.owner(ptr.addr().get());
         let bin = usize::from(self.fronts.id_bin[usize::from(id)]);
-        // SAFETY: the caller's contract; the map gives the block to the class
-        // region of `bin` (or `bin` is `NO_BIN`).
-        unsafe { self.fast_free_bin(ptr, bin, None) }
+        let me = ptr::from_ref(self).cast::<()>();
+        with_cache(|cache| {
+            if cache.owner.get() != me
+                || cache.count(bin) >= self.fronts.cap[bin]
+                // SAFETY: a bin with room is a class region's, whose blocks the map
+                // says `ptr` lies among (the caller's contract).
+                || !unsafe { self.fronts.plausible(bin, ptr) }
+            {
+                return false;
+            }
+            if cfg!(debug_assertions) && !self.check_fast_free(cache, bin, ptr, None) {
+                return true;
+            }
+            // SAFETY: the caller gives up a live block of bin `bin` (checked as far
+            // as the hot path can); it holds at least 16 bytes.
+            unsafe {
+                ptr.cast::<usize>().add(1).write(FREED);
+                cache.push(bin, ptr);
+            }
+            true
+        })
+    }
+
+    /// Whether `ptr` is in this thread's cache, in `bin` (a cold walk of at most
+    /// its capacity), when the cache is this allocator's.
+    #[cold]
+    pub(crate) fn held_here(&self, bin: usize, ptr: NonNull<u8>) -> bool {
+        let me = ptr::from_ref(self).cast::<()>();
+        self.fronts.enabled && with_cache(|cache| cache.owner.get() == me && cache.holds(bin, ptr))
     }
 
     /// The hot path of a free into bin `bin` (its layout, when known, for the debug
@@ -580,7 +606,7 @@ impl<P: PageSource> Inner<P> {
             return false;
         }
         cache.state.set(ATTACHING);
-        if !arm_exit_flush() {
+        if !arm_exit_flush(cache) {
             cache.state.set(DEAD);
             return false;
         }
@@ -690,5 +716,39 @@ impl<P: PageSource> Inner<P> {
                 self.detach(cache);
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{FREE, ThreadCache};
+    use crate::sync::Ordering;
+
+    /// The static-TLS provider's cache starts as zeroed memory: that must read as a
+    /// fresh cache, unattached with empty bins.
+    #[test]
+    fn a_zeroed_cache_is_a_new_one() {
+        // SAFETY: every field is a pointer, an integer, a cell or atomic of one, or
+        // an `Option` of a function pointer, for which zero bytes are valid (`None`).
+        let cache: ThreadCache = unsafe { core::mem::zeroed() };
+        assert!(cache.owner.get().is_null());
+        assert!(cache.detach.get().is_none());
+        assert_eq!(cache.state.get(), FREE);
+        for bin in &cache.bins {
+            assert!(bin.head.get().is_null());
+            assert_eq!(bin.count.load(Ordering::Relaxed), 0);
+        }
+        assert!(cache.next.load(Ordering::Relaxed).is_null());
+    }
+
+    /// The division-free test agrees with `%` for every stride a bin has.
+    #[test]
+    fn stride_tests_agree_with_the_remainder() {
+        for stride in (16..=4096).step_by(8) {
+            let test = super::Stride::new(stride);
+            for n in (0..3 * stride).chain([usize::MAX - 7, usize::MAX / 2, 65_408]) {
+                assert_eq!(test.divides(n), n % stride == 0, "{n} by {stride}");
+            }
+        }
     }
 }

@@ -13,12 +13,13 @@ use core::ffi::{c_int, c_void};
 use core::ptr::{self, NonNull};
 use core::sync::atomic::{AtomicU8, Ordering};
 
-use bento_common::{CommonAllocator, CommonConfig, SizeClasses};
+use bento_common::{CommonAllocator, CommonConfig};
 
 /// The allocator behind every entry point, and Rust's global allocator inside this
 /// library, so that Rust code here never goes through the interposed `malloc`.
-/// Without its per-thread front end: that needs thread-locals, which a malloc
-/// replacement must not touch. Its commit cache keeps freed pages and segments under
+/// With its per-thread front end, whose cache lives in initial-exec TLS (bento-common's
+/// `static-tls`: on x86-64; elsewhere the front end is off and every call takes its
+/// region's lock). Its commit cache keeps freed pages and segments under
 /// the retention `BENTO_RETAIN` sets (see `retain`: a decay of 1 s by default; under
 /// `eager`, the large region's last segment and up to 8 MiB of pages), so that a loop
 /// of multi-megabyte blocks neither maps a segment nor faults its pages in again each
@@ -26,7 +27,6 @@ use bento_common::{CommonAllocator, CommonConfig, SizeClasses};
 #[global_allocator]
 pub(crate) static COMMON: CommonAllocator = CommonAllocator::with_config(
     CommonConfig::DEFAULT
-        .with_thread_cache(false)
         .with_commit_cache(COMMIT_CACHE)
         .with_commit_floor(COMMIT_FLOOR)
         .with_retention(retain::RETENTION),
@@ -43,10 +43,6 @@ const COMMIT_FLOOR: usize = 8 << 20;
 
 /// The alignment of every block, as glibc's on 64-bit targets.
 const MIN_ALIGN: usize = 16;
-
-/// The largest small class: a block with a larger usable size lives in the large
-/// region, where a resize can happen in place.
-const LARGEST_CLASS: usize = SizeClasses::DEFAULT.largest();
 
 /// The once-per-process set-up, done by the first call: the fork handlers, and what
 /// the environment asks for (the retention, statistics at exit, a trace). Once set
@@ -275,28 +271,8 @@ unsafe fn resize(old: NonNull<u8>, size: usize) -> *mut c_void {
         if size <= usable && size >= usable / 2 {
             return Ok(old);
         }
-        if usable > LARGEST_CLASS && size > LARGEST_CLASS {
-            // Both sizes belong to the large region, where the block lies (a usable
-            // size above every class): its space may resize it in place.
-            let old_layout = Layout::from_size_align(usable, MIN_ALIGN).map_err(|_| ())?;
-            // SAFETY: the block is live in the large region. `old_layout` need not be
-            // the layout it was made with (a `memalign` block was made with a larger
-            // alignment): the large region finds a block by its boundary tag, and
-            // `old_layout` routes to the large region (its size is above every
-            // class), holds no more than the block's usable size, and its alignment
-            // (16) divides the block's.
-            return unsafe { COMMON.resize(old, old_layout, new_layout) }.map_err(|_| ());
-        }
-        // A small block to another class, or between the small regions and the large
-        // one: move it by hand.
-        let new = COMMON.alloc(new_layout).map_err(|_| ())?;
-        // SAFETY: `old` holds `usable` bytes and `new` at least `size`; the blocks
-        // are distinct; `old` is freed once, here.
-        unsafe {
-            ptr::copy_nonoverlapping(old.as_ptr(), new.as_ptr(), usable.min(size));
-            COMMON.free(old);
-        }
-        Ok(new)
+        // SAFETY: the caller's contract: `old` is live (and was checked just above).
+        unsafe { COMMON.realloc(old, new_layout) }.map_err(|_| ())
     });
     if watching {
         // A block moved or shrunk may have left pages kept; no bento lock is held.

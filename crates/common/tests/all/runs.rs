@@ -16,7 +16,7 @@ const PER_RUN: usize = ((64 << 10) - 128) / 256;
 /// The 256-byte class's region.
 const CLASS: usize = 19;
 
-/// An allocator whose spans hold two runs.
+/// An allocator whose spans hold at most two runs: one run, then two, two...
 fn two_run_spans() -> CommonAllocator<HeapPages> {
     CommonAllocator::with_config(shape().with_small_segment(128 << 10).with_pages(heap()))
 }
@@ -35,8 +35,9 @@ fn runs_fill_take_frees_back_empty_and_are_reused() {
     let n = 5 * PER_RUN + 10;
     let blocks: Vec<_> = (0..n).map(|_| common.alloc(layout).unwrap()).collect();
     let r = class(&common);
-    assert_eq!((r.live_blocks, r.runs, r.segments), (n, 6, 3), "{r:?}");
-    assert_eq!(r.committed, r.reserved, "every run of the three spans in use");
+    // Spans of 1, 2, 2 and 2 runs, the last with one idle.
+    assert_eq!((r.live_blocks, r.runs, r.segments), (n, 6, 4), "{r:?}");
+    assert_eq!((r.committed, r.reserved), (6 << 16, 7 << 16), "{r:?}");
     // Every other block: each run partial, none empties.
     for (i, p) in blocks.iter().enumerate().filter(|(i, _)| i % 2 == 0) {
         // SAFETY: live with `layout`, freed once.
@@ -54,13 +55,22 @@ fn runs_fill_take_frees_back_empty_and_are_reused() {
     }
     let r = class(&common);
     assert_eq!(r.runs, 5, "{r:?}");
-    assert!(r.committed < r.reserved, "the idle run is decommitted: {r:?}");
+    assert!(
+        r.committed < r.reserved,
+        "the idle run is decommitted: {r:?}"
+    );
     // The freed blocks are used again before any new run is made.
-    let again: Vec<_> = (0..2 * PER_RUN).map(|_| common.alloc(layout).unwrap()).collect();
+    let again: Vec<_> = (0..2 * PER_RUN)
+        .map(|_| common.alloc(layout).unwrap())
+        .collect();
     let r = class(&common);
-    assert!(r.runs <= 6 && r.segments == 3, "{r:?}");
+    assert!(r.runs <= 6 && r.segments == 4, "{r:?}");
     // The blocks still live: the odd ones of the last runs.
-    let odd = blocks.iter().enumerate().skip(3 * PER_RUN).filter(|(i, _)| i % 2 == 1);
+    let odd = blocks
+        .iter()
+        .enumerate()
+        .skip(3 * PER_RUN)
+        .filter(|(i, _)| i % 2 == 1);
     for p in odd.map(|(_, p)| p).chain(&again) {
         // SAFETY: the live blocks, each freed once.
         unsafe { common.dealloc(*p, layout) };
@@ -77,13 +87,13 @@ fn runs_fill_take_frees_back_empty_and_are_reused() {
 fn a_span_goes_back_with_its_last_run() {
     let common = two_run_spans();
     let layout = Layout::from_size_align(256, 8).unwrap();
-    // Two spans: runs A B | C D, with one block kept in D.
+    // Three spans: runs A | B C | D, with one block kept in D.
     let blocks: Vec<_> = (0..3 * PER_RUN + 1)
         .map(|_| common.alloc(layout).unwrap())
         .collect();
-    assert_eq!(class(&common).segments, 2);
+    assert_eq!(class(&common).segments, 3);
     // Emptying A, B and C keeps two of them and makes one idle; a trim makes the
-    // kept ones idle too: the first span goes back, the second keeps D.
+    // kept ones idle too: the first two spans go back, the third keeps D.
     for p in &blocks[..3 * PER_RUN] {
         // SAFETY: live with `layout`, freed once.
         unsafe { common.dealloc(*p, layout) };
@@ -102,7 +112,7 @@ fn a_free_landing_wrongly_in_a_run_is_reported() {
     let _ = seen();
     let common = two_run_spans();
     let layout = Layout::from_size_align(256, 8).unwrap();
-    // Three runs: A and B in the first span, C in the second.
+    // Three runs: A in the first span, B and C in the second.
     let blocks: Vec<_> = (0..2 * PER_RUN + 3)
         .map(|_| common.alloc(layout).unwrap())
         .collect();
@@ -120,8 +130,8 @@ fn a_free_landing_wrongly_in_a_run_is_reported() {
         assert!(seen().is_empty());
         common.free(blocks[1]);
         assert!(matches!(seen()[..], [Misuse::DoubleFree { .. }]), "twice");
-        // Empty A and C (both kept), then B (idle): a pointer into B is a block
-        // freed before.
+        // Empty A and C (both kept), then B (idle, in a span C keeps): a pointer
+        // into B is a block freed before.
         let (a, b, c) = (
             &blocks[..PER_RUN],
             &blocks[PER_RUN..2 * PER_RUN],
@@ -135,12 +145,18 @@ fn a_free_landing_wrongly_in_a_run_is_reported() {
         assert!(seen().is_empty());
         assert_eq!(class(&common).runs, 2, "A and C kept, B idle");
         common.free(b[7]);
-        assert!(matches!(seen()[..], [Misuse::DoubleFree { .. }]), "idle run");
+        assert!(
+            matches!(seen()[..], [Misuse::DoubleFree { .. }]),
+            "idle run"
+        );
         // A trim releases both spans: the map no longer knows the pointers.
         common.trim();
         assert_eq!(class(&common).reserved, 0);
         common.free(c[0]);
-        assert!(matches!(seen()[..], [Misuse::Foreign { .. }]), "released span");
+        assert!(
+            matches!(seen()[..], [Misuse::Foreign { .. }]),
+            "released span"
+        );
     }
     common.validate().unwrap();
     assert_eq!(common.stats().live_blocks, 0);

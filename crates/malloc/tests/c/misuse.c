@@ -47,11 +47,14 @@ int main(int argc, char **argv) {
     char *keep = malloc(size); /* a neighbour, so that p's chunk stays a chunk */
     if (p == NULL || keep == NULL) return 2;
     memset(p, 0x41, size);
+    /* Inside the block: 16 bytes in, or 8 in a block of 16 (whose next 16 bytes
+     * may be `keep`, a block of its own). */
+    size_t in = size > 16 ? 16 : 8;
     if (strcmp(c, "interior") == 0) {
-        free(p + 16);
+        free(p + in);
     } else if (strcmp(c, "interior-zeroed") == 0) {
         memset(p, 0, size);
-        free(p + 16);
+        free(p + in);
     } else if (strcmp(c, "double") == 0) {
         free(p);
         free(p);
