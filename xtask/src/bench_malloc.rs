@@ -2,7 +2,10 @@
 //! bento-malloc in `LD_PRELOAD`, and with mimalloc and jemalloc (Debian's packages,
 //! installed with apt-get when missing): a Python script, `sort` and `gzip` of a
 //! 50 MB file, `gcc` compiling a generated file, a C++ program heavy in `new` and
-//! `delete`, and a C loop of 1–5 MiB blocks. Each program runs ROUNDS times (default
+//! `delete`, a C loop of 1–5 MiB blocks, and three threaded C programs in the shape
+//! of mimalloc-bench's larson, xmalloc-test and alloc-test (`larson.c`, `xmalloc.c`,
+//! `bursts.c`: threads freeing each other's blocks, a producer and a consumer,
+//! bursts of short-lived threads). Each program runs ROUNDS times (default
 //! 5) under each allocator in turn, the first allocator rotating every round; the
 //! table gives the wall time (min / median / max) and the peak resident set (median),
 //! each median as a ratio to glibc's. Not part of CI.
@@ -131,6 +134,16 @@ fn prepare(work: &Path) -> Result<Vec<Program>, String> {
     };
     compile("g++", "newdelete.cpp", "newdelete")?;
     compile("cc", "bigblocks.c", "bigblocks")?;
+    for threaded in ["larson", "xmalloc", "bursts"] {
+        let ok = Command::new("cc")
+            .args(["-O2", "-pthread", "-o"])
+            .arg(work.join(threaded))
+            .arg(sources.join(format!("{threaded}.c")))
+            .status()
+            .map_err(|e| format!("cc: {e}"))?
+            .success();
+        ok.then_some(()).ok_or(format!("cc {threaded}.c failed"))?;
+    }
     // The interpreter itself, not a launcher script that would be timed too.
     let python = Command::new("python3")
         .args(["-c", "import sys; print(sys.executable)"])
@@ -169,6 +182,31 @@ fn prepare(work: &Path) -> Result<Vec<Program>, String> {
         Program {
             name: "big blocks",
             argv: vec![s(&work.join("bigblocks"))],
+        },
+        // Threads as many as the machine's cores (2 here): larson's server threads
+        // freeing each other's blocks, xmalloc-test's producer and consumer,
+        // alloc-test's bursts of short-lived threads.
+        Program {
+            name: "larson",
+            argv: vec![
+                s(&work.join("larson")),
+                "2".into(),
+                "40".into(),
+                "200000".into(),
+            ],
+        },
+        Program {
+            name: "xmalloc",
+            argv: vec![s(&work.join("xmalloc")), "1".into(), "4000000".into()],
+        },
+        Program {
+            name: "bursts",
+            argv: vec![
+                s(&work.join("bursts")),
+                "2".into(),
+                "200".into(),
+                "20000".into(),
+            ],
         },
     ])
 }

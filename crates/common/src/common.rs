@@ -288,6 +288,56 @@ impl<P: PageSource> CommonAllocator<P> {
         self.alloc_slow(layout)
     }
 
+    /// The hot path of [`alloc`](Self::alloc) alone: a block from the calling
+    /// thread's cache, with no lock, no system call (so `errno` is untouched) and no
+    /// call out of line; `None` when the cache cannot serve `layout` now (the front
+    /// end off, an empty bin, a size above 4 KiB or an alignment above 16), which
+    /// [`alloc`](Self::alloc) then does. For a C `malloc` wrapper's fast path.
+    ///
+    /// ```
+    /// use core::alloc::Layout;
+    /// use bento_common::CommonAllocator;
+    ///
+    /// let common = CommonAllocator::new();
+    /// let layout = Layout::new::<[u8; 32]>();
+    /// let p = common.alloc(layout).unwrap(); // the first call fills the thread's bin
+    /// let q = common.alloc_cached(layout).expect("a block of the bin");
+    /// // SAFETY: live, freed once.
+    /// unsafe { common.free(p); common.free(q) };
+    /// ```
+    #[inline]
+    pub fn alloc_cached(&self, layout: Layout) -> Option<NonNull<u8>> {
+        self.started()?.fast_alloc(layout)
+    }
+
+    /// The hot path of [`free`](Self::free) alone: true when the block went into the
+    /// calling thread's cache (checked as `free` checks it there; no lock, no system
+    /// call, `errno` untouched); false leaves it live, for [`free`](Self::free).
+    ///
+    /// # Safety
+    ///
+    /// As for [`free`](Self::free).
+    ///
+    /// ```
+    /// use core::alloc::Layout;
+    /// use bento_common::CommonAllocator;
+    ///
+    /// let common = CommonAllocator::new();
+    /// let p = common.alloc(Layout::new::<u64>()).unwrap();
+    /// // SAFETY: live; freed by one of the two calls.
+    /// unsafe {
+    ///     if !common.free_cached(p) {
+    ///         common.free(p);
+    ///     }
+    /// }
+    /// ```
+    #[inline]
+    pub unsafe fn free_cached(&self, ptr: NonNull<u8>) -> bool {
+        // SAFETY: the caller's contract.
+        self.started()
+            .is_some_and(|inner| unsafe { inner.fast_free_unsized(ptr) })
+    }
+
     /// Every allocation the thread's bin does not serve at once.
     #[inline(never)]
     fn alloc_slow(&self, layout: Layout) -> Result<NonNull<u8>, AllocError> {

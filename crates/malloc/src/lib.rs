@@ -36,7 +36,7 @@ pub(crate) static COMMON: CommonAllocator = CommonAllocator::with_config(
 /// the large region (32 MiB) fits, so the large region's last segment, released when
 /// its last block goes, is kept as a spare and taken back by the next large
 /// allocation without a system call.
-const COMMIT_CACHE: usize = 40 << 20;
+const COMMIT_CACHE: usize = 128 << 20;
 /// The pages the commit cache may keep committed however little is reserved, under
 /// `BENTO_RETAIN=eager`.
 const COMMIT_FLOOR: usize = 8 << 20;
@@ -179,7 +179,24 @@ fn power_of_two(align: usize) -> bool {
 /// while it is live.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
+    if size <= FAST_MOST && fast() {
+        // SAFETY: a size of at most 4 KiB and an alignment of 16 make a layout.
+        let layout = unsafe { Layout::from_size_align_unchecked(size.max(1), MIN_ALIGN) };
+        if let Some(p) = COMMON.alloc_cached(layout) {
+            return p.as_ptr().cast();
+        }
+    }
     alloc(size, MIN_ALIGN, false)
+}
+
+/// The largest request the fast paths of `malloc` try: what a thread's cache holds.
+const FAST_MOST: usize = 4096;
+
+/// Whether a call may take the common allocator's hot path alone: the process is set
+/// up (and no purger is waiting to start) and nothing is traced.
+#[inline(always)]
+fn fast() -> bool {
+    SETUP.load(Ordering::Relaxed) == SET && !trace::tracing()
 }
 
 /// `free(p)`: gives a block back; `free(NULL)` does nothing; `errno` is kept.
@@ -192,6 +209,11 @@ pub unsafe extern "C" fn malloc(size: usize) -> *mut c_void {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn free(p: *mut c_void) {
     if let Some(p) = NonNull::new(p.cast::<u8>()) {
+        // SAFETY: C's contract: `p` is a live block from this allocator; the hot
+        // path makes no system call, so `errno` stays as it is.
+        if fast() && unsafe { COMMON.free_cached(p) } {
+            return;
+        }
         // SAFETY: C's contract: `p` is a live block from this allocator.
         unsafe { free_block(p) }
     }

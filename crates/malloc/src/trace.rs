@@ -250,8 +250,8 @@ extern "C" fn flush_at_exit() {
     unsafe { LOCK.unlock() };
 }
 
-#[inline]
-fn tracing() -> bool {
+#[inline(always)]
+pub(crate) fn tracing() -> bool {
     FD.load(Ordering::Relaxed) >= 0
 }
 
