@@ -83,6 +83,8 @@ pub(crate) const fn medium_size(bin: usize) -> usize {
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Stride {
     shift: u32,
+    /// The low `shift` bits.
+    low: usize,
     inverse: usize,
     limit: usize,
 }
@@ -102,6 +104,7 @@ impl Stride {
         }
         Self {
             shift,
+            low: (1 << shift) - 1,
             inverse,
             limit: usize::MAX / odd,
         }
@@ -110,8 +113,7 @@ impl Stride {
     /// Whether `n` is a multiple of the stride.
     #[inline(always)]
     pub(crate) const fn divides(&self, n: usize) -> bool {
-        n & ((1 << self.shift) - 1) == 0
-            && (n >> self.shift).wrapping_mul(self.inverse) <= self.limit
+        n & self.low == 0 && (n >> self.shift).wrapping_mul(self.inverse) <= self.limit
     }
 }
 

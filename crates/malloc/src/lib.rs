@@ -32,10 +32,12 @@ pub(crate) static COMMON: CommonAllocator = CommonAllocator::with_config(
         .with_retention(retain::RETENTION),
 );
 
-/// The commit cache's capacity, the most it keeps under a decay: a whole segment of
-/// the large region (32 MiB) fits, so the large region's last segment, released when
-/// its last block goes, is kept as a spare and taken back by the next large
-/// allocation without a system call.
+/// The commit cache's capacity, the most it keeps under a decay (within 120 % of the
+/// peak in use): a whole segment of the large region (32 MiB) fits, so the large
+/// region's last segment, released when its last block goes, is kept as a spare and
+/// taken back by the next large allocation without a system call; and a program
+/// whose threads come and go (each freeing its blocks before it exits) takes their
+/// runs' pages back without faulting them in again.
 const COMMIT_CACHE: usize = 128 << 20;
 /// The pages the commit cache may keep committed however little is reserved, under
 /// `BENTO_RETAIN=eager`.
@@ -122,6 +124,8 @@ fn errno() -> c_int {
 }
 
 /// A block of `size` bytes (at least one) aligned to `align`, or null with `ENOMEM`.
+/// Out of line, so that `malloc`'s fast path saves no registers.
+#[inline(never)]
 fn alloc(size: usize, align: usize, zeroed: bool) -> *mut c_void {
     setup();
     let Ok(layout) = Layout::from_size_align(size.max(1), align.max(MIN_ALIGN)) else {
@@ -149,7 +153,9 @@ fn alloc(size: usize, align: usize, zeroed: bool) -> *mut c_void {
 /// # Safety
 ///
 /// `p` is a live block of this allocator. A pointer the allocator does not own is
-/// reported on stderr and the process aborts.
+/// reported on stderr and the process aborts. Out of line, so that `free`'s fast path
+/// saves no registers.
+#[inline(never)]
 unsafe fn free_block(p: NonNull<u8>) {
     let saved = errno();
     let watching = retain::watching();
