@@ -10,8 +10,9 @@
 //! ```
 //!
 //! Columns: latency percentiles over every operation (p50 … max), how many took
-//! over 100 µs, the peak resident set (`VmHWM`) less the one before the run, over the
-//! peak live bytes, and what the process still holds a second after everything is
+//! over 10 µs and over 100 µs, the peak resident set (`VmHWM`) less the one before the run, over the
+//! peak live bytes, the most mappings the process had at a round's peak, and what
+//! the process still holds a second after everything is
 //! freed (no trim call; bento's space is told to look at the clock, its decay time
 //! being 1 s). Every page of a block is written once after its allocation (outside
 //! the timed call), as a program uses its memory.
@@ -25,7 +26,7 @@ use bento_benches::heap::{Api, GlobalHeap, Heap, Talc, below};
 use bento_pages::SystemPages;
 use bento_space::{MemorySpace, SpaceConfig};
 
-const PEERS: &[&str] = &["bento", "glibc", "mimalloc", "jemalloc", "talc"];
+const PEERS: &[&str] = &["bento", "common", "glibc", "mimalloc", "jemalloc", "talc"];
 const LIVE: usize = 128 << 20;
 const ROUNDS: usize = 16;
 /// The share of the live set freed each round, in percent.
@@ -52,6 +53,8 @@ fn status_bytes(key: &str) -> usize {
 struct Figures {
     latencies: Vec<u32>,
     peak_live: usize,
+    /// The most mappings (`/proc/self/maps` lines) the process had at a round's peak.
+    vmas: usize,
     /// The resident set once every block is freed, the heap still alive.
     held: usize,
 }
@@ -64,6 +67,7 @@ fn churn<H: Heap>(heap: &mut H, settle: impl FnOnce()) -> Figures {
     let mut latencies = Vec::with_capacity(1 << 20);
     let mut live_bytes = 0usize;
     let mut peak_live = 0usize;
+    let mut vmas = 0;
     for _ in 0..ROUNDS {
         while live_bytes < LIVE {
             let size = size_of_draw(rng.next());
@@ -79,6 +83,7 @@ fn churn<H: Heap>(heap: &mut H, settle: impl FnOnce()) -> Figures {
             live_bytes += size;
         }
         peak_live = peak_live.max(live_bytes);
+        vmas = vmas.max(mappings());
         let keep = live.len() * (100 - FREED) / 100;
         while live.len() > keep {
             let (p, size) = live.swap_remove(below(rng.next(), live.len()));
@@ -98,9 +103,15 @@ fn churn<H: Heap>(heap: &mut H, settle: impl FnOnce()) -> Figures {
     settle();
     Figures {
         latencies,
+        vmas,
         peak_live,
         held: status_bytes("VmRSS:"),
     }
+}
+
+/// The process's mappings now (0 where `/proc` is missing).
+fn mappings() -> usize {
+    std::fs::read_to_string("/proc/self/maps").map_or(0, |m| m.lines().count())
 }
 
 /// A second of idleness once everything is freed: bento's default decay time.
@@ -122,6 +133,13 @@ fn run(peer: &str) {
                 space.decay();
             })
         }
+        "common" => {
+            let common = bento_common::CommonAllocator::new();
+            churn(&mut Api(&common), || {
+                idle();
+                common.decay();
+            })
+        }
         "glibc" => churn(&mut GlobalHeap(std::alloc::System), idle),
         "mimalloc" => churn(&mut GlobalHeap(mimalloc::MiMalloc), idle),
         "jemalloc" => churn(&mut GlobalHeap(tikv_jemallocator::Jemalloc), idle),
@@ -133,9 +151,10 @@ fn run(peer: &str) {
     l.sort_unstable();
     let at = |q: f64| f64::from(l[((l.len() - 1) as f64 * q) as usize]) / 1000.0;
     let slow = l.iter().filter(|&&ns| ns > 100_000).count();
+    let over_10 = l.iter().filter(|&&ns| ns > 10_000).count();
     let mib = |b: usize| b as f64 / f64::from(1 << 20);
     println!(
-        "| {peer} | {} | {:.2} | {:.1} | {:.1} | {:.1} | {:.0} | {slow} | {:.2} | {:.1} MiB |",
+        "| {peer} | {} | {:.2} | {:.1} | {:.1} | {:.1} | {:.0} | {over_10} | {slow} | {:.2} | {} | {:.1} MiB |",
         l.len(),
         at(0.5),
         at(0.99),
@@ -143,6 +162,7 @@ fn run(peer: &str) {
         at(0.9999),
         at(1.0),
         peak as f64 / figures.peak_live as f64,
+        figures.vmas,
         mib(figures.held.saturating_sub(base)),
     );
 }
@@ -153,9 +173,9 @@ fn main() {
         return;
     }
     println!(
-        "| allocator | operations | p50 µs | p99 µs | p99.9 µs | p99.99 µs | max µs | over 100 µs | peak RSS ÷ peak live | held 1 s after free-all |"
+        "| allocator | operations | p50 µs | p99 µs | p99.9 µs | p99.99 µs | max µs | over 10 µs | over 100 µs | peak RSS ÷ peak live | mappings at peak | held 1 s after free-all |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
     let me = std::env::current_exe().expect("the binary's path");
     for peer in PEERS {
         let status = Command::new(&me)
