@@ -4,7 +4,7 @@
 //!
 //! - `mixed`: 10k live blocks of 16–4095 B (log-uniform); each step frees a random
 //!   one and allocates a replacement. Random numbers carry on between iterations.
-//! - `small`: the same with 1–256 B (uniform), where the 20 small regions serve.
+//! - `small`: the same with 1–256 B (uniform), where the 20 small classes serve.
 //! - `threads`: each of 1 or 2 threads keeps 1000 blocks of 1–512 B live and
 //!   replaces them; every 16th block goes to the other thread, which frees it
 //!   (cross-thread frees). Throughput is operations per second of all threads.

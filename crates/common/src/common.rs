@@ -49,10 +49,11 @@ macro_rules! define_common {
         /// assert!(GLOBAL.stats().live_blocks >= 1);
         /// ```
         ///
-        /// Requests of up to 256 bytes aligned to at most 16 go to the region of their
-        /// class, which keeps freed blocks on a free list within a shared budget;
-        /// the rest go to the large region (see [`Routing`]). Any pointer's region is
-        /// found in O(1) through the region map, so [`free`](Self::free) needs no size.
+        /// Requests of up to 4 KiB aligned to at most 16 go to the region of their
+        /// class (20 small classes to 256 bytes, then 8 medium bins an octave), which
+        /// carves its blocks from runs of one size; the rest go to the large region, a
+        /// memory space (see [`Routing`]). Any pointer's region is found in O(1)
+        /// through the region map, so [`free`](Self::free) needs no size.
         pub struct CommonAllocator<P: PageSource $($default)*> {
             // Invariant: null until `state` is `READY`; then the allocator's block,
             // built by `start`, until drop.

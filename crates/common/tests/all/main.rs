@@ -37,7 +37,7 @@ pub(crate) fn seen() -> Vec<Misuse<'static>> {
 /// The shape of the tests: the default classes and medium bins in runs of spans of
 /// `SPAN` (two or four runs, so that spans fill and empty); a large region of
 /// `LARGE_SEGMENT`s in 4 KiB pages with dedicated segments from a quarter of one, so that
-/// programs cross every kind of boundary; a small commit cache and block budget so
+/// programs cross every kind of boundary; a small commit cache and block cache so
 /// that both fill up; misuse recorded, not fatal; no per-thread front end (the
 /// `front` tests turn it on).
 pub(crate) fn shape() -> CommonConfig<()> {
