@@ -301,10 +301,13 @@ impl<P: PageSource> CommonAllocator<P> {
     ///
     /// let common = CommonAllocator::new();
     /// let layout = Layout::new::<[u8; 32]>();
-    /// let p = common.alloc(layout).unwrap(); // the first call fills the thread's bin
-    /// let q = common.alloc_cached(layout).expect("a block of the bin");
+    /// let p = common.alloc(layout).unwrap();
+    /// // SAFETY: live, freed once: into this thread's bin.
+    /// unsafe { common.free(p) };
+    /// let q = common.alloc_cached(layout).expect("the block of the bin");
+    /// assert_eq!(p, q);
     /// // SAFETY: live, freed once.
-    /// unsafe { common.free(p); common.free(q) };
+    /// unsafe { common.free(q) };
     /// ```
     #[inline]
     pub fn alloc_cached(&self, layout: Layout) -> Option<NonNull<u8>> {

@@ -150,6 +150,10 @@ struct Bin {
     /// Written by the owning thread only (so a load and a store, never a locked
     /// instruction); read by the owner's `stats` through the registry.
     count: AtomicU32,
+    /// The blocks the next refill takes: 1 at first, doubling each refill up to half
+    /// the bin's capacity, so that a size a thread uses once costs it one block's
+    /// pages, not a batch's.
+    batch: Cell<u32>,
 }
 
 impl Bin {
@@ -158,6 +162,7 @@ impl Bin {
         Self {
             head: Cell::new(ptr::null_mut()),
             count: AtomicU32::new(0),
+            batch: Cell::new(0),
         }
     }
 
@@ -166,6 +171,7 @@ impl Bin {
         Self {
             head: Cell::new(ptr::null_mut()),
             count: AtomicU32::new(0),
+            batch: Cell::new(0),
         }
     }
 }
@@ -627,10 +633,13 @@ impl<P: PageSource> Inner<P> {
         true
     }
 
-    /// Takes half a bin's capacity of blocks from its region in one lock, returns
-    /// one and keeps the rest.
+    /// Takes the bin's batch of blocks (growing to half its capacity) from its
+    /// region in one lock, returns one and keeps the rest.
     fn refill(&self, cache: &ThreadCache, bin: usize) -> Result<NonNull<u8>, AllocError> {
-        let want = (self.fronts.cap[bin] / 2).max(1);
+        let most = (self.fronts.cap[bin] / 2).max(1);
+        let batch = &cache.bins[bin].batch;
+        let want = batch.get().clamp(1, most);
+        batch.set((want * 2).min(most));
         let mut held = self.bin_class(bin).lock();
         let (chain, n) = held.take_chain(want as usize);
         let first = NonNull::new(chain).ok_or(AllocError)?;
@@ -739,6 +748,7 @@ mod tests {
         for bin in &cache.bins {
             assert!(bin.head.get().is_null());
             assert_eq!(bin.count.load(Ordering::Relaxed), 0);
+            assert_eq!(bin.batch.get(), 0);
         }
         assert!(cache.next.load(Ordering::Relaxed).is_null());
     }
