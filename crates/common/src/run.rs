@@ -431,6 +431,10 @@ impl Runs {
                     if left == 0 || run_of(p) != run {
                         break;
                     }
+                    if cfg!(miri) {
+                        // The link, adopted too, for the walks of the free list.
+                        last.cast::<*mut u8>().write(p);
+                    }
                 }
                 last.cast::<*mut u8>().write((*run).free);
                 (*run).free = first;
