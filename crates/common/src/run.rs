@@ -270,10 +270,11 @@ impl Runs {
             } else {
                 (*run).free = b.cast::<*mut u8>().read();
                 (*run).listed -= 1;
-                // The freed mark goes, so that a probe of the live block finds none.
-                b.cast::<usize>().add(1).write(0);
                 b
             };
+            // No freed mark (a carved block may hold one from an earlier life of its
+            // run), so that a free's check of the live block finds none.
+            block.cast::<usize>().add(1).write(0);
             (*run).used += 1;
             self.used += 1;
             if (*run).free.is_null() && (*run).bump == (*run).end {
@@ -321,14 +322,16 @@ impl Runs {
                 let room = ((*run).end.addr() - bump.addr()) / self.stride;
                 let carve = room.min(want - n - taken);
                 if carve > 0 {
-                    // Ascending addresses, the last linking to what was taken above.
+                    // Ascending addresses, the last linking to what was taken above;
+                    // no freed mark (one may be left from an earlier life of the run).
                     for i in 0..carve - 1 {
                         let c = bump.add(i * self.stride);
                         c.cast::<*mut u8>().write(c.add(self.stride));
+                        c.cast::<usize>().add(1).write(0);
                     }
-                    bump.add((carve - 1) * self.stride)
-                        .cast::<*mut u8>()
-                        .write(head);
+                    let last = bump.add((carve - 1) * self.stride);
+                    last.cast::<*mut u8>().write(head);
+                    last.cast::<usize>().add(1).write(0);
                     head = bump;
                     (*run).bump = bump.add(carve * self.stride);
                 }
