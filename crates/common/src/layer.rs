@@ -11,7 +11,7 @@ use bento_pages::{CommitCache, Metered, PageError, PageSource};
 
 use crate::config::GRANULE;
 use crate::map::RegionMap;
-use crate::sync::{AtomicU64, AtomicUsize, Ordering};
+use crate::sync::{AtomicU32, AtomicUsize, Ordering};
 
 /// Under `Retention::Eager` the commit cache keeps at most this share of the bytes the
 /// regions reserve (as a shift: 1/32) and [`EAGER_MOST`], within the configured
@@ -35,7 +35,8 @@ pub(crate) struct Layer<P: PageSource> {
     pub(crate) leaves: AtomicUsize,
     /// Bit `id` (of 128): region `id` has reserved memory at some time, so `trim`
     /// and a decay step visit only such regions (and take no lock of the others).
-    touched: [AtomicU64; 2],
+    /// 32-bit words, which every target has atomics of.
+    touched: [AtomicU32; 4],
 }
 
 impl<P: PageSource> Layer<P> {
@@ -59,7 +60,7 @@ impl<P: PageSource> Layer<P> {
             (&raw mut (*this).reserved).write(AtomicUsize::new(0));
             (&raw mut (*this).floor).write(floor);
             (&raw mut (*this).leaves).write(AtomicUsize::new(0));
-            (&raw mut (*this).touched).write([AtomicU64::new(0), AtomicU64::new(0)]);
+            (&raw mut (*this).touched).write([const { AtomicU32::new(0) }; 4]);
         }
     }
 
@@ -79,7 +80,7 @@ impl<P: PageSource> Layer<P> {
 
     /// Records that region `id` reserved memory.
     fn touch(&self, id: u8) {
-        let (word, bit) = (usize::from(id / 64), 1u64 << (id % 64));
+        let (word, bit) = (usize::from(id / 32), 1u32 << (id % 32));
         if self.touched[word].load(Ordering::Relaxed) & bit == 0 {
             self.touched[word].fetch_or(bit, Ordering::Relaxed);
         }
@@ -87,7 +88,7 @@ impl<P: PageSource> Layer<P> {
 
     /// Whether region `id` has reserved memory at some time.
     pub(crate) fn touched(&self, id: u8) -> bool {
-        let (word, bit) = (usize::from(id / 64), 1u64 << (id % 64));
+        let (word, bit) = (usize::from(id / 32), 1u32 << (id % 32));
         self.touched[word].load(Ordering::Relaxed) & bit != 0
     }
 

@@ -2,14 +2,10 @@
 //! so that `cargo xtask loom` model-checks the same code.
 
 #[cfg(bento_loom)]
-pub(crate) use loom::sync::atomic::{
-    AtomicPtr, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering,
-};
+pub(crate) use loom::sync::atomic::{AtomicPtr, AtomicU8, AtomicU32, AtomicUsize, Ordering};
 
 #[cfg(not(bento_loom))]
-pub(crate) use core::sync::atomic::{
-    AtomicPtr, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering,
-};
+pub(crate) use core::sync::atomic::{AtomicPtr, AtomicU8, AtomicU32, AtomicUsize, Ordering};
 
 /// One step of a wait for another thread: a CPU hint normally, a yield to loom's
 /// scheduler under loom (which must see the other thread make progress).
