@@ -60,7 +60,7 @@ impl<P: PageSource> Layer<P> {
             (&raw mut (*this).reserved).write(AtomicUsize::new(0));
             (&raw mut (*this).floor).write(floor);
             (&raw mut (*this).leaves).write(AtomicUsize::new(0));
-            (&raw mut (*this).touched).write([const { AtomicU32::new(0) }; 4]);
+            (&raw mut (*this).touched).write(core::array::from_fn(|_| AtomicU32::new(0)));
         }
     }
 
