@@ -288,7 +288,8 @@ impl Runs {
 
     /// Takes up to `want` blocks as a chain linked through their first words (the
     /// last linking to null), from the free lists and room of the partial runs in
-    /// turn: a thread's refill. Returns its first block and its length, 0 only when
+    /// turn: a thread's refill. Their second words may hold the freed mark (the
+    /// thread's cache clears it as it hands each block out). Returns its first block and its length, 0 only when
     /// the page source refuses a run.
     pub(crate) fn take_chain(&mut self, pages: &impl PageSource, want: usize) -> (*mut u8, usize) {
         let mut head: *mut u8 = ptr::null_mut();
@@ -310,7 +311,6 @@ impl Runs {
                 let mut b = (*run).free;
                 while !b.is_null() && n + taken < want {
                     let next = b.cast::<*mut u8>().read();
-                    b.cast::<usize>().add(1).write(0);
                     b.cast::<*mut u8>().write(head);
                     head = b;
                     b = next;
@@ -322,16 +322,14 @@ impl Runs {
                 let room = ((*run).end.addr() - bump.addr()) / self.stride;
                 let carve = room.min(want - n - taken);
                 if carve > 0 {
-                    // Ascending addresses, the last linking to what was taken above;
-                    // no freed mark (one may be left from an earlier life of the run).
+                    // Ascending addresses, the last linking to what was taken above.
                     for i in 0..carve - 1 {
                         let c = bump.add(i * self.stride);
                         c.cast::<*mut u8>().write(c.add(self.stride));
-                        c.cast::<usize>().add(1).write(0);
                     }
-                    let last = bump.add((carve - 1) * self.stride);
-                    last.cast::<*mut u8>().write(head);
-                    last.cast::<usize>().add(1).write(0);
+                    bump.add((carve - 1) * self.stride)
+                        .cast::<*mut u8>()
+                        .write(head);
                     head = bump;
                     (*run).bump = bump.add(carve * self.stride);
                 }

@@ -646,8 +646,12 @@ impl<P: PageSource> Inner<P> {
         // SAFETY: a chain of `n` free blocks of this bin, linked through their first
         // words; the bin is empty (a refill follows a failed pop). Installed under
         // the region's lock, so that a reader of the figures sees the blocks in the
-        // region or in the cache.
-        unsafe { cache.install(bin, first.cast::<*mut u8>().read(), n as u32 - 1) };
+        // region or in the cache. The first, handed out, loses any freed mark (as a
+        // pop clears it): it holds at least 16 bytes.
+        unsafe {
+            cache.install(bin, first.cast::<*mut u8>().read(), n as u32 - 1);
+            first.cast::<usize>().add(1).write(0);
+        }
         drop(held);
         Ok(first)
     }
