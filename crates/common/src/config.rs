@@ -222,8 +222,8 @@ pub struct CommonConfig<P> {
     /// reservations their runs come from (64 KiB of blocks of one size each,
     /// committed when a run is taken and decommitted when it empties), a power of two
     /// from 64 KiB to 4 MiB. A region's first span holds one run and each next one
-    /// twice as many as it has spans, up to this; a span goes back when its last run
-    /// empties.
+    /// twice as many as it has spans, up to this; a span whose runs have all emptied
+    /// goes back at the next `trim` or decay step.
     pub small_segment: usize,
     /// The shape of the large region (and of each region under
     /// [`Routing::Contention`]). Its `commit_cache` and `block_cache` fields are

@@ -19,7 +19,10 @@
 //! (so that a pointer into it reads as freed, whether the pages come back as zero
 //! or the commit cache kept them), decommitted through the region's page source (the
 //! commit cache keeps its pages for reuse under the retention policy), its bit set in
-//! its span's `idle`. A span whose runs are all idle is released. Blocks are carved from a run's `bump` only when its free list is
+//! its span's `idle`. A span whose runs are all idle stays reserved (its runs are
+//! taken again first, their pages from the commit cache) until a trim or a decay
+//! step releases it: threads that come and go, freeing everything as they end, would
+//! otherwise release and reserve their spans again each time. Blocks are carved from a run's `bump` only when its free list is
 //! empty, so a run touches its pages as it fills.
 //!
 //! Everything here is reached under the region's lock.
@@ -477,8 +480,8 @@ impl Runs {
         }
     }
 
-    /// Decommits a run on no list and marks it idle; releases its span when that
-    /// was the span's last run in use.
+    /// Decommits a run on no list and marks it idle (its span stays, for `trim` to
+    /// release once all its runs are idle).
     ///
     /// # Safety
     ///
@@ -505,14 +508,26 @@ impl Runs {
                 (*span).open = true;
                 self.open.push(span);
             }
+        }
+    }
+
+    /// Releases span `span`, whose runs are all idle.
+    ///
+    /// # Safety
+    ///
+    /// `span` is on `open` with every run idle.
+    unsafe fn release(&mut self, span: *mut Span, pages: &impl PageSource) {
+        let base = Span::base(span);
+        let head = Self::head(pages);
+        // SAFETY: the caller's contract: only its header is committed, and nothing
+        // reads the span once it is off the list.
+        unsafe {
             let runs = usize::from((*span).runs);
-            if (*span).idle == Span::all_idle(runs) {
-                self.open.remove(span);
-                pages.decommit(NonNull::new_unchecked(base), head);
-                pages.release(NonNull::new_unchecked(base), runs * RUN);
-                self.committed -= head;
-                self.reserved -= runs * RUN;
-            }
+            self.open.remove(span);
+            pages.decommit(NonNull::new_unchecked(base), head);
+            pages.release(NonNull::new_unchecked(base), runs * RUN);
+            self.committed -= head;
+            self.reserved -= runs * RUN;
         }
     }
 
@@ -634,7 +649,8 @@ impl Runs {
         run
     }
 
-    /// Makes every empty run idle (a trim or a decay step); returns their bytes.
+    /// Makes every empty run idle and releases every span whose runs are all idle
+    /// (a trim or a decay step); returns the bytes of the runs made idle.
     pub(crate) fn trim(&mut self, pages: &impl PageSource) -> usize {
         let mut freed = 0;
         while let Some(run) = NonNull::new(self.empty.head) {
@@ -644,6 +660,18 @@ impl Runs {
                 self.idle(run.as_ptr(), pages);
             }
             freed += RUN;
+        }
+        let mut p = self.open.head;
+        while let Some(span) = NonNull::new(p) {
+            // SAFETY: a live span on `open`: its header is valid until released,
+            // after its successor is read.
+            unsafe {
+                p = (*span.as_ptr()).links.next;
+                let runs = usize::from((*span.as_ptr()).runs);
+                if (*span.as_ptr()).idle == Span::all_idle(runs) {
+                    self.release(span.as_ptr(), pages);
+                }
+            }
         }
         freed
     }
@@ -760,7 +788,6 @@ impl Runs {
                     || is_open != open
                     || (idle == 0) == open
                     || idle & !Span::all_idle(runs) != 0
-                    || idle == Span::all_idle(runs)
                     || !owned(base.addr())
                 {
                     return Err(span.addr());

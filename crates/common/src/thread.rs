@@ -150,9 +150,9 @@ struct Bin {
     /// Written by the owning thread only (so a load and a store, never a locked
     /// instruction); read by the owner's `stats` through the registry.
     count: AtomicU32,
-    /// The blocks the next refill takes: 1 at first, doubling each refill up to half
-    /// the bin's capacity, so that a size a thread uses once costs it one block's
-    /// pages, not a batch's.
+    /// The blocks the next refill takes: about 4 KiB of them at first (0 until the
+    /// first refill), doubling each refill up to half the bin's capacity, so that a
+    /// size a thread uses once costs it a page or so, not a batch.
     batch: Cell<u32>,
 }
 
@@ -301,6 +301,9 @@ pub(crate) struct Fronts {
     pub(crate) enabled: bool,
     /// Each bin's capacity in blocks (0: no such bin, or no front end).
     cap: [u32; BINS + 1],
+    /// Each bin's first refill: about 4 KiB of blocks (at least one, at most half the
+    /// capacity).
+    first: [u32; BINS + 1],
     /// Each bin's block stride, for the check of a free without a layout.
     stride: [Stride; BINS + 1],
     /// The bin of each size up to `MAX_CACHED` in steps of 8 (`(size + 7) / 8`), or
@@ -344,9 +347,16 @@ impl Fronts {
             Some(n) if enabled => n.clamp(8, BIN_MOST),
             _ => 0,
         });
+        let mut first = [1; BINS + 1];
+        for ((f, &s), &c) in first.iter_mut().zip(&size).zip(&cap) {
+            if s != 0 {
+                *f = (4096 / s).clamp(1, (c / 2).max(1));
+            }
+        }
         Self {
             enabled,
             cap,
+            first,
             stride: size.map(|s| Stride::new((s as usize).max(16))),
             lookup,
             id_bin: [NO_BIN; 256],
@@ -638,7 +648,10 @@ impl<P: PageSource> Inner<P> {
     fn refill(&self, cache: &ThreadCache, bin: usize) -> Result<NonNull<u8>, AllocError> {
         let most = (self.fronts.cap[bin] / 2).max(1);
         let batch = &cache.bins[bin].batch;
-        let want = batch.get().clamp(1, most);
+        let want = match batch.get() {
+            0 => self.fronts.first[bin],
+            b => b.min(most),
+        };
         batch.set((want * 2).min(most));
         let mut held = self.bin_class(bin).lock();
         let (chain, n) = held.take_chain(want as usize);

@@ -1,5 +1,6 @@
 //! Runs: a class region's blocks fill runs, partial runs take frees back, an emptied
-//! run is kept (two a region) or goes idle, a span goes back with its last run, and
+//! run is kept (two a region) or goes idle, a span goes back at a trim once its runs
+//! are all idle, and
 //! a free without a layout that lands in a run wrongly (inside a block, beyond what
 //! was carved, twice, in an idle run or a released span) is reported and changes
 //! nothing.
