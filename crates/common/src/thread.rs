@@ -349,8 +349,8 @@ impl Fronts {
         });
         let mut first = [1; BINS + 1];
         for ((f, &s), &c) in first.iter_mut().zip(&size).zip(&cap) {
-            if s != 0 {
-                *f = (4096 / s).clamp(1, (c / 2).max(1));
+            if let Some(n) = 4096u32.checked_div(s) {
+                *f = n.clamp(1, (c / 2).max(1));
             }
         }
         Self {
