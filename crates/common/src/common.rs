@@ -507,7 +507,7 @@ impl<P: PageSource> CommonAllocator<P> {
             .is_some_and(|inner| inner.layer.map.owner(ptr.addr().get()) != NOBODY)
     }
 
-    /// The bytes a live block can hold: its class's size in a small region, its
+    /// The bytes a live block can hold: its class's size in a class region, its
     /// usable size in a general one.
     ///
     /// # Safety

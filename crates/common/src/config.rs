@@ -15,8 +15,9 @@ pub const MAX_SMALL: usize = 1024;
 /// The most regions a [`Routing::Contention`] allocator spreads over.
 pub const MAX_CONTENTION_REGIONS: usize = 32;
 
-/// The alignment every block of a small region has: the memory space's chunk
-/// alignment. A request aligned beyond it goes to the large region.
+/// The most alignment a class region serves (a request of a multiple of 16 bytes
+/// gets a class of such blocks). A request aligned beyond it goes to the large
+/// region.
 pub const SMALL_ALIGN: usize = 16;
 
 /// The size of the granule the region map records an owner for: every segment of

@@ -191,7 +191,7 @@ fn run_of(ptr: *mut u8) -> *mut Run {
     ptr.map_addr(|a| a & !(RUN - 1)).cast()
 }
 
-/// A small region's runs and spans, and their figures.
+/// A class region's runs and spans, and their figures.
 pub(crate) struct Runs {
     /// The stride of the region's blocks: its class size, at least 16 (a free block
     /// holds its link and the freed mark).

@@ -14,18 +14,16 @@ use crate::region::{Class, General};
 /// One region's figures.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RegionStats {
-    /// The block size of a small region; 0 for the large region (or a contention
-    /// region), which serves any size.
+    /// The block size of a class region (a small class or a medium bin); 0 for the
+    /// large region (or a contention region), which serves any size.
     pub block: usize,
-    /// Live blocks (the free list's are not).
+    /// Live blocks (not those in threads' caches).
     pub live_blocks: usize,
-    /// Bytes in live blocks: the class size each in a small region, the usable size
-    /// in a general one (less, in the large region, the blocks threads' caches hold,
-    /// at their bins' sizes: a block's usable size may exceed its bin's by a few
-    /// bytes, which then count as live).
+    /// Bytes in live blocks: the class size each in a class region, the usable size
+    /// in a general one.
     pub live_bytes: usize,
-    /// Freed blocks kept for reuse: a small region's free list, a general region's
-    /// block cache.
+    /// Freed blocks kept for reuse: those the threads' caches hold of a class region,
+    /// a general region's block cache.
     pub cached_blocks: usize,
     /// Bytes the region's segments have committed.
     pub committed: usize,
@@ -35,9 +33,9 @@ pub struct RegionStats {
     pub reserved: usize,
     /// The most `reserved` has been.
     pub max_reserved: usize,
-    /// Live segments: a small region's spans of runs.
+    /// Live segments: a class region's spans of runs.
     pub segments: usize,
-    /// A small region's runs in use (64 KiB of blocks of its size each).
+    /// A class region's runs in use (64 KiB of blocks of its size each).
     pub runs: usize,
     /// Times a thread found the region's lock taken and waited.
     pub contended: usize,
