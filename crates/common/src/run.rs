@@ -383,19 +383,40 @@ impl Runs {
     /// afterwards.
     #[inline]
     pub(crate) unsafe fn give(&mut self, ptr: NonNull<u8>, pages: &impl PageSource) {
-        // SAFETY: adopting keeps the address, which is not null.
-        let ptr = unsafe { NonNull::new_unchecked(self.adopt(ptr.as_ptr())) };
-        let run = run_of(ptr.as_ptr());
-        // SAFETY: the caller's contract: `ptr` is a block out of a run in use (whose
-        // header is valid), at least 16 bytes; the run is on `partial` or `full` (an
-        // empty run has no block out).
+        let p = self.adopt(ptr.as_ptr());
+        // SAFETY: the caller's contract: `p` is a block out of a run in use, at least
+        // 16 bytes, marked here and given back alone.
         unsafe {
-            ptr.cast::<*mut u8>().write((*run).free);
-            ptr.cast::<usize>().add(1).write(FREED);
-            (*run).free = ptr.as_ptr();
-            (*run).listed += 1;
-            (*run).used -= 1;
-            self.used -= 1;
+            p.cast::<usize>().add(1).write(FREED);
+            self.splice(run_of(p), p, p, 1, pages);
+        }
+    }
+
+    /// Puts the stretch `first` to `last` of `k` blocks of `run`, linked through their
+    /// first words and marked, on the run's free list; the run becomes partial, and
+    /// empties when they were its last blocks out.
+    ///
+    /// # Safety
+    ///
+    /// The stretch's blocks are out of `run`, a run in use (on `partial` or `full`:
+    /// it has blocks out), given back once.
+    #[inline(always)]
+    unsafe fn splice(
+        &mut self,
+        run: *mut Run,
+        first: *mut u8,
+        last: *mut u8,
+        k: u32,
+        pages: &impl PageSource,
+    ) {
+        // SAFETY: the caller's contract: the run's header is valid, and `last` is a
+        // block the caller gives up.
+        unsafe {
+            last.cast::<*mut u8>().write((*run).free);
+            (*run).free = first;
+            (*run).listed += k;
+            (*run).used -= k;
+            self.used -= k as usize;
             if (*run).list == FULL {
                 self.full.remove(run);
                 (*run).list = PARTIAL;
@@ -440,19 +461,7 @@ impl Runs {
                         last.cast::<*mut u8>().write(p);
                     }
                 }
-                last.cast::<*mut u8>().write((*run).free);
-                (*run).free = first;
-                (*run).listed += k;
-                (*run).used -= k;
-                self.used -= k as usize;
-                if (*run).list == FULL {
-                    self.full.remove(run);
-                    (*run).list = PARTIAL;
-                    self.partial.push(run);
-                }
-                if (*run).used == 0 {
-                    self.emptied(run, pages);
-                }
+                self.splice(run, first, last, k, pages);
             }
         }
     }
