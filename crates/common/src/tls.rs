@@ -16,22 +16,8 @@
 
 use crate::thread::ThreadCache;
 
-/// Whether a thread-local cache is compiled in.
-pub(crate) const AVAILABLE: bool = cfg!(any(
-    all(
-        feature = "static-tls",
-        target_os = "linux",
-        target_arch = "x86_64",
-        not(bento_loom),
-        not(miri)
-    ),
-    all(
-        feature = "std",
-        not(feature = "static-tls"),
-        not(bento_loom)
-    ),
-    bento_loom
-));
+/// Whether a thread-local cache is compiled in (each provider says).
+pub(crate) const AVAILABLE: bool = provider::AVAILABLE;
 
 #[cfg(all(
     feature = "static-tls",
@@ -41,6 +27,8 @@ pub(crate) const AVAILABLE: bool = cfg!(any(
     not(miri)
 ))]
 mod provider {
+    pub(crate) const AVAILABLE: bool = true;
+
     use core::ffi::c_void;
     use core::sync::atomic::{AtomicU8, AtomicU32, Ordering};
 
@@ -143,6 +131,8 @@ mod provider {
 
 #[cfg(all(feature = "std", not(feature = "static-tls"), not(bento_loom)))]
 mod provider {
+    pub(crate) const AVAILABLE: bool = true;
+
     use crate::thread::{ThreadCache, leave};
 
     std::thread_local! {
@@ -179,6 +169,8 @@ mod provider {
 
 #[cfg(bento_loom)]
 mod provider {
+    pub(crate) const AVAILABLE: bool = true;
+
     use crate::thread::{ThreadCache, leave};
 
     /// Under loom one thread-local holds the cache and flushes it (loom runs a
@@ -218,6 +210,8 @@ mod provider {
     bento_loom
 )))]
 mod provider {
+    pub(crate) const AVAILABLE: bool = false;
+
     use super::ThreadCache;
 
     /// Never called: without a provider the front end is off (`AVAILABLE`).
