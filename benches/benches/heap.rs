@@ -14,7 +14,6 @@
 
 use std::hint::black_box;
 
-use allocator_api2::alloc::Allocator;
 use bento_benches::XorShift;
 use bento_benches::heap::{
     Api, Heap, fill_with, mixed_drain, mixed_size, replace_with, small_size,
@@ -81,39 +80,50 @@ fn over_space(c: &mut Criterion) {
     g.finish();
 }
 
-/// The common allocator through `Allocator`, alone and under heaps.
+/// The common allocator through `Allocator`, alone and under heaps. Each case has an
+/// allocator of its own, dropped before the next starts: a thread's cache serves one
+/// common allocator at a time, and a later one would take its locked path.
 fn over_common(c: &mut Criterion) {
     let mut g = c.benchmark_group("heap/common-small");
     g.throughput(Throughput::Elements(2 * STEPS as u64));
     let size = small_size as fn(u64) -> usize;
-    fn direct<A: Allocator>(a: A) -> Api<A> {
-        Api(a)
+    {
+        let common = CommonAllocator::new();
+        replace_on(&mut g, "common", Api(&common), size);
     }
-    let common = CommonAllocator::new();
-    replace_on(&mut g, "common", direct(&common), size);
-    let common = CommonAllocator::new();
-    let h = HeapBuilder::new("bench-common").build(&common);
-    replace_on(&mut g, "heap", Api(&h), size);
-    let common = CommonAllocator::new();
-    let h = HeapBuilder::new("bench-common-budget")
-        .budget(1 << 30)
-        .build(&common);
-    replace_on(&mut g, "heap_budget", Api(&h), size);
-    let common = CommonAllocator::new();
-    let h = HeapBuilder::new("bench-common-guards")
-        .guards(Canaries::<16>)
-        .build(&common);
-    replace_on(&mut g, "heap_canaries16", Api(&h), size);
-    let common = CommonAllocator::new();
-    let h = HeapBuilder::new("bench-common-tracked")
-        .tracking(Track::Sites)
-        .build(&common);
-    replace_on(&mut g, "heap_tracked", Api(&h), size);
-    let common = CommonAllocator::new();
-    let h = HeapBuilder::new("bench-common-fill")
-        .fill(FillPattern::DEBUG)
-        .build(&common);
-    replace_on(&mut g, "heap_fill", Api(&h), size);
+    {
+        let common = CommonAllocator::new();
+        let h = HeapBuilder::new("bench-common").build(&common);
+        replace_on(&mut g, "heap", Api(&h), size);
+    }
+    {
+        let common = CommonAllocator::new();
+        let h = HeapBuilder::new("bench-common-budget")
+            .budget(1 << 30)
+            .build(&common);
+        replace_on(&mut g, "heap_budget", Api(&h), size);
+    }
+    {
+        let common = CommonAllocator::new();
+        let h = HeapBuilder::new("bench-common-guards")
+            .guards(Canaries::<16>)
+            .build(&common);
+        replace_on(&mut g, "heap_canaries16", Api(&h), size);
+    }
+    {
+        let common = CommonAllocator::new();
+        let h = HeapBuilder::new("bench-common-tracked")
+            .tracking(Track::Sites)
+            .build(&common);
+        replace_on(&mut g, "heap_tracked", Api(&h), size);
+    }
+    {
+        let common = CommonAllocator::new();
+        let h = HeapBuilder::new("bench-common-fill")
+            .fill(FillPattern::DEBUG)
+            .build(&common);
+        replace_on(&mut g, "heap_fill", Api(&h), size);
+    }
     g.finish();
 }
 

@@ -25,12 +25,12 @@ pub trait Heap {
 pub struct Api<A>(pub A);
 
 impl<A: allocator_api2::alloc::Allocator> Heap for Api<A> {
-    #[inline]
+    #[inline(always)]
     fn allocate(&mut self, layout: Layout) -> NonNull<u8> {
         self.0.allocate(layout).expect("the heap has room").cast()
     }
 
-    #[inline]
+    #[inline(always)]
     unsafe fn deallocate(&mut self, ptr: NonNull<u8>, layout: Layout) {
         // SAFETY: the caller's contract.
         unsafe { self.0.deallocate(ptr, layout) }

@@ -7,31 +7,32 @@
 //! atomic read-modify-write and never write the same cache line (up to 16 threads
 //! at once; more share a lane).
 //!
-//! One comparison covers both the budget and the peak: the live total is compared
-//! with `watermark = min(peak, budget)`, and only an allocation that passes it takes
-//! the slow path, which refuses it (over the budget) or raises the peak.
+//! Each lane holds a *credit*: the bytes it may grant without looking at the other
+//! lanes. A refresh (the slow path) reads the other lanes into the lane's *view*,
+//! refuses the allocation if the live total passes the budget, and otherwise sets
+//! the credit to the account's *slack* ([`slack`]: a 256th of the budget, at most
+//! 64 KiB) or to the room left under the budget, if less. The fast path takes an
+//! allocation's bytes from the credit (frees give none back) and raises the lane's
+//! *high*, the live total it sees (its own bytes, exact, plus its view); the peak is
+//! the highest of the lanes' highs.
 //!
-//! The live total the fast path sees is the lane's own bytes (exact) plus its view of
-//! the other lanes (as last read). So that a stale view can never let threads pass
-//! the budget by more than a little, a lane also takes the slow path, which reads the
-//! other lanes afresh, once it has allocated more than the account's *slack* since it
-//! last did ([`slack`]: a 256th of the budget, at most 64 KiB), and every [`REFRESH`]
-//! allocations. A refresh begins with a sequentially consistent fence, so of two
-//! refreshes the later sees what the other's lane stored before the earlier. Every
-//! allocation that the fast path grants comes after the latest refresh of some lane,
-//! which saw a total within the budget, and each lane has allocated at most the slack
-//! since its own: so live bytes pass the budget by at most the slack per thread
-//! allocating at once, and the peak misses a maximum by at most as much. One thread
-//! alone is exact: its view of idle lanes is never stale. The shared lane (threads
-//! past the 15 slots) counts its threads' bytes since a refresh together, and any of
-//! them starts it afresh: together they may pass their slack by what they allocate
-//! between two refreshes.
+//! A refresh begins with a sequentially consistent fence, so of two refreshes the
+//! later sees what the other's lane stored before the earlier. Every allocation that
+//! the fast path grants comes after the latest refresh of some lane, which saw a
+//! total within the budget, and each lane has allocated at most its credit, the
+//! slack, since its own: so live bytes pass the budget by at most the slack per
+//! thread allocating at once. A lane's high is its refresh's total plus at most what
+//! it allocated since, so the peak misses a maximum, or passes one, by at most as
+//! much. One thread alone is exact: its view of idle lanes is never stale. The
+//! shared lane (threads past the 15 slots) spends one credit for all its threads,
+//! which may each leave it below zero by one allocation before one of them starts it
+//! afresh; it refreshes on every new high too, so its highs are exact totals.
 
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::fmt;
 
-use crate::slot::{self, LANES, SHARED};
+use crate::slot::{self, LANE_BYTES, LANES, SHARED};
 use crate::sync::Lock;
 
 use crate::sync::{AtomicBool, AtomicUsize, Ordering, fence};
@@ -91,13 +92,21 @@ struct Lane {
     frees: AtomicUsize,
     /// The other lanes' `live` as this lane's writers last read it.
     view: AtomicUsize,
-    /// Bytes allocated through this lane since its writers last read the other lanes
-    /// (what its view may be behind by, from this lane's side).
-    grown: AtomicUsize,
+    /// The bytes this lane may still grant before it reads the other lanes afresh:
+    /// at each refresh the slack, or the room left under the budget if less; each
+    /// allocation takes its bytes (frees give none back). On the shared lane,
+    /// concurrent takers may leave it "negative" (read as `isize`).
+    credit: AtomicUsize,
+    /// The highest live total this lane granted up to its last refresh. At most
+    /// `isize::MAX`.
+    high: AtomicUsize,
+    /// The highest `live` since the last refresh (read as `isize`), so that the lane's
+    /// highest total since is `view + top`; `isize::MIN` on the shared lane, whose
+    /// refreshes raise `high` itself. A refresh stores `high`, then `top`, then
+    /// `view` (`Release`); a reader loads `view` first (`Acquire`), so that it never
+    /// adds a new view to an old top.
+    top: AtomicUsize,
 }
-
-/// A lane reads the other lanes afresh at least once in this many allocations.
-const REFRESH: usize = 64;
 
 /// The most a lane allocates between two reads of the other lanes.
 const MAX_SLACK: usize = 64 << 10;
@@ -110,14 +119,18 @@ pub(crate) const fn slack(budget: usize) -> usize {
     if s < MAX_SLACK { s } else { MAX_SLACK }
 }
 
+const _: () = assert!(size_of::<Lane>() == LANE_BYTES);
+
 impl Lane {
-    fn new() -> Self {
+    fn new(shared: bool) -> Self {
         Self {
             live: AtomicUsize::new(0),
             allocs: AtomicUsize::new(0),
             frees: AtomicUsize::new(0),
             view: AtomicUsize::new(0),
-            grown: AtomicUsize::new(0),
+            credit: AtomicUsize::new(0),
+            high: AtomicUsize::new(0),
+            top: AtomicUsize::new(if shared { isize::MIN as usize } else { 0 }),
         }
     }
 }
@@ -127,6 +140,9 @@ pub(crate) struct Account {
     pub(crate) name: &'static str,
     // Invariant: `usize::MAX` when there is no budget.
     budget: usize,
+    /// What a live total is compared with: `min(budget, isize::MAX)`, so that a sum
+    /// torn below zero (see [`not_torn`]) is never granted on the fast path.
+    limit: usize,
     /// `slack(budget)`.
     slack: usize,
     // Invariant: lane `i < OWNED` is written only by the thread that owns slot `i`,
@@ -136,8 +152,8 @@ pub(crate) struct Account {
     // read-modify-write).
     nested_bytes: AtomicUsize,
     nested_blocks: AtomicUsize,
-    // Invariant: `min(peak, budget)`.
-    watermark: AtomicUsize,
+    /// The highest live total [`stats`](Self::stats) has read (the lanes keep the
+    /// ones they granted).
     peak: AtomicUsize,
     failures: AtomicUsize,
     pub(crate) parent: Option<Arc<Account>>,
@@ -169,11 +185,11 @@ impl Account {
         Self {
             name,
             budget,
+            limit: budget.min(isize::MAX as usize),
             slack: slack(budget),
-            lanes: core::array::from_fn(|_| Lane::new()),
+            lanes: core::array::from_fn(|i| Lane::new(i == SHARED)),
             nested_bytes: AtomicUsize::new(0),
             nested_blocks: AtomicUsize::new(0),
-            watermark: AtomicUsize::new(0),
             peak: AtomicUsize::new(0),
             failures: AtomicUsize::new(0),
             parent,
@@ -189,47 +205,6 @@ impl Account {
     fn lane(&self) -> (&Lane, usize) {
         let i = slot::current() % LANES;
         (&self.lanes[i], i)
-    }
-
-    /// Adds `bytes` (and `blocks`, 0 or 1) to `lane`; returns its live bytes, its
-    /// allocation count and the bytes it has allocated since its last refresh, after.
-    #[inline]
-    fn add(lane: &Lane, mine: bool, bytes: usize, blocks: usize) -> (usize, usize, usize) {
-        if mine {
-            let live = lane.live.load(Ordering::Relaxed).wrapping_add(bytes);
-            lane.live.store(live, Ordering::Relaxed);
-            let n = lane.allocs.load(Ordering::Relaxed) + blocks;
-            lane.allocs.store(n, Ordering::Relaxed);
-            let grown = lane.grown.load(Ordering::Relaxed).saturating_add(bytes);
-            lane.grown.store(grown, Ordering::Relaxed);
-            (live, n, grown)
-        } else {
-            let live = lane
-                .live
-                .fetch_add(bytes, Ordering::Relaxed)
-                .wrapping_add(bytes);
-            let n = lane.allocs.fetch_add(blocks, Ordering::Relaxed) + blocks;
-            let grown = lane
-                .grown
-                .fetch_add(bytes, Ordering::Relaxed)
-                .saturating_add(bytes);
-            (live, n, grown)
-        }
-    }
-
-    /// Takes `bytes` (and `blocks` frees, 0 or 1) off this thread's lane.
-    #[inline]
-    fn sub(&self, bytes: usize, blocks: usize) {
-        let (lane, i) = self.lane();
-        if i != SHARED {
-            let live = lane.live.load(Ordering::Relaxed);
-            lane.live.store(live.wrapping_sub(bytes), Ordering::Relaxed);
-            let n = lane.frees.load(Ordering::Relaxed);
-            lane.frees.store(n + blocks, Ordering::Relaxed);
-        } else {
-            lane.live.fetch_sub(bytes, Ordering::Relaxed);
-            lane.frees.fetch_add(blocks, Ordering::Relaxed);
-        }
     }
 
     /// Undoes an `add` that the budget refused: bytes back, and the block uncounted.
@@ -250,19 +225,28 @@ impl Account {
     /// nothing charged) when that passes a budget on the way.
     ///
     /// The live total is this lane's bytes plus its `view` of the other lanes, so the
-    /// fast path reads no line another thread writes; the view is refreshed on the
-    /// slow path: when the total passes the watermark, when the lane has allocated
-    /// more than the slack since the last refresh, and every [`REFRESH`] allocations.
+    /// fast path reads no line another thread writes and writes only its own; the
+    /// view is refreshed on the slow path, when the lane has spent its credit.
     #[inline]
     pub(crate) fn charge(&self, bytes: usize, blocks: usize) -> bool {
         let (lane, i) = self.lane();
-        let (live, allocs, grown) = Self::add(lane, i != SHARED, bytes, blocks);
-        let total = live.wrapping_add(lane.view.load(Ordering::Relaxed));
-        if (total > self.watermark.load(Ordering::Relaxed)
-            || grown > self.slack
-            || allocs % REFRESH == 0)
-            && !self.passed(lane, i, live)
-        {
+        let charged = if i == SHARED {
+            self.charge_shared(lane, bytes, blocks)
+        } else {
+            let credit = lane.credit.load(Ordering::Relaxed);
+            if bytes <= credit {
+                lane.credit.store(credit - bytes, Ordering::Relaxed);
+                Self::grant(lane, bytes, blocks);
+                true
+            } else {
+                let live = lane.live.load(Ordering::Relaxed).wrapping_add(bytes);
+                lane.live.store(live, Ordering::Relaxed);
+                let n = lane.allocs.load(Ordering::Relaxed);
+                lane.allocs.store(n + blocks, Ordering::Relaxed);
+                self.passed(lane, i, live, bytes)
+            }
+        };
+        if !charged {
             self.unadd(bytes, blocks);
             return false;
         }
@@ -270,6 +254,75 @@ impl Account {
             None => true,
             Some(parent) => self.charge_parent(parent, bytes, blocks),
         }
+    }
+
+    /// The lane of this thread's slot, if it owns one and its lane's offset is below
+    /// `fast_below` (at most `SHARED * LANE_BYTES`).
+    #[inline(always)]
+    fn fast_lane(&self, fast_below: usize) -> Option<&Lane> {
+        debug_assert!(fast_below <= SHARED * LANE_BYTES);
+        let offset = slot::fast();
+        if offset >= fast_below {
+            return None;
+        }
+        // SAFETY: `offset` is a multiple of `LANE_BYTES` (the size of a `Lane`, as
+        // asserted beside `Lane`) below `fast_below <= SHARED * LANE_BYTES`: the
+        // offset of lane `offset / LANE_BYTES < SHARED < LANES` in the array.
+        Some(unsafe { &*self.lanes.as_ptr().byte_add(offset) })
+    }
+
+    /// [`charge`](Self::charge) of one block of `bytes` to an account without a
+    /// parent, when the thread owns a lane below `fast_below` (see `fast_lane`)
+    /// and the charge needs no refresh: true when done; false, with nothing charged,
+    /// when it takes [`charge`](Self::charge).
+    #[inline]
+    pub(crate) fn charge_fast(&self, bytes: usize, fast_below: usize) -> bool {
+        let Some(lane) = self.fast_lane(fast_below) else {
+            return false;
+        };
+        let credit = lane.credit.load(Ordering::Relaxed);
+        if bytes > credit {
+            return false;
+        }
+        lane.credit.store(credit - bytes, Ordering::Relaxed);
+        Self::grant(lane, bytes, 1);
+        true
+    }
+
+    /// Adds a granted charge of `bytes` and `blocks` to `lane`, which this thread
+    /// owns, and raises the lane's top to its live bytes.
+    #[inline]
+    fn grant(lane: &Lane, bytes: usize, blocks: usize) {
+        let live = lane.live.load(Ordering::Relaxed).wrapping_add(bytes);
+        lane.live.store(live, Ordering::Relaxed);
+        let n = lane.allocs.load(Ordering::Relaxed);
+        lane.allocs.store(n + blocks, Ordering::Relaxed);
+        if live as isize > lane.top.load(Ordering::Relaxed) as isize {
+            lane.top.store(live, Ordering::Relaxed);
+        }
+    }
+
+    /// [`charge`](Self::charge) on the shared lane, with read-modify-writes: true
+    /// when the budget allows it (the bytes and block are added either way).
+    #[inline(never)]
+    fn charge_shared(&self, lane: &Lane, bytes: usize, blocks: usize) -> bool {
+        let live = lane
+            .live
+            .fetch_add(bytes, Ordering::Relaxed)
+            .wrapping_add(bytes);
+        lane.allocs.fetch_add(blocks, Ordering::Relaxed);
+        // Takers may each leave the credit below zero by at most the slack, so it
+        // never wraps round to a positive reading.
+        if bytes <= self.slack {
+            let credit = lane.credit.fetch_sub(bytes, Ordering::Relaxed) as isize;
+            let total = live.wrapping_add(lane.view.load(Ordering::Relaxed));
+            if credit >= bytes as isize
+                && total as isize <= lane.high.load(Ordering::Relaxed) as isize
+            {
+                return true;
+            }
+        }
+        self.passed(lane, SHARED, live, bytes)
     }
 
     #[inline(never)]
@@ -284,14 +337,13 @@ impl Account {
         }
     }
 
-    /// The slow path of a charge that took `lane` (index `i`) to `live` bytes and the
-    /// live total, as the lane saw it, above the watermark (or a refresh after the
-    /// slack or `REFRESH` allocations): reads the other lanes afresh; false when the
-    /// total passes the budget (the lane stays due for a refresh), else the peak rises
-    /// to it and the lane starts a new slack.
+    /// The slow path of a charge that took `lane` (index `i`) to `live` bytes past the
+    /// lane's credit (or, on the shared lane, above the lane's high): reads the other
+    /// lanes afresh; false when the total passes the budget (the lane stays due for a
+    /// refresh), else the lane's high rises to it and its credit starts afresh.
     #[cold]
     #[inline(never)]
-    fn passed(&self, lane: &Lane, i: usize, live: usize) -> bool {
+    fn passed(&self, lane: &Lane, i: usize, live: usize, bytes: usize) -> bool {
         // Orders this lane's stores before the reads below, against every other
         // lane's last refresh (which has the same fence): of two refreshes, the later
         // sees what the other lane had stored before the earlier one. So a lane's
@@ -306,32 +358,78 @@ impl Account {
             .fold(0usize, |sum, (_, l)| {
                 sum.wrapping_add(l.live.load(Ordering::Relaxed))
             });
-        lane.view.store(seen, Ordering::Relaxed);
         let total = not_torn(live.wrapping_add(seen));
-        if total > self.budget {
-            return false;
+        if i == SHARED {
+            lane.view.store(seen, Ordering::Relaxed);
+            if total > self.limit {
+                return false;
+            }
+            lane.high.fetch_max(total, Ordering::Relaxed);
+        } else {
+            // The period ending settles into `high`; the new one starts at `live`
+            // (before this charge if it is refused), under the new view.
+            let old = lane.view.load(Ordering::Relaxed);
+            let top = lane.top.load(Ordering::Relaxed);
+            let mut high = not_torn(old.wrapping_add(top)).max(lane.high.load(Ordering::Relaxed));
+            let granted = total <= self.limit;
+            let start = if granted {
+                live
+            } else {
+                live.wrapping_sub(bytes)
+            };
+            if granted {
+                high = high.max(total);
+            }
+            lane.high.store(high, Ordering::Relaxed);
+            lane.top.store(start, Ordering::Relaxed);
+            lane.view.store(seen, Ordering::Release);
+            if !granted {
+                return false;
+            }
         }
-        lane.grown.store(0, Ordering::Relaxed);
-        self.raise_peak(total);
+        lane.credit
+            .store(self.slack.min(self.limit - total), Ordering::Relaxed);
         true
-    }
-
-    /// Raises the peak (and the watermark with it) to `total` if it is below.
-    fn raise_peak(&self, total: usize) {
-        if total > self.peak.load(Ordering::Relaxed) {
-            let peak = self.peak.fetch_max(total, Ordering::Relaxed).max(total);
-            self.watermark
-                .fetch_max(peak.min(self.budget), Ordering::Relaxed);
-        }
     }
 
     /// Takes `bytes` (and `blocks` frees) off this account and every ancestor.
     #[inline]
     pub(crate) fn release(&self, bytes: usize, blocks: usize) {
-        self.sub(bytes, blocks);
+        let (lane, i) = self.lane();
+        if i == SHARED {
+            Self::release_shared(lane, bytes, blocks);
+        } else {
+            let live = lane.live.load(Ordering::Relaxed);
+            lane.live.store(live.wrapping_sub(bytes), Ordering::Relaxed);
+            let n = lane.frees.load(Ordering::Relaxed);
+            lane.frees.store(n + blocks, Ordering::Relaxed);
+        }
         if let Some(parent) = &self.parent {
             Self::release_parent(parent, bytes, blocks);
         }
+    }
+
+    /// [`release`](Self::release) of one block of `bytes` from an account without a
+    /// parent, when the thread owns a lane below `fast_below` (see `fast_lane`):
+    /// true when done; false, with nothing released, when it takes
+    /// [`release`](Self::release).
+    #[inline]
+    pub(crate) fn release_fast(&self, bytes: usize, fast_below: usize) -> bool {
+        let Some(lane) = self.fast_lane(fast_below) else {
+            return false;
+        };
+        let live = lane.live.load(Ordering::Relaxed);
+        lane.live.store(live.wrapping_sub(bytes), Ordering::Relaxed);
+        let n = lane.frees.load(Ordering::Relaxed);
+        lane.frees.store(n + 1, Ordering::Relaxed);
+        true
+    }
+
+    /// [`release`](Self::release) on the shared lane, with read-modify-writes.
+    #[inline(never)]
+    fn release_shared(lane: &Lane, bytes: usize, blocks: usize) {
+        lane.live.fetch_sub(bytes, Ordering::Relaxed);
+        lane.frees.fetch_add(blocks, Ordering::Relaxed);
     }
 
     #[inline(never)]
@@ -367,7 +465,8 @@ impl Account {
     }
 
     /// The figures, summed over the lanes. A live total read here raises the peak,
-    /// so that no later figure shows a peak below a live total seen.
+    /// so that no later figure shows a peak below a live total seen; the peak is the
+    /// highest of these and of the totals the lanes granted.
     pub(crate) fn stats(&self) -> HeapStats {
         let sum = |f: fn(&Lane) -> &AtomicUsize| {
             self.lanes
@@ -377,11 +476,17 @@ impl Account {
         let live_bytes = not_torn(sum(|l| &l.live));
         let total_allocs = sum(|l| &l.allocs);
         let total_frees = sum(|l| &l.frees);
-        self.raise_peak(live_bytes);
+        let peak = self.peak.fetch_max(live_bytes, Ordering::Relaxed);
+        let high = self.lanes.iter().fold(0, |most, l| {
+            let view = l.view.load(Ordering::Acquire);
+            let top = l.top.load(Ordering::Relaxed);
+            let high = l.high.load(Ordering::Relaxed);
+            most.max(high).max(not_torn(view.wrapping_add(top)))
+        });
         HeapStats {
             live_bytes,
             live_blocks: total_allocs.wrapping_sub(total_frees),
-            peak_bytes: self.peak.load(Ordering::Relaxed).max(live_bytes),
+            peak_bytes: peak.max(live_bytes).max(high),
             total_allocs,
             total_frees,
             failures: self.failures.load(Ordering::Relaxed),

@@ -60,6 +60,11 @@ pub struct Heap<A, G: Guards = NoGuards, T: Tracking = NoTracking> {
     // Invariant: `Some` exactly when a fill pattern, a sink or Tracy is on: the one
     // branch the hot path takes for all three.
     extras: Option<Box<Extras>>,
+    // Invariant: `SHARED * LANE_BYTES` (of `slot`) when the heap has no guards, no
+    // tracking, no extras and no parent (its hot path is the account's lane and the
+    // inner allocator), else 0: a thread whose lane's offset is below it takes the
+    // hot path.
+    fast_below: usize,
     on_budget: Option<Box<BudgetFn>>,
     hook: MisuseHook,
     on_leak: OnLeak,
@@ -325,12 +330,19 @@ impl<G: Guards, T: Tracking> HeapBuilder<G, T> {
                 tracy,
             })
         });
+        let plain = !T::ON && G::BYTES == 0 && extras.is_none() && account.parent.is_none();
+        let fast_below = if plain {
+            crate::slot::SHARED * crate::slot::LANE_BYTES
+        } else {
+            0
+        };
         Heap {
             inner,
             account,
             guards: self.guards,
             tracking: self.tracking,
             extras,
+            fast_below,
             on_budget: self.on_budget,
             hook: self.hook,
             on_leak: self.on_leak,
@@ -481,12 +493,31 @@ impl<A: Allocator, G: Guards, T: Tracking> Heap<A, G, T> {
     /// The caller must ensure `ptr` is a live block of this heap allocated (or last
     /// resized) with `layout`. A tracking heap reports a pointer it does not hold, or
     /// a wrong size, through its misuse hook and frees nothing.
-    #[inline]
+    #[inline(always)]
     pub unsafe fn free(&self, ptr: NonNull<u8>, layout: Layout) {
         let size = layout.size();
         if size == 0 {
             return;
         }
+        if self.account.release_fast(size, self.fast_below) {
+            // SAFETY: `ptr` is a live block (the caller's contract) of the inner
+            // allocator, with `layout` (a plain heap adds no guards).
+            unsafe { self.inner.deallocate(ptr, layout) };
+            return;
+        }
+        // SAFETY: the caller's contract.
+        unsafe { self.free_slow(ptr, layout) };
+    }
+
+    /// [`free`](Self::free) of a block of a heap that is not plain, or on a thread
+    /// without a lane of its own.
+    ///
+    /// # Safety
+    ///
+    /// As for `free`.
+    #[inline(never)]
+    unsafe fn free_slow(&self, ptr: NonNull<u8>, layout: Layout) {
+        let size = layout.size();
         if T::ON || G::BYTES != 0 || self.extras.is_some() {
             // SAFETY: the caller's contract.
             let held = unsafe { self.note_free(ptr, layout) };
@@ -571,7 +602,7 @@ impl<A: Allocator, G: Guards, T: Tracking> Heap<A, G, T> {
         Ok((outer, front))
     }
 
-    #[inline]
+    #[inline(always)]
     fn alloc_at(
         &self,
         layout: Layout,
@@ -582,6 +613,25 @@ impl<A: Allocator, G: Guards, T: Tracking> Heap<A, G, T> {
         if size == 0 {
             return Ok(dangling(layout));
         }
+        if self.account.charge_fast(size, self.fast_below) {
+            return match self.inner.allocate(layout) {
+                Ok(block) => Ok(block.cast()),
+                Err(_) => Err(self.undo(size, 1)),
+            };
+        }
+        self.alloc_slow(layout, tag, site)
+    }
+
+    /// [`alloc_at`](Self::alloc_at) for a heap that is not plain, a charge that
+    /// needs the slow path, or a thread without a lane of its own.
+    #[inline(never)]
+    fn alloc_slow(
+        &self,
+        layout: Layout,
+        tag: Option<&'static Tag>,
+        site: Option<&'static Location<'static>>,
+    ) -> Result<NonNull<u8>, AllocError> {
+        let size = layout.size();
         if !self.account.charge(size, 1) && !self.refused(layout, size, 1) {
             return Err(AllocError);
         }

@@ -21,6 +21,9 @@ pub(crate) const OWNED: usize = 15;
 pub(crate) const SHARED: usize = OWNED;
 /// Lanes per heap (a power of two, so a lane index needs no bounds check).
 pub(crate) const LANES: usize = OWNED + 1;
+/// The bytes of one lane (a cache line pair): the hot path keeps a thread's slot
+/// as its lane's offset in a heap's lanes, `slot * LANE_BYTES`.
+pub(crate) const LANE_BYTES: usize = 128;
 
 const _: () = assert!(LANES.is_power_of_two() && OWNED < usize::BITS as usize);
 
@@ -60,7 +63,7 @@ pub(crate) fn give(bits: &AtomicUsize, i: usize) {
 mod imp {
     use core::cell::Cell;
 
-    use super::{SHARED, give, take};
+    use super::{LANE_BYTES, SHARED, give, take};
     use crate::sync::AtomicUsize;
 
     /// Not claimed yet.
@@ -75,15 +78,24 @@ mod imp {
     impl Drop for Release {
         fn drop(&mut self) {
             // Whatever runs after this on the thread writes the shared lane.
-            let _ = SLOT.try_with(|s| s.set(SHARED));
+            let _ = SLOT.try_with(|s| s.set(SHARED * LANE_BYTES));
             give(&SLOTS, self.0.get());
         }
     }
 
     std::thread_local! {
-        /// This thread's lane: `NONE` before it claimed one.
+        /// This thread's lane's offset (`slot * LANE_BYTES`): `NONE` before it
+        /// claimed one.
         static SLOT: Cell<usize> = const { Cell::new(NONE) };
         static RELEASE: Release = const { Release(Cell::new(NONE)) };
+    }
+
+    /// This thread's lane's offset as the fast path sees it: a multiple of
+    /// `LANE_BYTES`, `SHARED * LANE_BYTES` or more when the thread owns no slot (the
+    /// slow path, through [`current`], claims one).
+    #[inline]
+    pub(crate) fn fast() -> usize {
+        SLOT.with(Cell::get)
     }
 
     /// This thread's lane index.
@@ -91,7 +103,7 @@ mod imp {
     pub(crate) fn current() -> usize {
         match SLOT.with(Cell::get) {
             NONE => claim(),
-            i => i,
+            offset => offset / LANE_BYTES,
         }
     }
 
@@ -110,7 +122,7 @@ mod imp {
             Ok(i) => i,
             Err(_) => SHARED,
         };
-        SLOT.with(|s| s.set(i));
+        SLOT.with(|s| s.set(i * LANE_BYTES));
         i
     }
 }
@@ -122,6 +134,12 @@ mod imp {
     pub(crate) fn current() -> usize {
         super::SHARED
     }
+
+    /// [`current`]'s lane offset.
+    #[inline]
+    pub(crate) fn fast() -> usize {
+        super::SHARED * super::LANE_BYTES
+    }
 }
 
-pub(crate) use imp::current;
+pub(crate) use imp::{current, fast};

@@ -241,7 +241,7 @@ macro_rules! impl_allocator {
         // each method are passed on unchanged. A handle type refers to its allocator,
         // so moving the handle moves no memory.
         unsafe impl<$($gen)*> $api::alloc::Allocator for $ty {
-            #[inline]
+            #[inline(always)]
             fn allocate(
                 &self,
                 layout: core::alloc::Layout,
@@ -255,7 +255,7 @@ macro_rules! impl_allocator {
                 Ok(core::ptr::NonNull::slice_from_raw_parts(ptr, layout.size()))
             }
 
-            #[inline]
+            #[inline(always)]
             unsafe fn deallocate(&self, ptr: core::ptr::NonNull<u8>, layout: core::alloc::Layout) {
                 if layout.size() != 0 {
                     // SAFETY: the caller's `Allocator::deallocate` contract; a

@@ -333,3 +333,72 @@ fn eight_threads_under_a_parent_stay_within_its_budget_and_its_peak() {
         s.peak_bytes
     );
 }
+
+/// Drives `heap` with a seeded mix of allocations (1 B to 12 KiB, so that a lane's
+/// credit runs out and starts afresh many times) and frees, holding at most `blocks`
+/// blocks; checks after each step that the live bytes and the peak are exact (one
+/// thread at a time uses the heap, which starts empty with the peak `peak`) and that
+/// the budget, if any, refuses exactly what passes it. Returns the peak after.
+fn grow_and_shrink<A: Allocator>(heap: &Heap<A>, seed: u64, blocks: usize, peak: usize) -> usize {
+    let budget = heap.stats().budget.unwrap_or(usize::MAX);
+    let mut x = seed | 1;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let (mut held, mut live, mut most) = (std::vec::Vec::new(), 0usize, peak);
+    for step in 0..4000 {
+        let r = next();
+        if held.len() < blocks && (r % 3 != 0 || held.is_empty()) {
+            let n = 1 + (r >> 8) as usize % (12 << 10);
+            let got = heap.alloc(bytes(n));
+            assert_eq!(
+                got.is_ok(),
+                live + n <= budget,
+                "{n} bytes with {live} live"
+            );
+            if let Ok(p) = got {
+                held.push((p, n));
+                live += n;
+                most = most.max(live);
+            }
+        } else {
+            let (p, n) = held.swap_remove((r >> 8) as usize % held.len());
+            // SAFETY: live, with its layout.
+            unsafe { heap.free(p, bytes(n)) };
+            live -= n;
+        }
+        if step % 7 == 0 {
+            let s = heap.stats();
+            assert_eq!((s.live_bytes, s.peak_bytes), (live, most), "step {step}");
+        }
+    }
+    for (p, n) in held {
+        // SAFETY: as above.
+        unsafe { heap.free(p, bytes(n)) };
+    }
+    most
+}
+
+#[test]
+fn the_peak_is_exact_for_one_thread_at_a_time() {
+    let heap = HeapBuilder::new("peak-exact").register(false).build(Global);
+    let most = grow_and_shrink(&heap, 7, 20, 0);
+    // A second thread takes a lane of its own and goes higher; its figures are
+    // checked from its side and, after it exits, from here.
+    let most =
+        std::thread::scope(|s| s.spawn(|| grow_and_shrink(&heap, 11, 40, most)).join()).unwrap();
+    let s = heap.check().unwrap();
+    assert_eq!((s.live_bytes, s.peak_bytes), (0, most));
+    // Under a budget the refusals come exactly at the edge.
+    let budget = 150 << 10;
+    let heap = HeapBuilder::new("peak-exact-budget")
+        .register(false)
+        .budget(budget)
+        .build(Global);
+    let most = grow_and_shrink(&heap, 13, 40, 0);
+    assert!(most <= budget);
+    assert_eq!(heap.check().unwrap().peak_bytes, most);
+}
