@@ -349,7 +349,7 @@ fn grow_and_shrink<A: Allocator>(heap: &Heap<A>, seed: u64, blocks: usize, peak:
         x
     };
     let (mut held, mut live, mut most) = (std::vec::Vec::new(), 0usize, peak);
-    for step in 0..4000 {
+    for step in 0..bento_testkit::cases(4000, 300) {
         let r = next();
         if held.len() < blocks && (r % 3 != 0 || held.is_empty()) {
             let n = 1 + (r >> 8) as usize % (12 << 10);
