@@ -102,9 +102,8 @@ struct Lane {
     high: AtomicUsize,
     /// The highest `live` since the last refresh (read as `isize`), so that the lane's
     /// highest total since is `view + top`; `isize::MIN` on the shared lane, whose
-    /// refreshes raise `high` itself. A refresh stores `high`, then `top`, then
-    /// `view` (`Release`); a reader loads `view` first (`Acquire`), so that it never
-    /// adds a new view to an old top.
+    /// refreshes raise `high` itself. A refresh stores `high`, then `top` and `view`
+    /// (`Release`, as every store of `top`): see [`Account::lanes_peak`].
     top: AtomicUsize,
 }
 
@@ -297,8 +296,10 @@ impl Account {
         lane.live.store(live, Ordering::Relaxed);
         let n = lane.allocs.load(Ordering::Relaxed);
         lane.allocs.store(n + blocks, Ordering::Relaxed);
+        // `Release` (a plain store on x86-64): a reader that sees this top sees the
+        // `high` the lane's last refresh settled.
         if live as isize > lane.top.load(Ordering::Relaxed) as isize {
-            lane.top.store(live, Ordering::Relaxed);
+            lane.top.store(live, Ordering::Release);
         }
     }
 
@@ -381,7 +382,7 @@ impl Account {
                 high = high.max(total);
             }
             lane.high.store(high, Ordering::Relaxed);
-            lane.top.store(start, Ordering::Relaxed);
+            lane.top.store(start, Ordering::Release);
             lane.view.store(seen, Ordering::Release);
             if !granted {
                 return false;
@@ -464,9 +465,22 @@ impl Account {
         self.slack
     }
 
-    /// The figures, summed over the lanes. A live total read here raises the peak,
-    /// so that no later figure shows a peak below a live total seen; the peak is the
-    /// highest of these and of the totals the lanes granted.
+    /// The highest live total the lanes granted: each lane's settled `high` or its
+    /// `view + top` since. The view is read first (`Acquire`, against the refresh's
+    /// `Release`), so a new view never meets an old top; the top is read with
+    /// `Acquire`, so a top of the new period brings the `high` its refresh settled.
+    pub(crate) fn lanes_peak(&self) -> usize {
+        self.lanes.iter().fold(0, |most, l| {
+            let view = l.view.load(Ordering::Acquire);
+            let top = l.top.load(Ordering::Acquire);
+            let high = l.high.load(Ordering::Relaxed);
+            most.max(high).max(not_torn(view.wrapping_add(top)))
+        })
+    }
+
+    /// The figures, summed over the lanes. The peak read here (the highest of the
+    /// live total read and [`lanes_peak`](Self::lanes_peak)) raises the account's,
+    /// so that no later figure shows a lower one.
     pub(crate) fn stats(&self) -> HeapStats {
         let sum = |f: fn(&Lane) -> &AtomicUsize| {
             self.lanes
@@ -476,17 +490,12 @@ impl Account {
         let live_bytes = not_torn(sum(|l| &l.live));
         let total_allocs = sum(|l| &l.allocs);
         let total_frees = sum(|l| &l.frees);
-        let peak = self.peak.fetch_max(live_bytes, Ordering::Relaxed);
-        let high = self.lanes.iter().fold(0, |most, l| {
-            let view = l.view.load(Ordering::Acquire);
-            let top = l.top.load(Ordering::Relaxed);
-            let high = l.high.load(Ordering::Relaxed);
-            most.max(high).max(not_torn(view.wrapping_add(top)))
-        });
+        let seen = live_bytes.max(self.lanes_peak());
+        let peak = self.peak.fetch_max(seen, Ordering::Relaxed).max(seen);
         HeapStats {
             live_bytes,
             live_blocks: total_allocs.wrapping_sub(total_frees),
-            peak_bytes: peak.max(live_bytes).max(high),
+            peak_bytes: peak,
             total_allocs,
             total_frees,
             failures: self.failures.load(Ordering::Relaxed),

@@ -30,6 +30,19 @@ pub mod __loom {
     pub fn give(bits: &AtomicUsize, i: usize) {
         crate::slot::give(bits, i);
     }
+
+    /// Makes this model thread the owner of slot `i < OWNED`: it writes lane `i` of
+    /// every heap with plain stores (one thread a slot).
+    pub fn own(i: usize) {
+        crate::slot::own(i);
+    }
+
+    /// The highest live total `heap`'s lanes granted, as `stats` reads it.
+    pub fn lanes_peak<A, G: crate::Guards, T: crate::Tracking>(
+        heap: &crate::Heap<A, G, T>,
+    ) -> usize {
+        heap.account.lanes_peak()
+    }
 }
 mod sync;
 mod track;

@@ -10,8 +10,8 @@
 //! last values to the next owner. A thread that finds every slot taken, that runs
 //! while its thread-locals are being destroyed, or a build without `std` (no
 //! thread-locals), writes the [`SHARED`] lane with `fetch_add`. Under loom, whose
-//! statics and thread-locals end with each execution, every thread takes the shared
-//! lane, and the models drive [`take`] and [`give`] directly.
+//! statics end with each execution, a thread takes the shared lane unless its model
+//! hands it a slot, and the models drive [`take`] and [`give`] directly.
 
 use crate::sync::{AtomicUsize, Ordering};
 
@@ -127,7 +127,7 @@ mod imp {
     }
 }
 
-#[cfg(any(not(feature = "std"), bento_loom))]
+#[cfg(all(not(feature = "std"), not(bento_loom)))]
 mod imp {
     /// Every thread writes the shared lane (see the module's docs).
     #[inline]
@@ -142,4 +142,35 @@ mod imp {
     }
 }
 
+/// Under loom a thread writes the shared lane unless its model makes it the owner of
+/// a slot with [`own`] (the models give each slot to one thread at most).
+#[cfg(bento_loom)]
+mod imp {
+    use core::cell::Cell;
+
+    use super::{LANE_BYTES, SHARED};
+
+    loom::thread_local! {
+        static SLOT: Cell<usize> = Cell::new(SHARED * LANE_BYTES);
+    }
+
+    /// This thread's lane index.
+    pub(crate) fn current() -> usize {
+        SLOT.with(Cell::get) / LANE_BYTES
+    }
+
+    /// [`current`]'s lane offset.
+    pub(crate) fn fast() -> usize {
+        SLOT.with(Cell::get)
+    }
+
+    /// Makes this thread the owner of slot `i < OWNED`.
+    pub(crate) fn own(i: usize) {
+        assert!(i < super::OWNED);
+        SLOT.with(|s| s.set(i * LANE_BYTES));
+    }
+}
+
+#[cfg(bento_loom)]
+pub(crate) use imp::own;
 pub(crate) use imp::{current, fast};

@@ -117,3 +117,62 @@ fn a_slot_hands_its_plainly_written_lane_to_the_next_owner() {
         assert_eq!(lane.load(Ordering::Relaxed), 2);
     });
 }
+
+#[test]
+fn a_reader_never_adds_a_lanes_new_view_to_its_old_top() {
+    use loom::sync::atomic::{AtomicBool, Ordering};
+
+    use bento_heap::__loom::{lanes_peak, own};
+
+    loom::model(|| {
+        // A budget of 256 gives a slack of 1: the lanes refresh nearly every time.
+        let heap = Rc::new(
+            HeapBuilder::new("loom-peak")
+                .register(false)
+                .budget(256)
+                .build(Global),
+        );
+        let freed = Rc::new(AtomicBool::new(false));
+        let held = Rc::new(AtomicBool::new(false));
+        let (h, f, k) = (heap.clone(), freed.clone(), held.clone());
+        in_threads(3, move |i| {
+            let wait = |flag: &AtomicBool| {
+                while !flag.load(Ordering::Acquire) {
+                    loom::thread::yield_now();
+                }
+            };
+            match i {
+                // Slot 0: 100 bytes (its top), freed before slot 1 allocates; then
+                // 1 and 2 bytes while slot 1 holds 50, so that its refresh brings a
+                // view of 50 into a period whose old top is 100.
+                1 => {
+                    own(0);
+                    let p = h.alloc(layout(100)).unwrap();
+                    // SAFETY: live, with its layout.
+                    unsafe { h.free(p, layout(100)) };
+                    f.store(true, Ordering::Release);
+                    wait(&k);
+                    let a = h.alloc(layout(1)).unwrap();
+                    let b = h.alloc(layout(2)).unwrap();
+                    // SAFETY: as above.
+                    unsafe { h.free(a, layout(1)) };
+                    // SAFETY: as above.
+                    unsafe { h.free(b, layout(2)) };
+                }
+                2 => {
+                    own(1);
+                    wait(&f);
+                    let p = h.alloc(layout(50)).unwrap();
+                    k.store(true, Ordering::Release);
+                    // SAFETY: as above.
+                    unsafe { h.free(p, layout(50)) };
+                }
+                // Never more than 100 bytes are live at once; 150 would be slot 1's
+                // view added to slot 0's top of the period before it.
+                _ => assert!(lanes_peak(&h) <= 100, "peak {}", lanes_peak(&h)),
+            }
+        });
+        let s = heap.stats();
+        assert_eq!((s.live_bytes, s.peak_bytes), (0, 100));
+    });
+}
