@@ -11,19 +11,20 @@
 //! lanes. A refresh (the slow path) reads the other lanes into the lane's *view*,
 //! refuses the allocation if the live total passes the budget, and otherwise sets
 //! the credit to the account's *slack* ([`slack`]: a 256th of the budget, at most
-//! 64 KiB) or to the room left under the budget, if less. The fast path takes an
-//! allocation's bytes from the credit (frees give none back) and raises the lane's
-//! *high*, the live total it sees (its own bytes, exact, plus its view); the peak is
-//! the highest of the lanes' highs.
+//! 64 KiB) or to the room left under the budget, if less (none after a refusal).
+//! The fast path takes an allocation's bytes from the credit (frees give none back)
+//! and raises the lane's *top*, its own highest bytes since the refresh; the live
+//! total it sees is those plus its view, and the peak is the highest of each lane's
+//! `view + top` and of the totals its refreshes settled (its *high*).
 //!
 //! A refresh begins with a sequentially consistent fence, so of two refreshes the
 //! later sees what the other's lane stored before the earlier. Every allocation that
 //! the fast path grants comes after the latest refresh of some lane, which saw a
 //! total within the budget, and each lane has allocated at most its credit, the
 //! slack, since its own: so live bytes pass the budget by at most the slack per
-//! thread allocating at once. A lane's high is its refresh's total plus at most what
-//! it allocated since, so the peak misses a maximum, or passes one, by at most as
-//! much. One thread alone is exact: its view of idle lanes is never stale. The
+//! thread allocating at once. A lane's `view + top` is its refresh's total plus at
+//! most what it allocated since, so the peak misses a maximum, or passes one, by at
+//! most as much. One thread alone is exact: its view of idle lanes is never stale. The
 //! shared lane (threads past the 15 slots) spends one credit for all its threads,
 //! which may each leave it below zero by one allocation before one of them starts it
 //! afresh; it refreshes on every new high too, so its highs are exact totals.
@@ -385,6 +386,9 @@ impl Account {
             lane.top.store(start, Ordering::Release);
             lane.view.store(seen, Ordering::Release);
             if !granted {
+                // The credit left was granted against the old view: the next charge
+                // reads the lanes again.
+                lane.credit.store(0, Ordering::Relaxed);
                 return false;
             }
         }
