@@ -261,9 +261,21 @@ fn a_thread_with_a_stale_view_cannot_pass_the_budget_by_more_than_its_slack() {
 
 #[test]
 fn eight_threads_under_a_parent_stay_within_its_budget_and_its_peak() {
+    threads_under_a_parent(8);
+}
+
+/// More threads than the 15 slots: the later ones share the shared lane's credit.
+#[test]
+fn twenty_four_threads_under_a_parent_stay_within_its_budget_and_its_peak() {
+    threads_under_a_parent(24);
+}
+
+/// `threads` threads, each with a child heap of one parent with a budget, allocate
+/// and free at random; what they hold at once stays within the budget and the slack
+/// per thread, and the parent's peak within as much of it.
+fn threads_under_a_parent(threads: usize) {
     const BUDGET: usize = 256 << 10;
-    const THREADS: usize = 8;
-    let parent = HeapBuilder::new("budget-parent-8")
+    let parent = HeapBuilder::new("budget-parent")
         .register(false)
         .budget(BUDGET)
         .build(Global);
@@ -275,11 +287,11 @@ fn eight_threads_under_a_parent_stay_within_its_budget_and_its_peak() {
     let refused = AtomicUsize::new(0);
     let rounds = bento_testkit::cases(20_000, 100);
     std::thread::scope(|s| {
-        for t in 0..THREADS {
+        for t in 0..threads {
             let (parent, held, most_held, most_seen, refused) =
                 (&parent, &held, &most_held, &most_seen, &refused);
             s.spawn(move || {
-                let child = HeapBuilder::new("budget-child-8")
+                let child = HeapBuilder::new("budget-child")
                     .register(false)
                     .parent(parent)
                     .build(Global);
@@ -313,7 +325,7 @@ fn eight_threads_under_a_parent_stay_within_its_budget_and_its_peak() {
         }
     });
     let most = most_held.load(Ordering::Relaxed);
-    let limit = BUDGET + THREADS * slack(BUDGET);
+    let limit = BUDGET + threads * slack(BUDGET);
     assert!(
         most <= limit,
         "{most} bytes held at once under a budget of {BUDGET}"
@@ -328,7 +340,7 @@ fn eight_threads_under_a_parent_stay_within_its_budget_and_its_peak() {
         most_seen.load(Ordering::Relaxed)
     );
     assert!(
-        s.peak_bytes + THREADS * slack(BUDGET) >= most,
+        s.peak_bytes + threads * slack(BUDGET) >= most,
         "peak {} far below what was held, {most}",
         s.peak_bytes
     );
