@@ -255,7 +255,7 @@ fn measure(icount: bool) -> Result<(), String> {
 
     let mut build = cargo();
     build.args(["build", "--release", "-p", "bento-benches", "--bins"]);
-    build.args(["-p", "bento-cli"]);
+    build.args(["-p", "bento-alloc-cli"]);
     ok(status(build))?;
     let release = target.join("release");
     for (bin, file) in [
@@ -273,7 +273,7 @@ fn measure(icount: bool) -> Result<(), String> {
     meta.line(&format!("cargo xtask bench-malloc {ROUNDS}"));
     write(&out.join("malloc.md"), &bench_malloc::measure(ROUNDS)?)?;
 
-    meta.line("cargo run --release -p bento-cli -- demo");
+    meta.line("cargo run --release -p bento-alloc-cli -- demo");
     let demo_dir = out.join("demo");
     let mut demo = Command::new(release.join("bento"));
     demo.arg("demo").arg("--out").arg(&demo_dir);

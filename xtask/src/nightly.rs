@@ -23,7 +23,7 @@ fn run() -> Outcome {
     cmd.args([
         "test",
         "-p",
-        "bento",
+        "bento-alloc",
         "--features",
         "nightly",
         "--test",

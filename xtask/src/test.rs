@@ -17,7 +17,7 @@ const RELEASE: &[&str] = &[
     "bento-common",
     "bento-heap",
     "bento-trace",
-    "bento-cli",
+    "bento-alloc-cli",
 ];
 
 /// The examples of docs/guide.md (crates/bento/examples).
@@ -50,7 +50,7 @@ fn run() -> Outcome {
     // The guide's examples, each run to the end (they assert what they show).
     for example in EXAMPLES {
         let mut cmd = cargo();
-        cmd.args(["run", "-q", "-p", "bento", "--example", example]);
+        cmd.args(["run", "-q", "-p", "bento-alloc", "--example", example]);
         if let failed @ Outcome::Failed(_) = status(cmd) {
             return failed;
         }

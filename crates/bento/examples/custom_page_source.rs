@@ -1,14 +1,14 @@
 //! A memory space over a fixed buffer, as a console's carve-out of memory: the space
 //! reserves and commits inside the buffer and never calls the OS.
 //!
-//! `cargo run -p bento --example custom_page_source`
+//! `cargo run -p bento-alloc --example custom_page_source`
 
 use core::alloc::Layout;
 use core::mem::MaybeUninit;
 
-use bento::align::Alignment;
-use bento::pages::FixedPages;
-use bento::space::{MemorySpace, SpaceConfig};
+use bento_alloc::align::Alignment;
+use bento_alloc::pages::FixedPages;
+use bento_alloc::space::{MemorySpace, SpaceConfig};
 
 fn main() {
     // 8 MiB set aside at start-up (a console would name a physical range).

@@ -2,11 +2,11 @@
 //! writes (a command list the GPU reads during the next frame) stays valid until
 //! frame `k + 2` begins, and nothing is ever freed block by block.
 //!
-//! `cargo run -p bento --example frame_memory`
+//! `cargo run -p bento-alloc --example frame_memory`
 
 use allocator_api2::vec::Vec;
-use bento::pages::SystemPages;
-use bento::primitives::{ArenaConfig, FrameArena};
+use bento_alloc::pages::SystemPages;
+use bento_alloc::primitives::{ArenaConfig, FrameArena};
 
 fn main() {
     let config = ArenaConfig {

@@ -1,11 +1,11 @@
 //! The common allocator as the program's allocator: every `Box`, `Vec` and `String`
 //! of the program lives in its size-class regions.
 //!
-//! `cargo run -p bento --example global_allocator`
+//! `cargo run -p bento-alloc --example global_allocator`
 
 use std::collections::BTreeMap;
 
-use bento::common::CommonAllocator;
+use bento_alloc::common::CommonAllocator;
 
 #[global_allocator]
 static GLOBAL: CommonAllocator = CommonAllocator::new();

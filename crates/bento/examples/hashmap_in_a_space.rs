@@ -1,10 +1,10 @@
 //! A hashbrown `HashMap` in a memory space of its own: when the map is dropped, its
 //! memory goes back to the OS at once.
 //!
-//! `cargo run -p bento --example hashmap_in_a_space`
+//! `cargo run -p bento-alloc --example hashmap_in_a_space`
 
-use bento::pages::SystemPages;
-use bento::space::{MemorySpace, SpaceConfig};
+use bento_alloc::pages::SystemPages;
+use bento_alloc::space::{MemorySpace, SpaceConfig};
 use hashbrown::{DefaultHashBuilder, HashMap};
 
 fn main() {

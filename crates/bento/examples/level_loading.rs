@@ -2,10 +2,10 @@
 //! end of one buffer, the loader's temporaries from the other; when the load is done
 //! the temporaries go in O(1) and the level's data stays.
 //!
-//! `cargo run -p bento --example level_loading`
+//! `cargo run -p bento-alloc --example level_loading`
 
 use allocator_api2::vec::Vec;
-use bento::primitives::DoubleStack;
+use bento_alloc::primitives::DoubleStack;
 use core::mem::MaybeUninit;
 
 fn main() {

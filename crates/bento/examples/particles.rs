@@ -1,9 +1,9 @@
 //! Particles in a pool of fixed-size chunks: O(1) allocation and free, each box
 //! giving its chunk back when the particle dies.
 //!
-//! `cargo run -p bento --example particles`
+//! `cargo run -p bento-alloc --example particles`
 
-use bento::primitives::TypedPool;
+use bento_alloc::primitives::TypedPool;
 use core::mem::MaybeUninit;
 
 struct Particle {

@@ -1,13 +1,13 @@
 //! Subsystem heaps over a memory space: each with a name and a budget, its figures,
 //! and one report of them all.
 //!
-//! `cargo run -p bento --example subsystem_heaps`
+//! `cargo run -p bento-alloc --example subsystem_heaps`
 
 use allocator_api2::boxed::Box;
 use allocator_api2::vec::Vec;
-use bento::heap::HeapBuilder;
-use bento::pages::SystemPages;
-use bento::space::{MemorySpace, SpaceConfig};
+use bento_alloc::heap::HeapBuilder;
+use bento_alloc::pages::SystemPages;
+use bento_alloc::space::{MemorySpace, SpaceConfig};
 
 fn main() {
     let space = MemorySpace::new(SystemPages::new(), SpaceConfig::DEFAULT).unwrap();
@@ -26,7 +26,7 @@ fn main() {
     assert!(samples.try_reserve(4 << 20).is_err());
     assert_eq!(audio.stats().live_bytes, live);
 
-    println!("{}", bento::heap::report());
+    println!("{}", bento_alloc::heap::report());
     drop(bodies);
     drop(voices);
     assert_eq!(physics.stats().live_bytes, 0);

@@ -6,11 +6,11 @@
 use core::alloc::Layout;
 use core::mem::MaybeUninit;
 
-use bento::common::CommonAllocator;
-use bento::heap::HeapBuilder;
-use bento::pages::SystemPages;
-use bento::primitives::{Bump, Pool};
-use bento::space::{MemorySpace, SpaceConfig};
+use bento_alloc::common::CommonAllocator;
+use bento_alloc::heap::HeapBuilder;
+use bento_alloc::pages::SystemPages;
+use bento_alloc::primitives::{Bump, Pool};
+use bento_alloc::space::{MemorySpace, SpaceConfig};
 
 /// Pushes 10,000 numbers (the vector grows many times), shrinks it, boxes a value
 /// beside it, and checks every number.

@@ -1,5 +1,5 @@
 //! Each allocator replays in a fresh child process (this program, run with the hidden
-//! `__replay-child` command), so that one allocator's memory never counts against
+//! `__child` command), so that one allocator's memory never counts against
 //! another's resident set. The child writes its [`Run`] as JSON to a file the parent
 //! names, and its progress to stderr as `progress <records>` lines.
 
@@ -11,6 +11,7 @@ use std::process::{Command, Stdio};
 use bento_trace::{Footprint, GlobalTarget, ReplayOptions, ReplayTarget, TraceReader, replay};
 use indicatif::ProgressBar;
 
+use crate::latency::Timed;
 use crate::run::{FrameCall, FrameCalls, KeptFigures, Run, Sample, rss};
 use crate::setup::{self, Bento, Linear, Measured, Parts, Report};
 
@@ -20,56 +21,71 @@ pub(crate) const IDLE_FRAMES: u32 = 2 * bento_pages::Decay::DEFAULT.frames;
 /// How often the child reports progress, in records.
 const PROGRESS_EVERY: u64 = 20_000;
 
-/// The child's side: replays `trace` on `allocator` and writes the run to `result`.
+/// The child's side: replays `trace` on `allocator` and writes the run to `result`;
+/// with `latency`, each operation is timed (see [`crate::latency`]).
 pub(crate) fn child(
     trace: &Path,
     allocator: &str,
     result: &Path,
     sample_every: u64,
+    latency: bool,
 ) -> Result<(), String> {
     setup::check_name(allocator)?;
+    let go = Go {
+        allocator,
+        trace,
+        sample_every,
+        latency,
+    };
     let run = match allocator {
-        "system" => measure(
-            allocator,
-            trace,
-            sample_every,
-            &mut GlobalTarget(std::alloc::System),
-        )?,
+        "system" => go.run(&mut GlobalTarget(std::alloc::System))?,
         #[cfg(feature = "mimalloc")]
-        "mimalloc" => measure(
-            allocator,
-            trace,
-            sample_every,
-            &mut GlobalTarget(mimalloc::MiMalloc),
-        )?,
+        "mimalloc" => go.run(&mut GlobalTarget(mimalloc::MiMalloc))?,
         #[cfg(all(feature = "jemalloc", unix))]
-        "jemalloc" => measure(
-            allocator,
-            trace,
-            sample_every,
-            &mut GlobalTarget(tikv_jemallocator::Jemalloc),
-        )?,
+        "jemalloc" => go.run(&mut GlobalTarget(tikv_jemallocator::Jemalloc))?,
         "space" => {
             let space = setup::new_space()?;
             let handle = &space;
-            let mut target = Measured::new(&handle, &space, || setup::space_figures(&space));
-            measure(allocator, trace, sample_every, &mut target)?
+            go.run(&mut Measured::new(&handle, &space, || {
+                setup::space_figures(&space)
+            }))?
         }
         "common" => {
             let common = bento_common::CommonAllocator::new();
             let handle = &common;
-            let mut target = Measured::new(&handle, &common, || setup::common_figures(&common));
-            measure(allocator, trace, sample_every, &mut target)?
+            go.run(&mut Measured::new(&handle, &common, || {
+                setup::common_figures(&common)
+            }))?
         }
         _ => {
             let parts = Parts::new();
             let linear = Linear::new(&parts)?;
-            let mut target = Bento::new(&parts, &linear)?;
-            measure(allocator, trace, sample_every, &mut target)?
+            go.run(&mut Bento::new(&parts, &linear)?)?
         }
     };
     let json = serde_json::to_vec(&run).map_err(|e| e.to_string())?;
     crate::output::write_bytes(result, &json)
+}
+
+/// One replay's settings.
+struct Go<'a> {
+    allocator: &'a str,
+    trace: &'a Path,
+    sample_every: u64,
+    latency: bool,
+}
+
+impl Go<'_> {
+    /// Replays on `target`, timing each operation when asked.
+    fn run<T: ReplayTarget + Report>(&self, target: &mut T) -> Result<Run, String> {
+        if !self.latency {
+            return measure(self.allocator, self.trace, self.sample_every, target);
+        }
+        let mut timed = Timed::new(target);
+        let mut run = measure(self.allocator, self.trace, self.sample_every, &mut timed)?;
+        run.latency = Some(timed.latency());
+        Ok(run)
+    }
 }
 
 /// Replays `trace` on `target`, sampling its figures and the resident set.
@@ -80,7 +96,9 @@ fn measure<T: ReplayTarget + Report>(
     target: &mut T,
 ) -> Result<Run, String> {
     let reader = open(trace)?;
+    // The resident set's growth over the replay, where `/proc` tells.
     let base = rss();
+    let grown = move || rss().zip(base).map(|(now, base)| now.saturating_sub(base));
     let faults_before = crate::run::minor_faults();
     let mut samples = Vec::new();
     let mut phases = Vec::new();
@@ -91,7 +109,7 @@ fn measure<T: ReplayTarget + Report>(
     let mut peak_kept = 0;
     // Given back before the replay (none for a fresh allocator).
     let given_before = target.kept().map_or(0, |k| k.given_back);
-    let mut peak_rss = 0;
+    let mut peak_rss = grown();
     let mut last_progress = 0;
     // The heaps' report at the busiest moment sampled.
     let (mut heaps, mut busiest) = (None, 0);
@@ -100,15 +118,15 @@ fn measure<T: ReplayTarget + Report>(
         ..ReplayOptions::default()
     };
     let report = replay(target, reader, options, |m, t| {
-        let grown = rss().saturating_sub(base);
+        let grown = grown();
         peak_rss = peak_rss.max(grown);
         let own = t.footprint();
         let kept = t.kept();
         samples.push(Sample {
             seq: m.seq,
             live: m.live,
-            committed: own.map_or(grown, |f: Footprint| f.committed as u64),
-            rss: grown,
+            committed: own.map_or(grown.unwrap_or(0), |f: Footprint| f.committed as u64),
+            rss: grown.unwrap_or(0),
             kept: kept.map_or(0, |k| k.now),
         });
         if let Some(k) = kept {
@@ -144,7 +162,7 @@ fn measure<T: ReplayTarget + Report>(
         }
     })
     .map_err(|e| format!("{}: {e}", trace.display()))?;
-    peak_rss = peak_rss.max(rss().saturating_sub(base));
+    peak_rss = peak_rss.max(grown());
     let faults = crate::run::minor_faults()
         .zip(faults_before)
         .map(|(after, before)| after.saturating_sub(before));
@@ -180,6 +198,7 @@ fn measure<T: ReplayTarget + Report>(
         samples,
         phases,
         heaps,
+        latency: None,
     })
 }
 
@@ -190,15 +209,18 @@ pub(crate) fn open(trace: &Path) -> Result<TraceReader<File>, String> {
 }
 
 /// The parent's side: runs each allocator's replay of `trace` (of `records` records)
-/// in a child, one after the other, with a progress bar.
+/// in a child, one after the other, with a progress bar; with `latency`, a second
+/// child per allocator times each operation (so that the timer's cost stays out of
+/// the first one's figures).
 pub(crate) fn replay_all(
     trace: &Path,
     allocators: &[String],
     records: u64,
     scratch: &Path,
+    latency: bool,
 ) -> Result<Vec<Run>, String> {
-    let me = std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
-    let bar = ProgressBar::new(records.saturating_mul(allocators.len() as u64));
+    let passes = if latency { 2 } else { 1 };
+    let bar = ProgressBar::new(records.saturating_mul(allocators.len() as u64 * passes));
     bar.set_style(
         indicatif::ProgressStyle::with_template("{msg:>10} [{bar:40}] {percent:>3}% {elapsed}")
             .expect("a valid template")
@@ -207,18 +229,52 @@ pub(crate) fn replay_all(
     // Samples for the chart: about 1,000 a run, besides each frame and phase.
     let sample_every = (records / 1000).max(1);
     let mut runs = Vec::new();
-    for (i, name) in allocators.iter().enumerate() {
+    let mut done = 0;
+    for name in allocators {
         bar.set_message(name.clone());
-        let done = records.saturating_mul(i as u64);
-        bar.set_position(done);
-        let result = scratch.join(format!(".bento-run-{}-{name}.json", std::process::id()));
+        let child = Child {
+            trace,
+            name,
+            scratch,
+            bar: &bar,
+        };
+        let mut run = child.run(done, &["--sample-every", &sample_every.to_string()])?;
+        done = done.saturating_add(records);
+        if latency {
+            bar.set_message(format!("{name} (timed)"));
+            run.latency = child.run(done, &["--latency"])?.latency;
+            done = done.saturating_add(records);
+        }
+        runs.push(run);
+    }
+    bar.finish_and_clear();
+    Ok(runs)
+}
+
+/// One child process's replay.
+struct Child<'a> {
+    trace: &'a Path,
+    name: &'a str,
+    scratch: &'a Path,
+    bar: &'a ProgressBar,
+}
+
+impl Child<'_> {
+    /// Runs the child with `args`, its progress shown past `done` records.
+    fn run(&self, done: u64, args: &[&str]) -> Result<Run, String> {
+        let me = std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
+        let name = self.name;
+        let result = self
+            .scratch
+            .join(format!(".bento-run-{}-{name}.json", std::process::id()));
+        self.bar.set_position(done);
         let mut child = Command::new(&me)
-            .arg("__replay-child")
-            .arg(trace)
+            .arg("__child")
+            .arg(self.trace)
             .args(["--allocator", name])
             .arg("--result")
             .arg(&result)
-            .args(["--sample-every", &sample_every.to_string()])
+            .args(args)
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
@@ -230,9 +286,9 @@ pub(crate) fn replay_all(
                     .strip_prefix("progress ")
                     .and_then(|n| n.parse::<u64>().ok())
                 {
-                    Some(n) => bar.set_position(done.saturating_add(n.min(records))),
+                    Some(n) => self.bar.set_position(done.saturating_add(n)),
                     None => {
-                        bar.suspend(|| {
+                        self.bar.suspend(|| {
                             let _ = writeln!(std::io::stderr(), "{line}");
                         });
                         last = line;
@@ -244,14 +300,11 @@ pub(crate) fn replay_all(
         let run = std::fs::read(&result);
         let _ = std::fs::remove_file(&result);
         if !status.success() {
-            bar.abandon();
+            self.bar.abandon();
             let why = last.trim_start_matches("bento: ");
             return Err(format!("the replay on {name} failed: {why}"));
         }
-        let run: Run = serde_json::from_slice(&run.map_err(|e| e.to_string())?)
-            .map_err(|e| format!("the replay on {name} reported nonsense: {e}"))?;
-        runs.push(run);
+        serde_json::from_slice(&run.map_err(|e| e.to_string())?)
+            .map_err(|e| format!("the replay on {name} reported nonsense: {e}"))
     }
-    bar.finish_and_clear();
-    Ok(runs)
 }

@@ -13,47 +13,61 @@ use crate::Profile;
 use crate::child::replay_all;
 use crate::inspect::scan;
 use crate::output::write_file;
-use crate::run::{Run, bytes, refusals, runs_table};
+use crate::run::{Run, bytes, latency_table, refusals, runs_table};
 use crate::setup::{self, ALLOCATORS};
 
 /// The most levels `demo` plays: a trace of about 125 MiB (some 23 million records),
 /// replayed on every allocator.
 pub(crate) const MAX_DEMO_LEVELS: u64 = 1000;
 
-/// The most units (`--levels`) `gen` writes of any profile: a trace of at most about
-/// 1.2 GiB (game and lifo, about 125 KiB a unit; world 72 KiB; mixed 12 KiB).
-pub(crate) const MAX_GEN_LEVELS: u64 = 10_000;
+/// The range of `gen --scale`: up to a trace of about 300 MiB (each profile's
+/// default is 2.4 to 3 MiB).
+pub(crate) const SCALE: std::ops::RangeInclusive<f64> = 0.01..=100.0;
 
-/// Writes a workload's trace to `output`, whole or not at all.
+/// Parses `--scale`: a number in [`SCALE`].
+pub(crate) fn parse_scale(text: &str) -> Result<f64, String> {
+    let v: f64 = text
+        .parse()
+        .map_err(|_| format!("`{text}` is not a number"))?;
+    if SCALE.contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!(
+            "{text} is not from {} to {}",
+            SCALE.start(),
+            SCALE.end()
+        ))
+    }
+}
+
+/// Writes a workload's trace to `output`, whole or not at all: the profile's default
+/// size times `scale`.
 pub(crate) fn generate(
     profile: Profile,
-    levels: Option<usize>,
+    scale: f64,
     seed: Option<u64>,
     output: &Path,
 ) -> Result<Recorded, String> {
-    // Clap keeps `--levels` in range; the products below then stay under 10^7.
-    if let Some(n) = levels
-        && !(1..=MAX_GEN_LEVELS).contains(&(n as u64))
-    {
-        return Err(format!("--levels must be from 1 to {MAX_GEN_LEVELS}"));
+    // Clap keeps `--scale` in range; the products below then stay under 10^8.
+    if !SCALE.contains(&scale) {
+        return Err(format!(
+            "--scale must be from {} to {}",
+            SCALE.start(),
+            SCALE.end()
+        ));
     }
+    // `default` times the scale, at least 1.
+    let times = |default: usize| ((default as f64 * scale).round() as usize).max(1);
     match profile {
         Profile::Game => {
             let d = SessionConfig::DEMO;
-            write(
-                Session::new(SessionConfig {
-                    levels: levels.unwrap_or(d.levels),
-                    seed: seed.unwrap_or(d.seed),
-                    ..d
-                }),
-                output,
-            )
+            session(times(d.levels), seed.unwrap_or(d.seed), output)
         }
         Profile::World => {
             let d = WorldConfig::WORLD;
             write(
                 OpenWorld::new(WorldConfig {
-                    cells: levels.unwrap_or(d.cells),
+                    cells: times(d.cells),
                     seed: seed.unwrap_or(d.seed),
                     ..d
                 }),
@@ -64,7 +78,7 @@ pub(crate) fn generate(
             let d = MixedConfig::DEFAULT;
             write(
                 Mixed::new(MixedConfig {
-                    ops: levels.map_or(d.ops, |k| k * 1000),
+                    ops: times(d.ops),
                     seed: seed.unwrap_or(d.seed),
                     ..d
                 }),
@@ -75,7 +89,7 @@ pub(crate) fn generate(
             let d = LifoConfig::DEFAULT;
             write(
                 LifoBatches::new(LifoConfig {
-                    batches: levels.map_or(d.batches, |k| k * 100),
+                    batches: times(d.batches),
                     seed: seed.unwrap_or(d.seed),
                     ..d
                 }),
@@ -83,6 +97,18 @@ pub(crate) fn generate(
             )
         }
     }
+}
+
+/// Writes the demo's game session of `levels` levels to `output`.
+fn session(levels: usize, seed: u64, output: &Path) -> Result<Recorded, String> {
+    write(
+        Session::new(SessionConfig {
+            levels,
+            seed,
+            ..SessionConfig::DEMO
+        }),
+        output,
+    )
 }
 
 /// Records `workload` as the trace `output`, whole or not at all.
@@ -102,6 +128,7 @@ pub(crate) fn replay_command(
     allocators: &[String],
     svg: Option<&Path>,
     json: bool,
+    latency: bool,
     allow_failures: bool,
 ) -> Result<(), String> {
     for name in allocators {
@@ -114,7 +141,7 @@ pub(crate) fn replay_command(
             trace.display()
         ));
     }
-    let runs = replay_all(trace, allocators, records, &std::env::temp_dir())?;
+    let runs = replay_all(trace, allocators, records, &std::env::temp_dir(), latency)?;
     if json {
         let summaries: Vec<_> = runs.iter().map(Run::summary).collect();
         out!(
@@ -123,6 +150,9 @@ pub(crate) fn replay_command(
         );
     } else {
         out!("{}", runs_table(&runs));
+        if let Some(latency) = latency_table(&runs) {
+            out!("\n{latency}");
+        }
     }
     if let Some(svg) = svg {
         let title = format!(
@@ -151,7 +181,7 @@ pub(crate) fn demo(levels: usize, seed: u64, out: &Path, json: bool) -> Result<(
     }
     std::fs::create_dir_all(out).map_err(|e| format!("cannot make {}: {e}", out.display()))?;
     let trace = out.join("demo.trace");
-    let counts = generate(Profile::Game, Some(levels), Some(seed), &trace)?;
+    let counts = session(levels, seed, &trace)?;
     if !json {
         out!(
             "A game session: {levels} levels of {} frames ({} records, {} allocations, peak \
@@ -163,7 +193,7 @@ pub(crate) fn demo(levels: usize, seed: u64, out: &Path, json: bool) -> Result<(
         );
     }
     let allocators: Vec<String> = ALLOCATORS.iter().map(|s| s.to_string()).collect();
-    let runs = replay_all(&trace, &allocators, counts.records, out)?;
+    let runs = replay_all(&trace, &allocators, counts.records, out, true)?;
     // The session fits every allocator: a refusal is a defect, never accepted.
     if let Some(why) = refusals(&runs) {
         return Err(format!("{why} of the session"));
@@ -205,6 +235,9 @@ pub(crate) fn demo(levels: usize, seed: u64, out: &Path, json: bool) -> Result<(
         return Ok(());
     }
     out!("{}\n", runs_table(&runs));
+    if let Some(latency) = latency_table(&runs) {
+        out!("{latency}\n");
+    }
     let held: Vec<String> = runs
         .iter()
         .filter_map(|r| Some(format!("{} {}", r.allocator, bytes(r.held_after_idle?))))

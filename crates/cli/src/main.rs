@@ -4,11 +4,14 @@ mod chart;
 mod child;
 mod demo;
 mod inspect;
+mod latency;
 mod map;
 mod output;
+mod record;
 mod run;
 mod setup;
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -28,8 +31,14 @@ macro_rules! out {
 pub(crate) use out;
 
 /// Allocation traces and bento's allocators, as tables and charts.
+///
+/// Every file a command writes goes to its `-o, --output`: `gen`, `record` and `map`,
+/// whose product is a file, write to a default name in the working directory when it
+/// is left out; `demo` writes its trace and charts into a directory (the working
+/// directory by default); `replay` writes its chart only when asked. Each says what it
+/// wrote. `--json` prints a command's figures for scripts instead of tables.
 #[derive(Debug, Parser)]
-#[command(name = "bento", version, about, long_about = None)]
+#[command(name = "bento", version, about, arg_required_else_help = true)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -53,9 +62,10 @@ enum Command {
         /// The seed of the session's choices.
         #[arg(long, default_value_t = bento_trace::workload::SessionConfig::DEMO.seed)]
         seed: u64,
-        /// Where the trace and the charts go.
-        #[arg(long, default_value = ".")]
-        out: PathBuf,
+        /// The directory the trace (`demo.trace`) and the charts (`demo-memory.svg`,
+        /// `demo-heapmap.svg`) go to.
+        #[arg(short, long, default_value = ".")]
+        output: PathBuf,
         /// Print the figures as JSON instead of tables.
         #[arg(long)]
         json: bool,
@@ -65,36 +75,58 @@ enum Command {
         /// The workload.
         #[arg(long, value_enum, default_value_t = Profile::Game)]
         profile: Profile,
-        /// Levels (game), cells (world), thousands of operations (mixed) or hundreds
-        /// of batches (lifo): 1 to 10000 (a trace of at most about 1.2 GiB); the
-        /// profile's default when left out.
-        #[arg(
-            long,
-            value_parser = RangedU64ValueParser::<usize>::new().range(1..=demo::MAX_GEN_LEVELS)
-        )]
-        levels: Option<usize>,
+        /// The workload's size as a multiple of the profile's default: 0.01 to 100 (a
+        /// trace of at most about 300 MiB). The default game is 24 levels, the world 40
+        /// cells, mixed 200,000 operations and lifo 2,000 batches.
+        #[arg(long, default_value_t = 1.0, value_parser = demo::parse_scale)]
+        scale: f64,
         /// The seed of the workload's choices; the profile's default when left out.
         #[arg(long)]
         seed: Option<u64>,
-        /// The trace file to write.
+        /// The trace file to write; `PROFILE.trace` when left out.
         #[arg(short, long)]
-        output: PathBuf,
+        output: Option<PathBuf>,
     },
-    /// Replay a trace on allocators, each in a fresh process: a table, and a chart
-    /// of their memory over time.
+    /// Run a program with bento-malloc recording its allocations (every thread's, in
+    /// the order they took effect), then show what it recorded.
+    #[command(after_help = record::ABOUT)]
+    Record {
+        /// The trace file to write.
+        #[arg(short, long, default_value = "bento.trace")]
+        output: PathBuf,
+        /// bento-malloc's shared library; by default `$BENTO_MALLOC`, or
+        /// `libbento_malloc.so` beside this program or in its target directory's
+        /// `release`.
+        #[arg(long)]
+        library: Option<PathBuf>,
+        /// Print what was recorded as JSON.
+        #[arg(long)]
+        json: bool,
+        /// The program and its arguments, after `--`.
+        #[arg(last = true, required = true, value_name = "PROGRAM ARGS")]
+        program: Vec<OsString>,
+    },
+    /// Replay a trace on allocators, each in a fresh process: time, per-operation
+    /// latency, page faults, OS calls and memory in a table, and a chart of memory
+    /// over time.
     #[command(after_help = setup::ABOUT)]
     Replay {
         /// The trace.
         trace: PathBuf,
-        /// Comma-separated allocators to replay on.
-        #[arg(long, value_delimiter = ',', default_values = setup::REPLAY_DEFAULT)]
-        allocators: Vec<String>,
-        /// Write the memory chart here.
-        #[arg(long)]
-        svg: Option<PathBuf>,
+        /// The allocators to replay on, comma-separated; all but `bento` when left
+        /// out.
+        #[arg(long, value_enum, value_delimiter = ',')]
+        allocators: Vec<AllocatorName>,
+        /// Write the chart of memory over time here (SVG).
+        #[arg(short, long)]
+        output: Option<PathBuf>,
         /// Print the figures as JSON instead of a table.
         #[arg(long)]
         json: bool,
+        /// Leave out the second replay that times each operation (the latency
+        /// columns then read n/a).
+        #[arg(long)]
+        no_latency: bool,
         /// Exit 0 even when an allocator refused allocations or resizes (the table's
         /// `refused` column counts them); without it, a refusal is an error (exit 1)
         /// after the table.
@@ -124,7 +156,7 @@ enum Command {
         output: PathBuf,
     },
     /// Runs one replay for `demo` and `replay`, in a child process.
-    #[command(name = "__replay-child", hide = true)]
+    #[command(name = "__child", hide = true)]
     Child {
         trace: PathBuf,
         #[arg(long)]
@@ -133,6 +165,8 @@ enum Command {
         result: PathBuf,
         #[arg(long, default_value_t = 0)]
         sample_every: u64,
+        #[arg(long)]
+        latency: bool,
     },
 }
 
@@ -149,21 +183,39 @@ enum Profile {
     Lifo,
 }
 
+/// The allocators a trace replays on (see `bento replay --help`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum AllocatorName {
+    /// The C library's malloc.
+    System,
+    /// mimalloc (the default feature `mimalloc`).
+    Mimalloc,
+    /// jemalloc, on unix (the default feature `jemalloc`).
+    Jemalloc,
+    /// One bento memory space over the OS pages.
+    Space,
+    /// bento's common allocator.
+    Common,
+    /// A game's set-up of bento's allocators: subsystem heaps, a frame arena, a pool.
+    Bento,
+}
+
+impl AllocatorName {
+    /// The name as typed and as the tables show it.
+    fn name(self) -> String {
+        self.to_possible_value()
+            .map_or_else(String::new, |v| v.get_name().to_owned())
+    }
+}
+
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
-            use clap::error::ErrorKind;
-            if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
-                print!("{e}");
-                return ExitCode::SUCCESS;
-            }
-            // One line: clap's first, without its usage block.
-            let text = e.render().to_string();
-            let line = text.lines().next().unwrap_or("bad arguments");
-            eprintln!("bento: {}", line.trim_start_matches("error: "));
-            eprintln!("bento: see `bento --help`");
-            return ExitCode::from(2);
+            // clap's own text: what was wrong, its suggestion, the usage (or the help
+            // for a bare `bento`); exit 0 for --help and --version, 2 otherwise.
+            let _ = e.print();
+            return ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2));
         }
     };
     match run_command(cli.command) {
@@ -180,32 +232,64 @@ fn run_command(command: Command) -> Result<(), String> {
         Command::Demo {
             levels,
             seed,
-            out,
+            output,
             json,
-        } => demo::demo(levels, seed, &out, json),
+        } => demo::demo(levels, seed, &output, json),
         Command::Gen {
             profile,
-            levels,
+            scale,
             seed,
             output,
-        } => demo::generate(profile, levels, seed, &output).map(|counts| {
-            out!(
-                "wrote {}: {} records ({} allocations, {} frames, {} phases), peak live {}",
-                output.display(),
-                counts.records,
-                counts.allocs,
-                counts.frames,
-                counts.phases,
-                run::bytes(counts.peak_live)
-            );
-        }),
+        } => {
+            let output = output.unwrap_or_else(|| {
+                let name = profile
+                    .to_possible_value()
+                    .map_or_else(|| "trace".to_owned(), |v| v.get_name().to_owned());
+                PathBuf::from(format!("{name}.trace"))
+            });
+            demo::generate(profile, scale, seed, &output).map(|counts| {
+                out!(
+                    "wrote {}: {} records ({} allocations, {} frames, {} phases), peak live {}",
+                    output.display(),
+                    counts.records,
+                    counts.allocs,
+                    counts.frames,
+                    counts.phases,
+                    run::bytes(counts.peak_live)
+                );
+            })
+        }
+        Command::Record {
+            output,
+            library,
+            json,
+            program,
+        } => record::record(&program, &output, library.as_deref(), json),
         Command::Replay {
             trace,
             allocators,
-            svg,
+            output,
             json,
+            no_latency,
             allow_failures,
-        } => demo::replay_command(&trace, &allocators, svg.as_deref(), json, allow_failures),
+        } => {
+            let names: Vec<String> = if allocators.is_empty() {
+                setup::REPLAY_DEFAULT
+                    .iter()
+                    .map(|s| s.to_string())
+                    .collect()
+            } else {
+                allocators.iter().map(|a| a.name()).collect()
+            };
+            demo::replay_command(
+                &trace,
+                &names,
+                output.as_deref(),
+                json,
+                !no_latency,
+                allow_failures,
+            )
+        }
         Command::Inspect { trace, json } => inspect::inspect(&trace, json),
         Command::Map { trace, at, output } => map::map_command(&trace, &at, &output),
         Command::Child {
@@ -213,6 +297,7 @@ fn run_command(command: Command) -> Result<(), String> {
             allocator,
             result,
             sample_every,
-        } => child::child(&trace, &allocator, &result, sample_every),
+            latency,
+        } => child::child(&trace, &allocator, &result, sample_every, latency),
     }
 }

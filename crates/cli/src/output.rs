@@ -16,14 +16,8 @@ pub(crate) fn write_file<T>(
     fill: impl FnOnce(&mut BufWriter<File>) -> io::Result<T>,
 ) -> Result<T, String> {
     let fail = |e: io::Error| format!("cannot write {}: {e}", path.display());
-    let name = path
-        .file_name()
-        .ok_or_else(|| format!("cannot write {}: not a file name", path.display()))?;
-    let mut temp_name = OsString::from(".");
-    temp_name.push(name);
-    temp_name.push(format!(".{}.tmp", std::process::id()));
     let mut temp = Temp {
-        path: path.with_file_name(temp_name),
+        path: temp_path(path)?,
         renamed: false,
     };
     // A stale file of a killed run with this process id goes; `create_new` then makes
@@ -42,6 +36,53 @@ pub(crate) fn write_file<T>(
     std::fs::rename(&temp.path, path).map_err(fail)?;
     temp.renamed = true;
     Ok(value)
+}
+
+/// A file another program writes for us, whole or not at all: it writes the
+/// temporary [`Staged::path`] beside the output, and [`Staged::commit`] renames that
+/// over the output; dropped uncommitted, the temporary file goes.
+pub(crate) struct Staged {
+    temp: Temp,
+    output: PathBuf,
+}
+
+impl Staged {
+    /// A temporary path beside `output` (`.NAME.PID.tmp`), no file there yet.
+    pub(crate) fn new(output: &Path) -> Result<Self, String> {
+        let path = temp_path(output)?;
+        let _ = std::fs::remove_file(&path);
+        Ok(Self {
+            temp: Temp {
+                path,
+                renamed: false,
+            },
+            output: output.to_owned(),
+        })
+    }
+
+    /// Where the other program writes.
+    pub(crate) fn path(&self) -> &Path {
+        &self.temp.path
+    }
+
+    /// Puts the written file in the output's place.
+    pub(crate) fn commit(mut self) -> Result<(), String> {
+        std::fs::rename(&self.temp.path, &self.output)
+            .map_err(|e| format!("cannot write {}: {e}", self.output.display()))?;
+        self.temp.renamed = true;
+        Ok(())
+    }
+}
+
+/// `.NAME.PID.tmp` beside `path`.
+fn temp_path(path: &Path) -> Result<PathBuf, String> {
+    let name = path
+        .file_name()
+        .ok_or_else(|| format!("cannot write {}: not a file name", path.display()))?;
+    let mut temp_name = OsString::from(".");
+    temp_name.push(name);
+    temp_name.push(format!(".{}.tmp", std::process::id()));
+    Ok(path.with_file_name(temp_name))
 }
 
 /// `bytes` as the whole of `path`, by [`write_file`].

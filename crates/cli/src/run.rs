@@ -2,6 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::latency::Latency;
+
 /// A moment of a replay.
 #[derive(Clone, Copy, Debug, Serialize, Deserialize)]
 pub(crate) struct Sample {
@@ -117,8 +119,9 @@ pub(crate) struct Run {
     pub(crate) peak_live: u64,
     /// The allocator's own peak of committed bytes, where it keeps figures.
     pub(crate) peak_committed: Option<u64>,
-    /// The most the process's resident set grew over the replay.
-    pub(crate) peak_rss: u64,
+    /// The most the process's resident set grew over the replay, where `/proc`
+    /// tells.
+    pub(crate) peak_rss: Option<u64>,
     /// Calls to the OS, where the allocator counts them.
     pub(crate) os_calls: Option<u64>,
     /// Minor page faults of the process over the replay (where `/proc` tells).
@@ -139,12 +142,16 @@ pub(crate) struct Run {
     pub(crate) phases: Vec<(u64, String)>,
     /// The subsystem heaps' report, for the bento set-up.
     pub(crate) heaps: Option<String>,
+    /// Each operation's latency, from a timed replay of its own.
+    #[serde(default)]
+    pub(crate) latency: Option<Latency>,
 }
 
 impl Run {
-    /// Peak committed bytes: the allocator's own figure, or the resident set's growth.
-    pub(crate) fn footprint(&self) -> u64 {
-        self.peak_committed.unwrap_or(self.peak_rss)
+    /// Peak committed bytes: the allocator's own figure, or the resident set's growth
+    /// (`None` where neither is known).
+    pub(crate) fn footprint(&self) -> Option<u64> {
+        self.peak_committed.or(self.peak_rss)
     }
 
     /// Committed bytes averaged over the replay (each sample weighted by the records
@@ -159,8 +166,8 @@ impl Run {
     }
 
     /// Footprint ÷ live bytes at their peaks.
-    pub(crate) fn fragmentation(&self) -> f64 {
-        self.footprint() as f64 / self.peak_live.max(1) as f64
+    pub(crate) fn fragmentation(&self) -> Option<f64> {
+        Some(self.footprint()? as f64 / self.peak_live.max(1) as f64)
     }
 
     pub(crate) fn ops_per_sec(&self) -> f64 {
@@ -187,29 +194,15 @@ impl Run {
             "kept_for_reuse": self.kept,
             "page_faults": self.faults,
             "held_after_idle": self.held_after_idle,
+            "latency_ns": self.latency,
         })
     }
 }
 
-/// Bytes in binary units, three significant figures.
+/// Bytes in binary units, three significant figures: [`ByteSize`](bento_pages::ByteSize),
+/// the one formatter of every bento report.
 pub(crate) fn bytes(n: impl Into<u128>) -> String {
-    const UNITS: [&str; 9] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB", "ZiB", "YiB"];
-    let n: u128 = n.into();
-    let mut v = n as f64;
-    let mut unit = 0;
-    while v >= 1024.0 && unit < UNITS.len() - 1 {
-        v /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 {
-        format!("{n} B")
-    } else if v < 10.0 {
-        format!("{v:.2} {}", UNITS[unit])
-    } else if v < 100.0 {
-        format!("{v:.1} {}", UNITS[unit])
-    } else {
-        format!("{v:.0} {}", UNITS[unit])
-    }
+    bento_pages::ByteSize(n.into()).to_string()
 }
 
 /// A count with a k/M suffix.
@@ -253,6 +246,9 @@ pub(crate) fn table(header: &[&str], rows: &[Vec<String>]) -> String {
     out
 }
 
+/// What a table shows for a figure this system does not tell (no `/proc`).
+pub(crate) const NA: &str = "n/a";
+
 /// The table of runs `demo` and `replay` print.
 pub(crate) fn runs_table(runs: &[Run]) -> String {
     let header = [
@@ -281,17 +277,20 @@ pub(crate) fn runs_table(runs: &[Run]) -> String {
                 format!("{:.1} ms", r.nanos as f64 / 1e6),
                 count(r.ops_per_sec()),
                 bytes(r.peak_live),
-                match r.peak_committed {
-                    Some(c) => bytes(c),
-                    None => format!("{} (RSS)", bytes(r.peak_rss)),
+                match (r.peak_committed, r.peak_rss) {
+                    (Some(c), _) => bytes(c),
+                    (None, Some(rss)) => format!("{} (RSS)", bytes(rss)),
+                    (None, None) => NA.to_owned(),
                 },
                 bytes(r.avg_committed()),
-                bytes(r.peak_rss),
-                format!("{:.3}", r.fragmentation()),
+                r.peak_rss.map_or(NA.to_owned(), bytes),
+                r.fragmentation()
+                    .map_or(NA.to_owned(), |f| format!("{f:.3}")),
                 r.os_calls.map_or("-".to_owned(), |c| c.to_string()),
                 r.frame_calls
+                    .filter(|f| f.frames > 0)
                     .map_or("-".to_owned(), |f| f.inside_frames.to_string()),
-                r.faults.map_or("-".to_owned(), |f| f.to_string()),
+                r.faults.map_or(NA.to_owned(), |f| f.to_string()),
             ]
         })
         .collect();
@@ -308,9 +307,50 @@ pub(crate) fn runs_table(runs: &[Run]) -> String {
          allocations and frees inside the frames after the first level made (not the \
          pages given back as a frame ends, nor loading and unloading); page \
          faults: the minor faults of the process over the replay (a page touched for \
-         the first time, or again after it was given back).",
+         the first time, or again after it was given back); -: the allocator keeps no \
+         such figure; n/a: this system does not tell (no /proc).",
     );
     out
+}
+
+/// The table of each operation's latency, for the runs that were timed; `None` when
+/// none was.
+pub(crate) fn latency_table(runs: &[Run]) -> Option<String> {
+    let header = [
+        "latency (ns)",
+        "operations",
+        "p50",
+        "p99",
+        "p99.9",
+        "p99.99",
+        "max",
+    ];
+    let rows: Vec<Vec<String>> = runs
+        .iter()
+        .filter_map(|r| {
+            let l = r.latency?;
+            Some(vec![
+                r.allocator.clone(),
+                count(l.ops as f64),
+                l.p50.to_string(),
+                l.p99.to_string(),
+                l.p999.to_string(),
+                l.p9999.to_string(),
+                l.max.to_string(),
+            ])
+        })
+        .collect();
+    if rows.is_empty() {
+        return None;
+    }
+    let mut out = table(&header, &rows);
+    out.push_str(
+        "\n\nlatency: each allocation, resize and free timed on its own in a second replay \
+         (the clock's own cost taken off), in nanoseconds: the median, the slowest 1 %, \
+         0.1 % and 0.01 % start at p99, p99.9 and p99.99 (within a sixteenth), and the \
+         slowest one.",
+    );
+    Some(out)
 }
 
 /// One line naming each allocator that refused requests and how many, or `None`
@@ -329,15 +369,11 @@ pub(crate) fn refusals(runs: &[Run]) -> Option<String> {
     (!each.is_empty()).then(|| each.join("; "))
 }
 
-/// The resident set of this process, in bytes (0 where `/proc` is missing).
-pub(crate) fn rss() -> u64 {
-    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
-    let pages: u64 = statm
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    pages * page_size()
+/// The resident set of this process, in bytes, or `None` where there is no `/proc`.
+pub(crate) fn rss() -> Option<u64> {
+    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    Some(pages * page_size())
 }
 
 /// The process's minor page faults so far (`/proc/self/stat`), or `None` where there
@@ -423,17 +459,6 @@ mod tests {
         // Without levels, no warm-up.
         assert_eq!(FrameCalls::new(&frames, &[]).warm_up_frames, 0);
         assert_eq!(FrameCalls::new(&frames, &[]).total, 13);
-    }
-
-    #[test]
-    fn bytes_read_as_a_person_writes_them() {
-        assert_eq!(bytes(0u64), "0 B");
-        assert_eq!(bytes(1023u64), "1023 B");
-        assert_eq!(bytes(1536u64), "1.50 KiB");
-        assert_eq!(bytes(50u64 << 20), "50.0 MiB");
-        assert_eq!(bytes(300u64 << 30), "300 GiB");
-        assert_eq!(bytes(u64::MAX), "16.0 EiB");
-        assert_eq!(bytes(3 * u128::from(u64::MAX)), "48.0 EiB");
     }
 
     #[test]

@@ -53,7 +53,7 @@ pub(crate) fn check_name(name: &str) -> Result<(), String> {
         Err("jemalloc is not built in: it builds on unix only".into())
     } else if name == "mimalloc" || name == "jemalloc" {
         Err(format!(
-            "{name} is not built in: build bento-cli with its default features (or \
+            "{name} is not built in: build bento-alloc-cli with its default features (or \
              `--features {name}`)"
         ))
     } else {

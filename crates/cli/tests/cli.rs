@@ -15,7 +15,7 @@ fn bento(args: &[&str]) -> Output {
 
 /// A fresh directory for one test.
 fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("bento-cli-{}-{name}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("bento-alloc-cli-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     dir
@@ -41,7 +41,9 @@ fn ok(o: &Output) -> String {
     stdout(o)
 }
 
-/// Checks a run failed with one line naming `what`, and no panic.
+/// Checks a run failed naming `what`, and no panic: a mistake in the arguments with
+/// clap's whole message and exit 2 (what was wrong, its suggestion, the usage), any
+/// other with one line and exit 1.
 fn fails_with(o: &Output, what: &str) {
     let err = stderr(o);
     assert!(!o.status.success(), "succeeded: {}", stdout(o));
@@ -50,7 +52,14 @@ fn fails_with(o: &Output, what: &str) {
         !err.contains("panicked") && !err.contains("stack backtrace"),
         "{err}"
     );
-    assert!(err.lines().count() <= 2, "more than a line or two:\n{err}");
+    match o.status.code() {
+        Some(2) => {
+            assert!(err.starts_with("error: "), "not clap's message:\n{err}");
+            assert!(err.contains("try '--help'"), "{err}");
+        }
+        Some(1) => assert!(err.lines().count() <= 2, "more than a line or two:\n{err}"),
+        other => panic!("exit {other:?}:\n{err}"),
+    }
 }
 
 /// Parses an SVG file as XML; returns its text nodes and the number of `<polyline>`
@@ -106,11 +115,14 @@ fn demo_prints_a_table_per_allocator_and_writes_both_charts() {
         "demo",
         "--levels",
         "2",
-        "--out",
+        "-o",
         dir.to_str().unwrap(),
     ]));
+    // The first table's rows (the latency table lists them again).
     let rows: Vec<&str> = out
         .lines()
+        .skip_while(|l| !l.starts_with("allocator"))
+        .take_while(|l| !l.is_empty())
         .filter_map(|l| l.split_whitespace().next())
         .filter(|first| DEMO_ROWS.contains(first))
         .collect();
@@ -166,7 +178,7 @@ fn demo_json_has_the_same_figures_for_scripts() {
         "demo",
         "--levels",
         "2",
-        "--out",
+        "-o",
         dir.to_str().unwrap(),
         "--json",
     ]));
@@ -231,8 +243,8 @@ fn gen_inspect_replay_and_map_agree_on_a_trace() {
         "gen",
         "--profile",
         "world",
-        "--levels",
-        "2",
+        "--scale",
+        "0.05",
         "-o",
         t,
     ]));
@@ -255,7 +267,7 @@ fn gen_inspect_replay_and_map_agree_on_a_trace() {
         t,
         "--allocators",
         "space,system",
-        "--svg",
+        "-o",
         chart.to_str().unwrap(),
         "--json",
     ]));
@@ -309,8 +321,8 @@ fn mistakes_get_one_line_and_a_non_zero_exit() {
         "gen",
         "--profile",
         "mixed",
-        "--levels",
-        "5",
+        "--scale",
+        "0.025",
         "-o",
         t,
     ]));
@@ -322,15 +334,15 @@ fn mistakes_get_one_line_and_a_non_zero_exit() {
     fails_with(&bento(&["inspect", "/no/such/file.trace"]), "cannot open");
     fails_with(
         &bento(&["replay", t, "--allocators", "space,tcmalloc"]),
-        "unknown allocator `tcmalloc`",
+        "invalid value 'tcmalloc' for '--allocators",
     );
     fails_with(
-        &bento(&["gen", "--levels", "many", "-o", t]),
+        &bento(&["gen", "--scale", "many", "-o", t]),
         "invalid value 'many'",
     );
     fails_with(
-        &bento(&["gen", "--levels", "0", "-o", t]),
-        "0 is not in 1..=10000",
+        &bento(&["gen", "--scale", "0", "-o", t]),
+        "0 is not from 0.01 to 100",
     );
     fails_with(&bento(&["demo", "--levels", "-3"]), "unexpected argument");
     fails_with(&bento(&["map", t, "--at", "soon"]), "bad --at `soon`");
@@ -353,8 +365,8 @@ fn a_corrupted_trace_exits_non_zero_with_the_offset() {
         "gen",
         "--profile",
         "lifo",
-        "--levels",
-        "1",
+        "--scale",
+        "0.05",
         "-o",
         t,
     ]));
@@ -399,7 +411,8 @@ fn a_write_stopped_by_an_error_leaves_no_file_and_the_old_one_untouched() {
     let dir = scratch("efbig");
     let trace = dir.join("t.trace");
     let t = trace.to_str().unwrap();
-    let o = bento_with_small_file_limit(&["gen", "--profile", "world", "--levels", "1", "-o", t]);
+    let o =
+        bento_with_small_file_limit(&["gen", "--profile", "world", "--scale", "0.025", "-o", t]);
     fails_with(&o, &format!("cannot write {t}"));
     let left: Vec<_> = std::fs::read_dir(&dir)
         .unwrap()
@@ -412,13 +425,13 @@ fn a_write_stopped_by_an_error_leaves_no_file_and_the_old_one_untouched() {
         "gen",
         "--profile",
         "world",
-        "--levels",
-        "1",
+        "--scale",
+        "0.025",
         "-o",
         t,
     ]));
     let before = std::fs::read(&trace).unwrap();
-    let o = bento_with_small_file_limit(&["gen", "--profile", "lifo", "--levels", "1", "-o", t]);
+    let o = bento_with_small_file_limit(&["gen", "--profile", "lifo", "--scale", "0.05", "-o", t]);
     fails_with(&o, &format!("cannot write {t}"));
     assert!(std::fs::read(&trace).unwrap() == before, "{t} changed");
     let map = dir.join("map.svg");
@@ -578,45 +591,32 @@ fn every_number_a_user_types_is_bounded() {
     let dir = scratch("bounds");
     let trace = dir.join("t.trace");
     let t = trace.to_str().unwrap();
-    // 18446744073709552 thousands of operations (or hundreds of batches) wrap a u64
-    // to a small number; 2^64 does not parse. Only the cheapest profile tries the
-    // first value past the limit (a trace of about 1.2 GiB for the others).
+    // Past the largest scale, below the smallest, not numbers at all: refused before
+    // anything is written.
     for profile in ["game", "world", "mixed", "lifo"] {
-        let levels = gen_levels(profile, "18446744073709552", t);
-        fails_with(&levels, "1..=10000");
-        fails_with(&gen_levels(profile, "18446744073709551616", t), "--levels");
+        for scale in ["100.5", "18446744073709552", "1e300", "inf", "0.001", "-1"] {
+            fails_with(&gen_scale(profile, scale, t), "is not from 0.01 to 100");
+        }
+        for scale in ["NaN", "18446744073709551616x", ""] {
+            fails_with(&gen_scale(profile, scale, t), "--scale");
+        }
         assert!(!trace.exists(), "{profile} wrote {t}");
     }
-    fails_with(&gen_levels("mixed", "10001", t), "1..=10000");
-    assert!(!trace.exists());
     fails_with(
-        &bento(&["demo", "--levels", "1001", "--out", dir.to_str().unwrap()]),
+        &bento(&["demo", "--levels", "1001", "-o", dir.to_str().unwrap()]),
         "1..=1000",
     );
     assert!(!dir.join("demo.trace").exists());
-    for help in [["gen", "--help"], ["demo", "--help"]] {
-        let text = ok(&bento(&help));
-        assert!(
-            text.contains("1 to 10000") || text.contains("1 to 1000"),
-            "{text}"
-        );
-    }
-    ok(&bento(&[
-        "gen",
-        "--profile",
-        "lifo",
-        "--levels",
-        "1",
-        "-o",
-        t,
-    ]));
+    assert!(ok(&bento(&["gen", "--help"])).contains("0.01 to 100"));
+    assert!(ok(&bento(&["demo", "--help"])).contains("1 to 1000"));
+    ok(&gen_scale("lifo", "0.05", t));
     let scan: serde_json::Value =
         serde_json::from_str(&ok(&bento(&["inspect", t, "--json"]))).unwrap();
     let last = scan["last_seq"].as_u64().unwrap();
     let map = dir.join("map.svg");
     let m = map.to_str().unwrap();
     ok(&bento(&["map", t, "--at", &last.to_string(), "-o", m]));
-    for at in [last + 1, u64::MAX] {
+    for at in [last + 1, 99_999_999, u64::MAX] {
         fails_with(
             &bento(&["map", t, "--at", &at.to_string(), "-o", m]),
             &format!("past the trace's last record, {last}"),
@@ -625,9 +625,113 @@ fn every_number_a_user_types_is_bounded() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// `bento gen --profile PROFILE --levels LEVELS -o OUT`.
-fn gen_levels(profile: &str, levels: &str, out: &str) -> Output {
-    bento(&["gen", "--profile", profile, "--levels", levels, "-o", out])
+/// `bento gen --profile PROFILE --scale SCALE -o OUT`.
+fn gen_scale(profile: &str, scale: &str, out: &str) -> Output {
+    bento(&[
+        "gen",
+        "--profile",
+        profile,
+        &format!("--scale={scale}"),
+        "-o",
+        out,
+    ])
+}
+
+#[test]
+fn a_scale_is_a_multiple_of_the_profiles_default_for_every_profile() {
+    let dir = scratch("scale");
+    let t = dir.join("t.trace");
+    let t = t.to_str().unwrap();
+    let allocs = |profile: &str, scale: &str| -> u64 {
+        ok(&gen_scale(profile, scale, t));
+        let scan: serde_json::Value =
+            serde_json::from_str(&ok(&bento(&["inspect", t, "--json"]))).unwrap();
+        scan["allocs"].as_u64().unwrap()
+    };
+    for profile in ["game", "world", "mixed", "lifo"] {
+        let (small, double) = (allocs(profile, "0.05"), allocs(profile, "0.1"));
+        // Twice the units, about twice the allocations (the units differ in size).
+        let ratio = double as f64 / small as f64;
+        assert!(
+            (1.5..=2.5).contains(&ratio),
+            "{profile}: {small} then {double}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_bare_bento_prints_the_usage_and_mistakes_keep_clap_s_words() {
+    let o = bento(&[]);
+    assert_eq!(o.status.code(), Some(2));
+    let text = format!("{}{}", stdout(&o), stderr(&o));
+    assert!(text.contains("Usage: bento <COMMAND>"), "{text}");
+    for command in ["demo", "gen", "record", "replay", "inspect", "map"] {
+        assert!(text.contains(&format!("  {command} ")), "{command}: {text}");
+    }
+    assert!(!text.contains("__child"), "{text}");
+    // The missing argument is named, and the usage shown.
+    let o = bento(&["replay"]);
+    fails_with(&o, "the following required arguments were not provided");
+    assert!(stderr(&o).contains("<TRACE>"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("Usage: bento replay"), "{}", stderr(&o));
+    fails_with(&bento(&["record"]), "<PROGRAM ARGS>");
+    // clap's suggestions stay.
+    fails_with(
+        &bento(&["repaly", "x"]),
+        "a similar subcommand exists: 'replay'",
+    );
+    fails_with(
+        &bento(&["replay", "x", "--allocators", "system,mimaloc"]),
+        "a similar value exists: 'mimalloc'",
+    );
+    fails_with(
+        &bento(&["gen", "--profile", "gam"]),
+        "a similar value exists: 'game'",
+    );
+    // Every allocator is offered by name.
+    let help = ok(&bento(&["replay", "--help"]));
+    for name in ["system", "mimalloc", "jemalloc", "space", "common", "bento"] {
+        assert!(help.contains(name), "{name}: {help}");
+    }
+}
+
+#[test]
+fn every_command_writes_to_its_output_and_says_so() {
+    let dir = scratch("outputs");
+    // `gen` without `-o`: PROFILE.trace in the working directory.
+    let o = Command::new(env!("CARGO_BIN_EXE_bento"))
+        .args(["gen", "--profile", "mixed", "--scale", "0.01"])
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    let out = ok(&o);
+    assert!(out.starts_with("wrote mixed.trace: "), "{out}");
+    let trace = dir.join("mixed.trace");
+    assert!(trace.is_file());
+    let t = trace.to_str().unwrap();
+    // `map` without `-o`: map.svg in the working directory.
+    let o = Command::new(env!("CARGO_BIN_EXE_bento"))
+        .args(["map", "mixed.trace"])
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert!(ok(&o).contains("wrote map.svg"));
+    assert!(dir.join("map.svg").is_file());
+    // `replay` writes its chart only when asked, with `-o` as every command.
+    let chart = dir.join("chart.svg");
+    let out = ok(&bento(&[
+        "replay",
+        t,
+        "--allocators",
+        "system",
+        "--no-latency",
+        "-o",
+        chart.to_str().unwrap(),
+    ]));
+    assert!(out.contains(&format!("wrote {}", chart.display())), "{out}");
+    assert!(chart.is_file());
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

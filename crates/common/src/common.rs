@@ -798,8 +798,8 @@ impl<P: PageSource> CommonAllocator<P> {
     /// // SAFETY: live.
     /// unsafe { common.free(p) };
     /// ```
-    pub fn report(&self) -> crate::Report {
-        crate::Report(self.stats())
+    pub fn report(&self) -> crate::CommonReport {
+        crate::CommonReport(self.stats())
     }
 
     /// The live blocks per region, when any is left: the leak report of a test or
@@ -816,9 +816,9 @@ impl<P: PageSource> CommonAllocator<P> {
     /// unsafe { common.free(p) };
     /// assert!(common.leaks().is_none());
     /// ```
-    pub fn leaks(&self) -> Option<crate::Leaks> {
+    pub fn leaks(&self) -> Option<crate::CommonLeaks> {
         let stats = self.stats();
-        (stats.live_blocks > 0).then_some(crate::Leaks(stats))
+        (stats.live_blocks > 0).then_some(crate::CommonLeaks(stats))
     }
 
     /// Checks every region: its space's structures (see

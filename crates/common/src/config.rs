@@ -480,9 +480,9 @@ pub enum CommonError {
     #[error("{0} contention regions: between 1 and 32")]
     Regions(usize),
     /// A region's space configuration is invalid for the page source.
-    #[error("a region's space configuration: {0}")]
+    #[error("a region's space configuration")]
     Space(#[from] SpaceError),
     /// The page source refused the allocator's own tables.
-    #[error("the page source refused the allocator's tables: {0}")]
+    #[error("the page source refused the allocator's tables")]
     Pages(#[from] PageError),
 }

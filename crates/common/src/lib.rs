@@ -1,4 +1,5 @@
 #![doc = include_str!("../README.md")]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![no_std]
 
 #[cfg(any(test, feature = "std"))]
@@ -24,4 +25,4 @@ pub use crate::config::{
     CommonConfig, CommonError, MAX_CLASSES, MAX_CONTENTION_REGIONS, MAX_SMALL, Routing,
     SMALL_ALIGN, SizeClasses,
 };
-pub use crate::stats::{CommonStats, Corruption, Leaks, RegionStats, Report};
+pub use crate::stats::{CommonLeaks, CommonReport, CommonStats, Corruption, RegionStats};

@@ -1,11 +1,11 @@
 //! The figures of a common allocator: [`CommonStats`] per region and in total, the
-//! [`Report`] table, the [`Leaks`] list, and [`CommonAllocator::validate`]'s walk.
+//! [`CommonReport`] table, the [`CommonLeaks`] list, and [`CommonAllocator::validate`]'s walk.
 //!
 //! [`CommonAllocator::validate`]: crate::CommonAllocator::validate
 
 use core::fmt;
 
-use bento_pages::{CacheStats, PageSource, PageStats};
+use bento_pages::{ByteSize, CacheStats, PageSource, PageStats};
 use bento_space::Corruption as SpaceCorruption;
 
 use crate::common::{Inner, MAX_REGIONS, Owner};
@@ -132,53 +132,9 @@ impl CommonStats {
 /// [`CommonStats`] as a table: one row per region that holds memory, then the
 /// totals. Its `Display` writes with `core::fmt` only.
 #[derive(Clone, Copy, Debug)]
-pub struct Report(pub CommonStats);
+pub struct CommonReport(pub CommonStats);
 
-/// Bytes as a short figure: B, KiB or MiB.
-struct Bytes(usize);
-
-impl fmt::Display for Bytes {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let b = self.0;
-        let text_width = f.width().unwrap_or(0);
-        let mut buf = Small::default();
-        if b < 10 << 10 {
-            fmt::write(&mut buf, format_args!("{b} B"))?;
-        } else if b < 10 << 20 {
-            fmt::write(&mut buf, format_args!("{} KiB", b >> 10))?;
-        } else {
-            fmt::write(&mut buf, format_args!("{} MiB", b >> 20))?;
-        }
-        write!(f, "{:>text_width$}", buf.as_str())
-    }
-}
-
-/// A small text buffer for one figure.
-#[derive(Default)]
-struct Small {
-    bytes: [u8; 32],
-    len: usize,
-}
-
-impl Small {
-    fn as_str(&self) -> &str {
-        core::str::from_utf8(&self.bytes[..self.len]).unwrap_or("?")
-    }
-}
-
-impl fmt::Write for Small {
-    fn write_str(&mut self, s: &str) -> fmt::Result {
-        let end = self.len + s.len();
-        if end > self.bytes.len() {
-            return Err(fmt::Error);
-        }
-        self.bytes[self.len..end].copy_from_slice(s.as_bytes());
-        self.len = end;
-        Ok(())
-    }
-}
-
-impl fmt::Display for Report {
+impl fmt::Display for CommonReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let s = &self.0;
         writeln!(
@@ -200,10 +156,10 @@ impl fmt::Display for Report {
                 f,
                 "{:>9} {:>10} {:>8} {:>10} {:>10} {:>5} {:>5} {:>7}",
                 r.live_blocks,
-                Bytes(r.live_bytes),
+                ByteSize::of(r.live_bytes),
                 r.cached_blocks,
-                Bytes(r.committed),
-                Bytes(r.reserved),
+                ByteSize::of(r.committed),
+                ByteSize::of(r.reserved),
                 r.segments,
                 r.runs,
                 r.contended
@@ -214,10 +170,10 @@ impl fmt::Display for Report {
             "{:>7} {:>9} {:>10} {:>8} {:>10} {:>10} {:>5} {:>5} {:>7}",
             "total",
             s.live_blocks,
-            Bytes(s.live_bytes),
+            ByteSize::of(s.live_bytes),
             s.cached_blocks,
-            Bytes(s.committed),
-            Bytes(s.reserved),
+            ByteSize::of(s.committed),
+            ByteSize::of(s.reserved),
             s.regions().iter().map(|r| r.segments).sum::<usize>(),
             s.regions().iter().map(|r| r.runs).sum::<usize>(),
             s.contended
@@ -226,11 +182,11 @@ impl fmt::Display for Report {
             f,
             "resident {} (peak {}): {} tables, {} kept for reuse ({} given back, {} \
              pages reused); {} source calls",
-            Bytes(s.resident),
-            Bytes(s.max_resident),
-            Bytes(s.tables),
-            Bytes(s.cache.parked),
-            Bytes(s.cache.purged),
+            ByteSize::of(s.resident),
+            ByteSize::of(s.max_resident),
+            ByteSize::of(s.tables),
+            ByteSize::of(s.cache.parked),
+            ByteSize::of(s.cache.purged),
             s.cache.hits,
             s.source.reserves + s.source.releases + s.source.commits + s.source.decommits
         )
@@ -240,9 +196,9 @@ impl fmt::Display for Report {
 /// The live blocks per region of an allocator that should be empty: its leak
 /// report (see [`CommonAllocator::leaks`](crate::CommonAllocator::leaks)).
 #[derive(Clone, Copy, Debug)]
-pub struct Leaks(pub CommonStats);
+pub struct CommonLeaks(pub CommonStats);
 
-impl fmt::Display for Leaks {
+impl fmt::Display for CommonLeaks {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let s = &self.0;
         let plural = if s.live_blocks == 1 { "" } else { "s" };

@@ -16,7 +16,7 @@ use crate::policy::{
     FillPattern, Guards, NoGuards, OnLeak, Retry, Tag, broken_guard, write_guards,
 };
 use crate::report;
-use crate::sink::{Event, EventKind, EventSink, tag_name};
+use crate::sink::{EventKind, EventSink, HeapEvent, tag_name};
 use crate::sync::{AtomicUsize, Ordering};
 use crate::track::{Leak, NoTracking, TagStats, Track, Tracked, Tracking};
 
@@ -715,7 +715,7 @@ impl<A: Allocator, G: Guards, T: Tracking> Heap<A, G, T> {
         tag: Option<&'static Tag>,
     ) {
         if let Some(sink) = &x.sink {
-            sink.event(&Event {
+            sink.event(&HeapEvent {
                 heap: self.account.name,
                 seq: x.seq.fetch_add(1, Ordering::Relaxed) as u64,
                 kind,

@@ -1,4 +1,5 @@
 #![doc = include_str!("../README.md")]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![no_std]
 
 extern crate alloc;
@@ -53,5 +54,5 @@ pub use crate::figures::HeapStats;
 pub use crate::heap::{CheckError, Heap, HeapBuilder};
 pub use crate::policy::{Canaries, FillPattern, Guards, NoGuards, OnLeak, Retry, Tag};
 pub use crate::report::{Report, ReportRow, report};
-pub use crate::sink::{Event, EventKind, EventSink};
+pub use crate::sink::{EventKind, EventSink, HeapEvent};
 pub use crate::track::{Leak, NoTracking, TagStats, Track, Tracked, Tracking};

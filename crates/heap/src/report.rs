@@ -10,7 +10,7 @@ use core::ptr::NonNull;
 
 #[cfg(not(bento_loom))]
 use crate::sync::Lock;
-use bento_pages::{Leaks, Misuse, MisuseHook};
+use bento_pages::{ByteSize, Leaks, Misuse, MisuseHook};
 
 use crate::figures::{Account, HeapStats};
 use crate::policy::OnLeak;
@@ -138,25 +138,6 @@ fn add_level(
     }
 }
 
-/// Bytes in the unit that keeps them short.
-struct Bytes(usize);
-
-impl fmt::Display for Bytes {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let b = self.0;
-        let s = if b >= 10 << 30 {
-            alloc::format!("{} GiB", b >> 30)
-        } else if b >= 10 << 20 {
-            alloc::format!("{} MiB", b >> 20)
-        } else if b >= 10 << 10 {
-            alloc::format!("{} KiB", b >> 10)
-        } else {
-            alloc::format!("{b} B")
-        };
-        f.pad(&s)
-    }
-}
-
 impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let width = self
@@ -176,7 +157,7 @@ impl fmt::Display for Report {
             let name = alloc::format!("{:indent$}{}", "", r.name, indent = 2 * r.depth);
             let (budget, used) = match s.budget {
                 Some(b) => (
-                    alloc::format!("{}", Bytes(b)),
+                    alloc::format!("{}", ByteSize::of(b)),
                     alloc::format!("{:.0}%", percent(s.live_bytes, b)),
                 ),
                 None => ("-".into(), "-".into()),
@@ -184,9 +165,9 @@ impl fmt::Display for Report {
             writeln!(
                 f,
                 "{name:<width$}  {:>10}  {:>8}  {:>10}  {budget:>10}  {used:>6}  {:>10}  {:>10}  {:>8}",
-                Bytes(s.live_bytes),
+                ByteSize::of(s.live_bytes),
                 s.live_blocks,
-                Bytes(s.peak_bytes),
+                ByteSize::of(s.peak_bytes),
                 s.total_allocs,
                 s.total_frees,
                 s.failures,

@@ -23,7 +23,7 @@ pub enum EventKind {
 
 /// One event a heap sends its [`EventSink`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Event {
+pub struct HeapEvent {
     /// The heap's name.
     pub heap: &'static str,
     /// The event's number in the heap's sequence, from 0.
@@ -55,15 +55,15 @@ pub struct Event {
 ///
 /// ```
 /// use allocator_api2::alloc::Global;
-/// use bento_heap::{Event, EventKind, EventSink, HeapBuilder};
+/// use bento_heap::{HeapEvent, EventKind, EventSink, HeapBuilder};
 /// use core::alloc::Layout;
 /// use std::sync::{Arc, Mutex};
 ///
 /// #[derive(Default)]
-/// struct Log(Mutex<Vec<Event>>);
+/// struct Log(Mutex<Vec<HeapEvent>>);
 ///
 /// impl EventSink for Log {
-///     fn event(&self, event: &Event) {
+///     fn event(&self, event: &HeapEvent) {
 ///         self.0.lock().unwrap().push(*event);
 ///     }
 /// }
@@ -81,7 +81,7 @@ pub struct Event {
 /// ```
 pub trait EventSink: Send + Sync {
     /// Takes one event.
-    fn event(&self, event: &Event);
+    fn event(&self, event: &HeapEvent);
 
     /// The heap `heap` is about to resize its block at `addr`: from now until this
     /// thread's `Realloc` event for it (or `resize_failed`), the address may be

@@ -215,8 +215,8 @@ unsafe impl<T: RawAlloc + ?Sized> RawAlloc for &T {
 ///
 /// The macro expands in the calling crate, which names the allocator-api2 versions it
 /// supports the way every bento crate does: 0.2 as the dependency `allocator_api2`
-/// behind the feature `api2-02`, 0.4 as the dependency `allocator_api2_04` behind the
-/// feature `api2-04`; its feature `nightly` adds `core::alloc::Allocator`, which
+/// behind the feature `allocator-api2`, 0.4 as the dependency `allocator_api2_04` behind the
+/// feature `allocator-api2-04`; its feature `nightly` adds `core::alloc::Allocator`, which
 /// needs Rust 1.100 or later (today's nightly toolchain).
 /// Zero sizes never reach the [`RawAlloc`] operations: they get [`dangling`] pointers,
 /// and growing from or shrinking to zero allocates or frees.
@@ -228,9 +228,9 @@ unsafe impl<T: RawAlloc + ?Sized> RawAlloc for &T {
 #[macro_export]
 macro_rules! impl_allocator {
     (impl[$($gen:tt)*] for $ty:ty) => {
-        #[cfg(feature = "api2-02")]
+        #[cfg(feature = "allocator-api2")]
         $crate::impl_allocator!(@one allocator_api2, [$($gen)*], $ty);
-        #[cfg(feature = "api2-04")]
+        #[cfg(feature = "allocator-api2-04")]
         $crate::impl_allocator!(@one allocator_api2_04, [$($gen)*], $ty);
         #[cfg(feature = "nightly")]
         $crate::impl_allocator!(@one core, [$($gen)*], $ty);

@@ -28,7 +28,7 @@ pub enum PageError {
         code: i32,
     },
     /// The arguments break the page contract.
-    #[error("invalid argument: {0}")]
+    #[error("invalid argument")]
     Invalid(#[from] Invalid),
 }
 

@@ -1,4 +1,5 @@
 #![doc = include_str!("../README.md")]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![no_std]
 
 #[cfg(feature = "alloc")]
@@ -7,6 +8,7 @@ extern crate alloc;
 extern crate std;
 
 mod alloc_api;
+mod bytes;
 mod cache;
 mod callback;
 mod error;
@@ -29,6 +31,7 @@ use bento_align::Alignment;
 #[doc(hidden)]
 pub use crate::alloc_api::resize;
 pub use crate::alloc_api::{AllocError, RawAlloc, dangling};
+pub use crate::bytes::ByteSize;
 pub use crate::cache::{CacheCorruption, CacheStats, CommitCache};
 pub use crate::callback::{CallbackPages, CommitFn, DecommitFn, ReleaseFn, ReserveFn};
 pub use crate::error::{Invalid, PageError};

@@ -297,6 +297,6 @@ pub enum SpaceError {
         len: usize,
     },
     /// The page source refused the initial reservation or commit.
-    #[error("the page source refused the initial capacity: {0}")]
+    #[error("the page source refused the initial capacity")]
     Pages(#[from] PageError),
 }

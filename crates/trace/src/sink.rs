@@ -5,7 +5,7 @@ use std::io::{self, Write};
 use std::sync::Mutex;
 use std::thread::ThreadId;
 
-use bento_heap::{Event as HeapEvent, EventKind, EventSink};
+use bento_heap::{EventKind, EventSink, HeapEvent};
 
 use crate::format::Event;
 use crate::writer::TraceWriter;

@@ -107,8 +107,8 @@ fn a_write_error_is_kept_and_returned() {
 }
 
 /// A heap event as the sink receives it.
-fn heap_event(kind: bento_heap::EventKind, addr: usize, size: usize) -> bento_heap::Event {
-    bento_heap::Event {
+fn heap_event(kind: bento_heap::EventKind, addr: usize, size: usize) -> bento_heap::HeapEvent {
+    bento_heap::HeapEvent {
         heap: "sink-threads",
         seq: 0,
         kind,

@@ -11,7 +11,8 @@ use std::sync::Arc;
 use allocator_api2::alloc::Allocator;
 use bento_align::Alignment;
 use bento_heap::{
-    Canaries, Event, EventSink, FillPattern, Guards, Heap, HeapBuilder, NoGuards, Track, Tracking,
+    Canaries, EventSink, FillPattern, Guards, Heap, HeapBuilder, HeapEvent, NoGuards, Track,
+    Tracking,
 };
 use bento_primitives::Bump;
 use bento_testkit::{Api02, Api04, Caps, End, Figures, SizeGen, Target, cases, run, seeded};
@@ -114,7 +115,7 @@ fn caps() -> Caps {
 struct Count(std::sync::atomic::AtomicUsize);
 
 impl EventSink for Count {
-    fn event(&self, _: &Event) {
+    fn event(&self, _: &HeapEvent) {
         self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
 }

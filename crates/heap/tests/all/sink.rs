@@ -6,14 +6,14 @@ use core::ptr::NonNull;
 use std::sync::{Arc, Mutex};
 
 use allocator_api2::alloc::{AllocError, Allocator, Global};
-use bento_heap::{Event, EventKind, EventSink, HeapBuilder};
+use bento_heap::{EventKind, EventSink, HeapBuilder, HeapEvent};
 
 /// What happened, in order: the sink's calls and the inner allocator's.
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Step {
     Begin(usize),
     Failed(usize),
-    Event(EventKind, usize),
+    HeapEvent(EventKind, usize),
     InnerGrow(usize),
     InnerShrink(usize),
 }
@@ -32,8 +32,8 @@ impl Log {
 }
 
 impl EventSink for Log {
-    fn event(&self, event: &Event) {
-        self.push(Step::Event(event.kind, event.addr));
+    fn event(&self, event: &HeapEvent) {
+        self.push(Step::HeapEvent(event.kind, event.addr));
     }
 
     fn resize_begin(&self, _heap: &'static str, addr: usize) {
@@ -115,13 +115,13 @@ fn a_resize_is_announced_before_the_inner_allocator_may_free_the_old_address() {
     assert_eq!(
         log.take(),
         [
-            Step::Event(EventKind::Alloc, a),
+            Step::HeapEvent(EventKind::Alloc, a),
             Step::Begin(a),
             Step::InnerGrow(a),
-            Step::Event(realloc(a, 16), b),
+            Step::HeapEvent(realloc(a, 16), b),
             Step::Begin(b),
             Step::InnerShrink(b),
-            Step::Event(realloc(b, 2000), c),
+            Step::HeapEvent(realloc(b, 2000), c),
         ]
     );
     // A refused grow: announced, then called off; the block is where it was.
@@ -134,5 +134,5 @@ fn a_resize_is_announced_before_the_inner_allocator_may_free_the_old_address() {
     );
     // SAFETY: live with `small`.
     unsafe { heap.free(r, small) };
-    assert_eq!(log.take(), [Step::Event(EventKind::Free, c)]);
+    assert_eq!(log.take(), [Step::HeapEvent(EventKind::Free, c)]);
 }

@@ -41,7 +41,7 @@ pub enum PoolError {
         align: usize,
     },
     /// The page source refused to reserve the pool's address space.
-    #[error("the page source refused the reservation: {0}")]
+    #[error("the page source refused the reservation")]
     Pages(#[from] bento_pages::PageError),
 }
 

@@ -1,0 +1,265 @@
+//! `bento record -- PROGRAM ARGS…` on real programs, multi-threaded ones included,
+//! then `bento replay` of what it recorded on every allocator this build has.
+#![cfg(target_os = "linux")]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+/// bento-malloc's library, built once per test run as its README says (release, on
+/// its own, `panic = "abort"`) into a target directory of its own.
+fn library() -> &'static Path {
+    static LIBRARY: OnceLock<PathBuf> = OnceLock::new();
+    LIBRARY.get_or_init(|| {
+        let target = Path::new(env!("CARGO_TARGET_TMPDIR")).join("bento-malloc");
+        let status = Command::new(env!("CARGO"))
+            .args(["build", "--release", "-p", "bento-malloc", "--target-dir"])
+            .arg(&target)
+            .env("CARGO_PROFILE_RELEASE_PANIC", "abort")
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .status()
+            .expect("cargo runs");
+        assert!(status.success(), "building bento-malloc failed");
+        target.join("release").join("libbento_malloc.so")
+    })
+}
+
+fn bento(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_bento"))
+        .args(args)
+        .env_remove("BENTO_MALLOC")
+        .output()
+        .expect("the bento binary runs")
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("bento-record-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn ok(o: &Output) -> String {
+    assert!(o.status.success(), "{}", text(o));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// The allocators of this build: all six, less those whose features are off.
+fn allocators() -> Vec<&'static str> {
+    let mut all = vec!["system"];
+    if cfg!(feature = "mimalloc") {
+        all.push("mimalloc");
+    } else {
+        eprintln!("skipping mimalloc: this build has no `mimalloc` feature");
+    }
+    if cfg!(feature = "jemalloc") {
+        all.push("jemalloc");
+    } else {
+        eprintln!("skipping jemalloc: this build has no `jemalloc` feature");
+    }
+    all.extend(["space", "common", "bento"]);
+    all
+}
+
+/// Records `program` into `trace`; returns `record --json`'s figures.
+fn record(trace: &Path, program: &[&str]) -> serde_json::Value {
+    let lib = library().to_str().unwrap();
+    let mut args = vec!["record", "--json", "--library", lib, "-o"];
+    args.push(trace.to_str().unwrap());
+    args.push("--");
+    args.extend(program);
+    let out = ok(&bento(&args));
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"))
+}
+
+/// Replays `trace` on every allocator: each run replays every record, refuses
+/// nothing, sees the trace's peak and times each operation.
+fn replay_everywhere(trace: &Path, recorded: &serde_json::Value) {
+    let names = allocators();
+    let t = trace.to_str().unwrap();
+    let out = ok(&bento(&[
+        "replay",
+        t,
+        "--allocators",
+        &names.join(","),
+        "--json",
+    ]));
+    let runs: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let runs = runs.as_array().unwrap();
+    assert_eq!(runs.len(), names.len());
+    let ops = recorded["allocs"].as_u64().unwrap()
+        + recorded["frees"].as_u64().unwrap()
+        + recorded["reallocs"].as_u64().unwrap();
+    // The replay frees what the program left live, timed too.
+    let timed = ops + recorded["never_freed"].as_u64().unwrap();
+    for (run, name) in runs.iter().zip(&names) {
+        assert_eq!(run["allocator"], *name);
+        assert_eq!(run["failures"], 0, "{run}");
+        assert_eq!(run["records"], recorded["records"], "{run}");
+        assert_eq!(run["ops"].as_u64(), Some(ops), "{run}");
+        assert_eq!(run["peak_live"], recorded["peak_live"], "{run}");
+        let latency = &run["latency_ns"];
+        assert_eq!(latency["ops"].as_u64(), Some(timed), "{run}");
+        let p = |k: &str| latency[k].as_u64().unwrap();
+        assert!(p("p50") <= p("p99") && p("p99") <= p("p999"), "{latency}");
+        assert!(
+            p("p999") <= p("p9999") && p("p9999") <= p("max"),
+            "{latency}"
+        );
+        assert!(p("max") > 0, "{latency}");
+    }
+    // The table: a row per allocator, and the latency table under it.
+    let table = ok(&bento(&["replay", t, "--allocators", &names.join(",")]));
+    assert!(table.contains("p99.99"), "{table}");
+    for name in &names {
+        assert_eq!(
+            table.lines().filter(|l| l.starts_with(name)).count(),
+            2,
+            "{name}: {table}"
+        );
+    }
+}
+
+/// The Python interpreter itself, not a wrapper script that starts it (a script's
+/// shell would be the first process to open the trace).
+fn python() -> Option<String> {
+    let o = Command::new("python3")
+        .args(["-c", "import sys; print(sys.executable)"])
+        .output()
+        .ok()?;
+    let path = String::from_utf8(o.stdout).ok()?.trim().to_owned();
+    (o.status.success() && !path.is_empty()).then_some(path)
+}
+
+#[test]
+fn a_threaded_python_program_records_and_replays_on_every_allocator() {
+    let Some(python) = python() else {
+        eprintln!("skipping: no python3");
+        return;
+    };
+    let dir = scratch("python");
+    let trace = dir.join("py.trace");
+    // Four threads building and dropping dicts of strings: malloc from every thread.
+    let script = "import threading\n\
+        def work(n):\n\
+        \x20   for round in range(20):\n\
+        \x20       d = {i: bytearray(i % 700 + 600) for i in range(n)}\n\
+        \x20       del d\n\
+        ts = [threading.Thread(target=work, args=(2000,)) for _ in range(4)]\n\
+        [t.start() for t in ts]\n\
+        [t.join() for t in ts]\n";
+    let recorded = record(&trace, &[&python, "-c", script]);
+    assert_eq!(recorded["exit"], 0);
+    // 4 threads × 20 rounds × 2000 blocks past pymalloc's 512-byte limit.
+    assert!(
+        recorded["allocs"].as_u64().unwrap() >= 160_000,
+        "{recorded}"
+    );
+    replay_everywhere(&trace, &recorded);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_parallel_sort_records_and_replays_on_every_allocator() {
+    let dir = scratch("sort");
+    let input = dir.join("lines.txt");
+    let lines: String = (0..200_000u64)
+        .map(|i| format!("{:016x}\n", i.wrapping_mul(0x9e37_79b9_7f4a_7c15)))
+        .collect();
+    std::fs::write(&input, lines).unwrap();
+    let trace = dir.join("sort.trace");
+    let sorted = dir.join("sorted.txt");
+    let recorded = record(
+        &trace,
+        &[
+            "sort",
+            "--parallel=2",
+            "-S",
+            "1M",
+            "-o",
+            sorted.to_str().unwrap(),
+            input.to_str().unwrap(),
+        ],
+    );
+    assert!(recorded["records"].as_u64().unwrap() > 0, "{recorded}");
+    assert_eq!(std::fs::metadata(&sorted).unwrap().len(), 200_000 * 17);
+    replay_everywhere(&trace, &recorded);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn record_says_what_went_wrong() {
+    let dir = scratch("mistakes");
+    let trace = dir.join("t.trace");
+    let t = trace.to_str().unwrap();
+    let lib = library().to_str().unwrap();
+    // A program that fails: its trace is kept, and the exit is an error.
+    let o = bento(&[
+        "record",
+        "--library",
+        lib,
+        "-o",
+        t,
+        "--",
+        "sh",
+        "-c",
+        "exit 3",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        text(&o).contains("ended with exit status: 3"),
+        "{}",
+        text(&o)
+    );
+    assert!(trace.is_file());
+    ok(&bento(&["inspect", t]));
+    // No such program: nothing written.
+    std::fs::remove_file(&trace).unwrap();
+    let o = bento(&[
+        "record",
+        "--library",
+        lib,
+        "-o",
+        t,
+        "--",
+        "/no/such/program",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        text(&o).contains("cannot run /no/such/program"),
+        "{}",
+        text(&o)
+    );
+    assert!(!trace.exists());
+    // No library where named, by flag or by environment.
+    let o = bento(&["record", "--library", "/no/lib.so", "-o", t, "--", "true"]);
+    assert!(
+        text(&o).contains("no bento-malloc library at /no/lib.so"),
+        "{}",
+        text(&o)
+    );
+    let o = Command::new(env!("CARGO_BIN_EXE_bento"))
+        .args(["record", "-o", t, "--", "true"])
+        .env("BENTO_MALLOC", "/no/lib.so")
+        .output()
+        .unwrap();
+    assert!(
+        text(&o).contains("no bento-malloc library at /no/lib.so"),
+        "{}",
+        text(&o)
+    );
+    assert!(!trace.exists());
+    // Only a dir and no trace left behind: no temporary files.
+    let left: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
+    assert!(left.is_empty(), "{left:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
