@@ -276,7 +276,7 @@ fn measure(icount: bool) -> Result<(), String> {
     meta.line("cargo run --release -p bento-alloc-cli -- demo");
     let demo_dir = out.join("demo");
     let mut demo = Command::new(release.join("bento"));
-    demo.arg("demo").arg("--out").arg(&demo_dir);
+    demo.arg("demo").arg("-o").arg(&demo_dir);
     // Without the last line, which names this machine's paths.
     let text = capture(demo)?;
     let text: Vec<&str> = text.lines().filter(|l| !l.starts_with("wrote ")).collect();

@@ -2,7 +2,7 @@
 
 use crate::step::Step;
 use crate::{
-    bench, doc, fmt, fuzz_build, lint, loom, miri, nightly, nostd, publish, test, windows,
+    bench, doc, fmt, fuzz_build, lint, loom, miri, msrv, nightly, nostd, publish, test, windows,
 };
 
 pub(crate) const STEPS: &[Step] = &[
@@ -11,6 +11,7 @@ pub(crate) const STEPS: &[Step] = &[
     test::STEP,
     doc::STEP,
     publish::STEP,
+    msrv::STEP,
     nostd::STEP,
     nightly::STEP,
     windows::STEP,

@@ -12,6 +12,7 @@ mod fuzz_build;
 mod lint;
 mod loom;
 mod miri;
+mod msrv;
 mod nightly;
 mod nostd;
 mod publish;
@@ -35,8 +36,11 @@ commands:
   nostd    cargo check of the no_std crates for thumbv7em-none-eabihf
   windows  the tests of the crates with Windows code, for x86_64-pc-windows-gnu under Wine
   fuzz-build  cargo check of the fuzz crate (its own workspace)
-  nightly  the `nightly` feature's test (core::alloc::Allocator) on the nightly toolchain
-  publish  cargo publish --dry-run of every crate meant for users
+  nightly  the `nightly` feature's test (core::alloc::Allocator) on the nightly toolchain,
+           and the docs as docs.rs builds them, with feature badges
+  publish  cargo publish --dry-run of every crate meant for users, and one version of
+           each dependency in a user's crate on bento-alloc's defaults
+  msrv     the workspace on its declared rust-version (installed with rustup)
   fuzz [--time S]  every cargo-fuzz target for S seconds (default 60; not part of ci)
   bench [--icount | --render | --quick]  every benchmark in one run, then
            docs/benchmarks.md and its charts (--icount: with callgrind counts;
@@ -63,6 +67,7 @@ fn main() -> ExitCode {
         "windows" => &[windows::STEP],
         "fuzz-build" => &[fuzz_build::STEP],
         "publish" => &[publish::STEP],
+        "msrv" => &[msrv::STEP],
         "nightly" => &[nightly::STEP],
         "fuzz" => &[fuzz::STEP],
         "bench" => &[bench::STEP],

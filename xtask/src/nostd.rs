@@ -10,7 +10,7 @@ const NO_STD_CRATES: &[&str] = &[
     "bento-space",
     "bento-common",
     "bento-heap",
-    "bento",
+    "bento-alloc",
 ];
 
 const TARGET: &str = "thumbv7em-none-eabihf";

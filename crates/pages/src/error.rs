@@ -28,7 +28,7 @@ pub enum PageError {
         code: i32,
     },
     /// The arguments break the page contract.
-    #[error("invalid argument")]
+    #[error(transparent)]
     Invalid(#[from] Invalid),
 }
 
