@@ -229,17 +229,20 @@ unsafe impl<T: RawAlloc + ?Sized> RawAlloc for &T {
 macro_rules! impl_allocator {
     (impl[$($gen:tt)*] for $ty:ty) => {
         #[cfg(feature = "allocator-api2")]
-        $crate::impl_allocator!(@one allocator_api2, [$($gen)*], $ty);
+        $crate::impl_allocator!(@one allocator_api2, "allocator-api2", [$($gen)*], $ty);
         #[cfg(feature = "allocator-api2-04")]
-        $crate::impl_allocator!(@one allocator_api2_04, [$($gen)*], $ty);
+        $crate::impl_allocator!(@one allocator_api2_04, "allocator-api2-04", [$($gen)*], $ty);
         #[cfg(feature = "nightly")]
-        $crate::impl_allocator!(@one core, [$($gen)*], $ty);
+        $crate::impl_allocator!(@one core, "nightly", [$($gen)*], $ty);
     };
-    (@one $api:ident, [$($gen:tt)*], $ty:ty) => {
+    (@one $api:ident, $feature:literal, [$($gen:tt)*], $ty:ty) => {
         // SAFETY: forwards to `RawAlloc`, whose contract is `Allocator`'s; zero sizes
         // get dangling pointers and are never passed on; the caller obligations of
         // each method are passed on unchanged. A handle type refers to its allocator,
         // so moving the handle moves no memory.
+        // (The feature's badge on docs.rs: the `cfg` above is on the invocation, which
+        // rustdoc does not see.)
+        #[cfg_attr(docsrs, doc(cfg(feature = $feature)))]
         unsafe impl<$($gen)*> $api::alloc::Allocator for $ty {
             #[inline(always)]
             fn allocate(
