@@ -461,6 +461,47 @@ mod tests {
         assert_eq!(FrameCalls::new(&frames, &[]).total, 13);
     }
 
+    fn run(name: &str) -> Run {
+        Run {
+            allocator: name.into(),
+            records: 10,
+            ops: 10,
+            requests: 5,
+            failures: 0,
+            nanos: 1000,
+            peak_live: 4096,
+            peak_committed: None,
+            peak_rss: Some(8192),
+            os_calls: None,
+            faults: Some(3),
+            held_after_idle: None,
+            frame_calls: None,
+            kept: None,
+            samples: Vec::new(),
+            phases: Vec::new(),
+            heaps: None,
+            latency: None,
+        }
+    }
+
+    #[test]
+    fn a_figure_the_system_does_not_tell_reads_n_a() {
+        let known = run("known");
+        let blind = Run {
+            peak_rss: None,
+            faults: None,
+            ..run("blind")
+        };
+        let table = runs_table(&[known, blind]);
+        let row = |name: &str| table.lines().find(|l| l.starts_with(name)).unwrap();
+        // Peak committed, RSS growth, committed ÷ live and page faults.
+        assert_eq!(row("blind").matches(" n/a").count(), 4, "{table}");
+        assert!(!row("known").contains("n/a"), "{table}");
+        assert!(row("known").contains("8.00 KiB (RSS)"), "{table}");
+        // No latency measured, no latency table.
+        assert!(latency_table(&[run("a")]).is_none());
+    }
+
     #[test]
     fn a_table_lines_up_its_columns() {
         let t = table(

@@ -41,9 +41,11 @@ system    the C library's malloc (glibc here)
 mimalloc  mimalloc (the default feature `mimalloc`)
 jemalloc  jemalloc, on unix (the default feature `jemalloc`)
 space     one bento MemorySpace over the OS pages
-common    bento's CommonAllocator: 20 size-class regions and a large one
-bento     a game's set-up: subsystem heaps with budgets over the common allocator,
-          a frame arena for frame temporaries and a pool for particles";
+common    bento's CommonAllocator: size-class regions of fixed-block runs and a
+          large region, a per-thread cache in front
+bento     a game's set-up: subsystem heaps with budgets over the common allocator
+          (untagged blocks, as a recorded program's, in a heap without one), a
+          frame arena for frame temporaries and a pool for particles";
 
 /// Checks that `name` is an allocator this build knows.
 pub(crate) fn check_name(name: &str) -> Result<(), String> {
@@ -275,12 +277,15 @@ const PARTICLES: usize = 1 << 16;
 /// Blocks are routed by tag and layout, so a block's free goes where its allocation
 /// went: [`tags::FRAME`] to the frame arena, [`tags::PARTICLE`] blocks that fit a
 /// chunk to the pool, [`tags::LEVEL`] to the "level" heap, [`tags::STREAM`] to
-/// "streaming", everything else to "game".
+/// "streaming", [`tags::NONE`] to "untagged", everything else to "game". The
+/// "untagged" heap has no budget: a program recorded by `bento record` names no
+/// subsystem, and a budget of bento's game would refuse it for no reason of its own.
 pub(crate) struct Bento<'a> {
     parts: &'a Parts,
     level: Heap<&'a CommonAllocator>,
     streaming: Heap<&'a CommonAllocator>,
     game: Heap<&'a CommonAllocator>,
+    untagged: Heap<&'a CommonAllocator>,
     frames: &'a FrameArena<&'a Pages, 2>,
     // Invariant: `Some` but while `frame` swaps them.
     current: Option<Frame<'a, &'a Pages>>,
@@ -345,6 +350,7 @@ enum Route {
     Level,
     Streaming,
     Game,
+    Untagged,
 }
 
 impl<'a> Bento<'a> {
@@ -359,6 +365,7 @@ impl<'a> Bento<'a> {
             level: heap("level", LEVEL_BUDGET),
             streaming: heap("streaming", STREAM_BUDGET),
             game: heap("game", GAME_BUDGET),
+            untagged: HeapBuilder::new("untagged").build(&parts.common),
             frames: &linear.frames,
             current: Some(current),
             previous: None,
@@ -375,6 +382,7 @@ impl<'a> Bento<'a> {
             tags::PARTICLE if layout.size() <= PARTICLE_SIZE && layout.align() <= 16 => Route::Pool,
             tags::LEVEL => Route::Level,
             tags::STREAM => Route::Streaming,
+            tags::NONE => Route::Untagged,
             _ => Route::Game,
         }
     }
@@ -383,6 +391,7 @@ impl<'a> Bento<'a> {
         match route {
             Route::Level => &self.level,
             Route::Streaming => &self.streaming,
+            Route::Untagged => &self.untagged,
             _ => &self.game,
         }
     }

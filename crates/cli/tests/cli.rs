@@ -460,10 +460,12 @@ fn refused_requests_are_counted_in_the_table_and_fail_the_replay_unless_allowed(
     let dir = scratch("refused");
     let trace = dir.join("over-budget.trace");
     let t = trace.to_str().unwrap();
-    // 100 MiB of untagged blocks: the bento set-up's "game" heap holds 64 MiB.
+    // 100 MiB of blocks of the game's global tag: the bento set-up's "game" heap holds
+    // 64 MiB.
     hand_trace(&trace, |w| {
         for id in 0..100 {
-            w.alloc(id, 1 << 20, 16, 0).unwrap();
+            w.alloc(id, 1 << 20, 16, bento_trace::workload::tags::GLOBAL)
+                .unwrap();
         }
     });
     let o = bento(&["replay", t, "--allocators", "system,bento"]);
