@@ -291,7 +291,19 @@ fn run_command(command: Command) -> Result<(), String> {
             )
         }
         Command::Inspect { trace, json } => inspect::inspect(&trace, json),
-        Command::Map { trace, at, output } => map::map_command(&trace, &at, &output),
+        Command::Map { trace, at, output } => {
+            let (seq, rows) = map::rows_at(&trace, &at)?;
+            let title = format!(
+                "{}: a memory space after record {seq}",
+                trace
+                    .file_name()
+                    .map_or("trace".into(), |n| n.to_string_lossy())
+            );
+            chart::map_chart(&rows, &title, &output)?;
+            out!("{}", map::summary(&rows));
+            out!("wrote {}", output.display());
+            Ok(())
+        }
         Command::Child {
             trace,
             allocator,

@@ -1,6 +1,5 @@
 //! `bento map`: a memory space drawn part-way through a replay.
 
-use crate::out;
 use std::path::Path;
 
 use bento_pages::SystemPages;
@@ -204,20 +203,11 @@ pub(crate) fn summary(rows: &[SegmentRow]) -> String {
     )
 }
 
-/// `bento map`.
-pub(crate) fn map_command(trace: &Path, at: &str, output: &Path) -> Result<(), String> {
+/// `bento map`'s rows: the space after the record `at` names (see [`resolve_at`]),
+/// with that record's sequence number. The caller draws them.
+pub(crate) fn rows_at(trace: &Path, at: &str) -> Result<(u64, Vec<SegmentRow>), String> {
     let seq = resolve_at(trace, at)?;
-    let rows = map_at(trace, seq)?;
-    let title = format!(
-        "{}: a memory space after record {seq}",
-        trace
-            .file_name()
-            .map_or("trace".into(), |n| n.to_string_lossy())
-    );
-    crate::chart::map_chart(&rows, &title, output)?;
-    out!("{}", summary(&rows));
-    out!("wrote {}", output.display());
-    Ok(())
+    Ok((seq, map_at(trace, seq)?))
 }
 
 #[cfg(test)]

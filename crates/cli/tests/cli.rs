@@ -140,6 +140,20 @@ fn demo_prints_a_table_per_allocator_and_writes_both_charts() {
         assert!(out.lines().any(|l| l.starts_with(heap)), "{out}");
     }
     assert!(out.contains("The memory space at the peak:"), "{out}");
+    // One way of writing bytes on the whole screen, the heaps' report included: three
+    // significant figures, so never "7343 KiB" beside "22.7 MiB".
+    for (i, word) in out.split_whitespace().enumerate().skip(1) {
+        if ["B", "KiB", "MiB", "GiB"].contains(&word) {
+            let number = out.split_whitespace().nth(i - 1).unwrap();
+            let digits = number.chars().filter(char::is_ascii_digit).count();
+            assert!(
+                digits <= 3 || word == "B" && digits <= 4,
+                "`{number} {word}`: {out}"
+            );
+        }
+    }
+    // The latency table, a row per allocator.
+    assert!(out.contains("p99.99"), "{out}");
     let memory = svg(&dir.join("demo-memory.svg"));
     for series in [
         "live (asked)",
@@ -690,6 +704,11 @@ fn a_bare_bento_prints_the_usage_and_mistakes_keep_clap_s_words() {
     fails_with(
         &bento(&["gen", "--profile", "gam"]),
         "a similar value exists: 'game'",
+    );
+    // A trailing comma leaves an empty name: clap lists the names it takes.
+    fails_with(
+        &bento(&["replay", "x", "--allocators", "system,"]),
+        "[possible values: system, mimalloc, jemalloc, space, common, bento]",
     );
     // Every allocator is offered by name.
     let help = ok(&bento(&["replay", "--help"]));

@@ -1316,7 +1316,7 @@ impl<P: PageSource> Inner<P> {
                         // SAFETY: the caller's contract (checked as the hot path
                         // does); the block goes to its class region's bin marked.
                         unsafe {
-                            ptr.cast::<usize>().add(1).write(crate::region::FREED);
+                            ptr.cast::<usize>().add(1).write(crate::run::FREED);
                             if self.cached_free(bin, ptr) {
                                 return;
                             }
@@ -1405,8 +1405,7 @@ impl<P: PageSource> Inner<P> {
                 if self.probe_frees || cfg!(debug_assertions) {
                     // SAFETY: a block of a class region holds at least 16 bytes,
                     // readable (`probe_frees`) or the caller's.
-                    let marked =
-                        unsafe { ptr.cast::<usize>().add(1).read() } == crate::region::FREED;
+                    let marked = unsafe { ptr.cast::<usize>().add(1).read() } == crate::run::FREED;
                     if marked && self.held_here(self.bin_of_class(c), ptr) {
                         report(self.misuse, &Misuse::DoubleFree { ptr });
                         return 0;

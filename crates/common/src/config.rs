@@ -24,6 +24,9 @@ pub const SMALL_ALIGN: usize = 16;
 /// every region covers whole granules.
 pub(crate) const GRANULE: usize = 64 << 10;
 
+/// The most runs a span holds (its `idle` bits).
+pub(crate) const MAX_SPAN_RUNS: usize = 64;
+
 /// The small size classes: ascending multiples of 8, each served by a region of its
 /// own, with an O(1) table from a request's size to its class. A class's blocks lie
 /// one after another in runs, so a class that is not a multiple of 16 (24, 40, 56)
@@ -442,9 +445,7 @@ impl<P> CommonConfig<P> {
     /// Checks the parts a page source does not decide.
     pub(crate) fn check_shape(&self) -> Result<(), CommonError> {
         let small = self.small_segment;
-        if !small.is_power_of_two()
-            || !(GRANULE..=crate::run::MAX_SPAN_RUNS * GRANULE).contains(&small)
-        {
+        if !small.is_power_of_two() || !(GRANULE..=MAX_SPAN_RUNS * GRANULE).contains(&small) {
             return Err(CommonError::SmallSegment(small));
         }
         if let Routing::Contention { regions } = self.routing

@@ -13,10 +13,6 @@ use crate::run::Runs;
 use crate::sync::{AtomicUsize, Ordering};
 use crate::{Misuse, PageSource};
 
-/// What a block on a run's free list (and one in a thread's cache, in debug builds)
-/// holds in its second word, so that a second free of it is caught.
-pub(crate) const FREED: usize = 0x_f7ee_b10c_f7ee_b10c_u64 as usize;
-
 /// One region: `T` behind a lock. Aligned to two cache lines so that threads working
 /// in different regions never share a line.
 #[repr(align(128))]

@@ -33,15 +33,16 @@ use bento_align::Alignment;
 use bento_pages::PageSource;
 
 use crate::Misuse;
-use crate::config::GRANULE;
-use crate::region::FREED;
+use crate::config::{GRANULE, MAX_SPAN_RUNS};
+
+/// What a block on a run's free list (and one in a thread's cache, in debug builds)
+/// holds in its second word, so that a second free of it is caught.
+pub(crate) const FREED: usize = 0x_f7ee_b10c_f7ee_b10c_u64 as usize;
 
 /// The bytes of a run: one granule of the region map.
 pub(crate) const RUN: usize = GRANULE;
 /// Where a run's first block starts: after its header (and, in run 0, its span's).
 pub(crate) const FIRST: usize = 128;
-/// The most runs a span holds (its `idle` bits).
-pub(crate) const MAX_SPAN_RUNS: usize = 64;
 /// Runs a region keeps committed with no block out.
 pub(crate) const EMPTY_KEPT: usize = 2;
 

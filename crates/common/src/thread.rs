@@ -28,8 +28,7 @@ use bento_pages::lock::RawSpinLock;
 
 use crate::common::{Inner, routed_size};
 use crate::config::{MAX_CLASSES, SMALL_ALIGN};
-use crate::region::FREED;
-use crate::run::{FIRST, RUN};
+use crate::run::{FIRST, FREED, RUN};
 use crate::sync::{AtomicPtr, AtomicU32, Ordering};
 use crate::tls::{arm_exit_flush, with_cache};
 use crate::{AllocError, Misuse, PageSource};

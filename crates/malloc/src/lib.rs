@@ -6,6 +6,7 @@ compile_error!("bento-malloc replaces glibc's malloc: it builds for Linux with g
 mod fork;
 mod retain;
 mod stats;
+mod sys;
 mod trace;
 
 use core::alloc::Layout;
@@ -14,6 +15,8 @@ use core::ptr::{self, NonNull};
 use core::sync::atomic::{AtomicU8, Ordering};
 
 use bento_common::{CommonAllocator, CommonConfig};
+
+use crate::sys::{errno, set_errno};
 
 /// The allocator behind every entry point, and Rust's global allocator inside this
 /// library, so that Rust code here never goes through the interposed `malloc`.
@@ -111,16 +114,6 @@ fn set_up() -> bool {
 /// Asks the next allocation to start the purger.
 fn request_purger() {
     let _ = SETUP.compare_exchange(SET, START_PURGER, Ordering::AcqRel, Ordering::Relaxed);
-}
-
-fn set_errno(code: c_int) {
-    // SAFETY: glibc's `errno` of this thread, always valid.
-    unsafe { *libc::__errno_location() = code };
-}
-
-fn errno() -> c_int {
-    // SAFETY: as above.
-    unsafe { *libc::__errno_location() }
 }
 
 /// A block of `size` bytes (at least one) aligned to `align`, or null with `ENOMEM`.

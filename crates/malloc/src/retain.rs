@@ -52,7 +52,7 @@ use core::fmt::Write;
 use core::ptr;
 use core::sync::atomic::{AtomicU8, AtomicU32, AtomicUsize, Ordering};
 
-use crate::stats::{Buf, write_all};
+use crate::sys::{Buf, errno, set_errno, write_all};
 
 /// The decay when `BENTO_RETAIN` is unset: memory unused for between half a second
 /// and a second goes back.
@@ -207,12 +207,12 @@ pub(crate) fn start() {
     {
         return;
     }
-    let saved = crate::errno();
+    let saved = errno();
     STARTER.store(this_thread(), Ordering::Relaxed);
     let state = if spawn() { RUNNING } else { OFF };
     STARTER.store(0, Ordering::Relaxed);
     PURGER.store(state, Ordering::Release);
-    crate::set_errno(saved);
+    set_errno(saved);
 }
 
 /// Whether this thread is creating the purger: what glibc allocates meanwhile (the

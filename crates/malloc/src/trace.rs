@@ -31,7 +31,7 @@ use core::sync::atomic::{AtomicI32, Ordering};
 use bento_common::AllocError;
 use bento_pages::lock::RawSpinLock;
 
-use crate::stats::{Buf, write_all};
+use crate::sys::{Buf, errno, write_all};
 
 /// The trace format's magic and version (bento-trace's `MAGIC` and `VERSION`).
 const MAGIC: &[u8; 8] = b"BENTOTRC";
@@ -68,21 +68,11 @@ static STATE: Shared = Shared(UnsafeCell::new(State {
     len: 0,
 }));
 
-/// Whether environment variable `name` is set to `value`.
-pub(crate) fn env_is(name: &CStr, value: &[u8]) -> bool {
-    // SAFETY: `getenv` reads the environment without allocating; the result, when not
-    // null, is a C string that lives until the environment changes.
-    unsafe {
-        let v = libc::getenv(name.as_ptr());
-        !v.is_null() && CStr::from_ptr(v).to_bytes() == value
-    }
-}
-
 /// Opens the trace when `BENTO_TRACE` names one, and writes its header at once, so
 /// that a process that ends without `exit` leaves a trace with no records rather
 /// than an empty file. A trace that cannot be opened is said once on stderr.
 pub(crate) fn arm() {
-    // SAFETY: as in `env_is`.
+    // SAFETY: as in `sys::env_is`.
     let path = unsafe { libc::getenv(c"BENTO_TRACE".as_ptr()) };
     if path.is_null() {
         return;
@@ -120,12 +110,6 @@ pub(crate) fn arm() {
     FD.store(fd, Ordering::Release);
     // SAFETY: a handler that lives as long as the process.
     unsafe { libc::atexit(flush_at_exit) };
-}
-
-/// This thread's `errno`.
-fn errno() -> c_int {
-    // SAFETY: glibc's `errno` of this thread, always valid.
-    unsafe { *libc::__errno_location() }
 }
 
 /// Says on stderr, in one line written without allocating, that the trace `path`

@@ -1,0 +1,264 @@
+//! The allocator logic that does not depend on the page source, a file per operation:
+//! [`alloc`] (carving chunks out of the index), [`free`] (freeing and merging them),
+//! [`resize`] (in place), [`commit`] (the pages of ordinary segments) and [`probe`]
+//! (checking a pointer a caller frees); here, the state they share and the figures.
+
+mod alloc;
+mod commit;
+mod free;
+mod probe;
+mod resize;
+
+use core::ptr::{self, NonNull};
+
+use crate::cache::{self, Cache};
+use crate::chunk::{
+    CHUNK_ALIGN, FENCE, FLAG_MASK, HEADER, IN_USE_OVERHEAD, Kind, MIN_CHUNK, PAYLOAD, Segment,
+    chunk_size_for, kind_flag, raw,
+};
+use crate::index::Index;
+use crate::stats::SpaceStats;
+use crate::{Misuse, MisuseHook};
+
+use crate::chunk::flags::{BASE, CACHED, DEDICATED, IN_USE, PREV_IN_USE};
+/// The flags that name a chunk's segment kind.
+const KIND_MASK: usize = DEDICATED | BASE;
+
+/// The space's figures, kept on the hot path.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Counters {
+    pub(crate) reserved: usize,
+    pub(crate) max_reserved: usize,
+    pub(crate) committed: usize,
+    pub(crate) max_committed: usize,
+    pub(crate) live_bytes: usize,
+    pub(crate) live_blocks: usize,
+    pub(crate) segments: usize,
+    /// Bytes of live segments outside their chunks: each one's header (up to its first
+    /// chunk) and end fence. With the other figures it gives the free bytes, so the
+    /// index keeps no count of its own on the hot path.
+    pub(crate) overhead: usize,
+}
+
+impl Counters {
+    /// Bytes in free chunks: what is reserved less the segments' overhead and the
+    /// in-use chunks (each block's bytes and its head).
+    pub(crate) const fn free_bytes(&self) -> usize {
+        // Wrapping, so that `validate` reports counters that disagree rather than
+        // overflowing.
+        self.reserved
+            .wrapping_sub(self.overhead)
+            .wrapping_sub(self.live_bytes)
+            .wrapping_sub(self.live_blocks.wrapping_mul(IN_USE_OVERHEAD))
+    }
+}
+
+/// What a free leaves to the page-source side to do.
+pub(crate) enum Freed {
+    /// Nothing: the chunk went back to the index.
+    Kept,
+    /// The segment is empty and out of the space's list: decommit and release it.
+    /// Its committed pages are its runs outside the free chunk's interior (see
+    /// [`Core::committed_runs`]) and the addresses in [`Core::pending`], which the
+    /// free left committed rather than decommit them through the cache only to give
+    /// them back at once.
+    Release(NonNull<Segment>),
+}
+
+/// The page calls the core makes inside ordinary segments: the space implements it
+/// over its page source.
+pub(crate) trait PageOps {
+    /// Gives back segment `seg`, which a free just unlinked from `core` (see
+    /// [`Freed::Release`]).
+    ///
+    /// # Safety
+    ///
+    /// `seg` is the segment of the `Freed::Release` that `core` returned last, not yet
+    /// given back.
+    unsafe fn release(&self, core: &Core, seg: NonNull<Segment>);
+
+    /// Commits `[ptr, ptr + len)`; false (nothing committed) when the source refuses.
+    ///
+    /// # Safety
+    ///
+    /// The range is page-aligned, inside a live ordinary segment, and decommitted.
+    unsafe fn commit(&self, ptr: NonNull<u8>, len: usize) -> bool;
+
+    /// Decommits `[ptr, ptr + len)`.
+    ///
+    /// # Safety
+    ///
+    /// The range is page-aligned, inside a live ordinary segment, committed, and
+    /// holds nothing that is read before it is committed again.
+    unsafe fn decommit(&self, ptr: NonNull<u8>, len: usize);
+}
+
+/// The page-source-independent state of a memory space.
+pub(crate) struct Core {
+    pub(crate) index: Index,
+    pub(crate) cache: Cache,
+    // Invariant: null or the first of a doubly linked list (`next`/`prev`) of the
+    // headers of every live segment of this space, each at its segment's base.
+    pub(crate) segments: *mut Segment,
+    // Invariant: null or the base segment's header (also in `segments`).
+    pub(crate) base: *mut Segment,
+    /// The base segment's address and size (`(0, 0)` without one): what
+    /// `segment_at` tests before masking.
+    pub(crate) base_range: (usize, usize),
+    pub(crate) counters: Counters,
+    /// `segment_granularity - 1`: masks a chunk address of an ordinary segment down to
+    /// its header.
+    pub(crate) granularity_mask: usize,
+    /// The largest chunk an ordinary segment holds.
+    pub(crate) max_chunk: usize,
+    pub(crate) threshold: usize,
+    /// `page_size - 1` of the configuration: the unit ordinary segments commit in.
+    pub(crate) page_mask: usize,
+    /// `page_size + MIN_CHUNK`: free chunks smaller than this have no interior.
+    span_min: usize,
+    /// The source's page: a dedicated block that would leave this much or more of its
+    /// segment unused does not shrink in place (it moves, and its segment goes back).
+    pub(crate) source_page: usize,
+    pub(crate) hook: MisuseHook,
+    /// The addresses `[lo, hi)` of the segment last handed back by `Freed::Release`
+    /// that are still committed inside its free chunk's interior (`lo >= hi`: none).
+    pub(crate) pending: (usize, usize),
+    /// When non-zero: the segment last handed back by `Freed::Release` has only its
+    /// first `head_run` bytes (the run holding its header) still committed; the
+    /// emptying walk gave the rest back as it went.
+    pub(crate) head_run: usize,
+    // Invariant: null, or the designated chunk: a free chunk of `dv_size` bytes (its
+    // head and footer written) in a live segment of this space, in no index list.
+    // Every other free chunk is listed. It is a fresh segment's free space (dlmalloc's
+    // top): a request that no listed chunk fits is cut from its front, so a run of
+    // them costs no list operation, and a block freed next to it merges into it.
+    pub(crate) dv: *mut u8,
+    pub(crate) dv_size: usize,
+}
+
+impl Core {
+    pub(crate) const fn new(
+        granularity: usize,
+        threshold: usize,
+        page: usize,
+        source_page: usize,
+        block_cache: usize,
+        hook: MisuseHook,
+    ) -> Self {
+        Self {
+            index: Index::new(),
+            cache: Cache::new(block_cache),
+            segments: ptr::null_mut(),
+            base: ptr::null_mut(),
+            base_range: (0, 0),
+            counters: Counters {
+                reserved: 0,
+                max_reserved: 0,
+                committed: 0,
+                max_committed: 0,
+                live_bytes: 0,
+                live_blocks: 0,
+                segments: 0,
+                overhead: 0,
+            },
+            granularity_mask: granularity - 1,
+            max_chunk: granularity - HEADER - FENCE,
+            threshold,
+            page_mask: page - 1,
+            span_min: page + MIN_CHUNK,
+            source_page,
+            hook,
+            pending: (0, 0),
+            head_run: 0,
+            dv: ptr::null_mut(),
+            dv_size: 0,
+        }
+    }
+
+    /// The pages strictly inside the free chunk at address `c` of `size` bytes, as
+    /// addresses `[lo, hi)`: past its head and links, before the page that holds its
+    /// footer. Empty (`lo >= hi`) when no whole page fits.
+    ///
+    /// In an ordinary segment these pages, and only these, are decommitted: a page
+    /// is committed exactly when it lies in no free chunk's interior.
+    #[inline]
+    pub(crate) const fn interior(&self, c: usize, size: usize) -> (usize, usize) {
+        let m = self.page_mask;
+        ((c + MIN_CHUNK + m) & !m, (c + size) & !m)
+    }
+
+    /// Whether a free chunk of `size` bytes can have a page in its interior.
+    #[inline]
+    const fn may_span_page(&self, size: usize) -> bool {
+        size >= self.span_min
+    }
+
+    /// The interior of the one free chunk of a fresh ordinary segment at `base` of
+    /// `size` bytes, as offsets: what need not be committed when it is reserved.
+    pub(crate) const fn fresh_interior(&self, base: usize, size: usize) -> (usize, usize) {
+        let (lo, hi) = self.interior(base + HEADER, size - HEADER - FENCE);
+        if lo < hi {
+            (lo - base, hi - base)
+        } else {
+            (0, 0)
+        }
+    }
+
+    /// Reports `misuse` through the hook.
+    #[cold]
+    pub(crate) fn report(&self, misuse: &Misuse<'_>) {
+        (self.hook)(misuse);
+    }
+
+    /// The cached chunks and their bytes (a walk of the cache, reading each tag).
+    pub(crate) fn cached(&self) -> (usize, usize) {
+        self.cache.chunks().fold((0, 0), |(n, bytes), (_, c)| {
+            // SAFETY: a cached chunk is an in-use chunk of a live segment.
+            (n + 1, bytes + raw::size(unsafe { raw::head(c) }))
+        })
+    }
+
+    /// The figures, as counted (the counters hold cached chunks as in use; the
+    /// figures call them free).
+    pub(crate) fn stats(&self) -> SpaceStats {
+        let c = &self.counters;
+        let (cached_blocks, cached_bytes) = self.cached();
+        SpaceStats {
+            reserved: c.reserved,
+            max_reserved: c.max_reserved,
+            committed: c.committed,
+            max_committed: c.max_committed,
+            live_bytes: c.live_bytes - (cached_bytes - cached_blocks * IN_USE_OVERHEAD),
+            live_blocks: c.live_blocks - cached_blocks,
+            free_bytes: c.free_bytes() + cached_bytes,
+            cached_bytes,
+            cached_blocks,
+            segments: c.segments,
+            ..SpaceStats::default()
+        }
+    }
+}
+
+/// What [`Core::probe`] found wrong with a pointer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Fault {
+    /// The tag says free or cached: a second free.
+    DoubleFree,
+    /// No block in use starts there.
+    Interior,
+}
+
+/// `c` moved to address `addr` (with `c`'s provenance); `c` itself for 0.
+fn at(c: NonNull<u8>, addr: usize) -> NonNull<u8> {
+    c.with_addr(core::num::NonZeroUsize::new(addr).unwrap_or(c.addr()))
+}
+
+/// The offset of a dedicated chunk from its segment's base such that its payload `p`
+/// has `p + offset` aligned to `align` (the base being aligned to `align`).
+pub(crate) fn dedicated_chunk_offset(align: usize, offset: usize) -> Option<usize> {
+    let payload = (HEADER + PAYLOAD)
+        .checked_add(offset)?
+        .checked_next_multiple_of(align)?
+        - offset;
+    Some(payload - PAYLOAD)
+}
