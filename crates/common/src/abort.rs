@@ -4,7 +4,7 @@
 
 use core::fmt::{self, Write};
 
-use crate::Misuse;
+use bento_pages::Misuse;
 
 /// Bytes of a report: the rest of a longer one is cut.
 const REPORT: usize = 512;

@@ -6,15 +6,19 @@
 extern crate std;
 
 mod abort;
+mod bins;
+mod cache;
 mod common;
 mod config;
+mod front;
+mod fronts;
+mod inner;
 mod layer;
 mod map;
 mod region;
 mod run;
 mod stats;
 mod sync;
-mod thread;
 mod tls;
 
 pub use bento_pages::{AllocError, Misuse, MisuseHook, PageSource, RawAlloc, panic_on_misuse};

@@ -11,7 +11,7 @@ use bento_space::MemorySpace;
 use crate::layer::RegionPages;
 use crate::run::Runs;
 use crate::sync::{AtomicUsize, Ordering};
-use crate::{Misuse, PageSource};
+use bento_pages::{Misuse, PageSource};
 
 /// One region: `T` behind a lock. Aligned to two cache lines so that threads working
 /// in different regions never share a line.

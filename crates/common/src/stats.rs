@@ -8,7 +8,7 @@ use core::fmt;
 use bento_pages::{ByteSize, CacheStats, PageSource, PageStats};
 use bento_space::Corruption as SpaceCorruption;
 
-use crate::common::{Inner, MAX_REGIONS, Owner};
+use crate::inner::{Inner, MAX_REGIONS, Owner};
 use crate::region::{Class, General};
 
 /// One region's figures.

@@ -1,0 +1,214 @@
+//! One thread's cache of freed blocks ([`ThreadCache`]): a list and count per bin,
+//! the owner it belongs to, and [`leave`], which gives it back as the thread exits.
+
+// Without a thread-local provider (`tls.rs`) the front end is off (`Fronts::enabled`
+// is false) and the cache's own code is unused.
+#![cfg_attr(not(any(feature = "std", feature = "static-tls")), allow(dead_code))]
+
+use crate::bins::BINS;
+use crate::run::FREED;
+use crate::sync::{AtomicPtr, AtomicU32, Ordering};
+use core::cell::Cell;
+use core::ptr::{self, NonNull};
+
+/// The states of a thread's cache.
+pub(crate) const FREE: u8 = 0;
+pub(crate) const ATTACHING: u8 = 1;
+pub(crate) const LIVE: u8 = 2;
+pub(crate) const DEAD: u8 = 3;
+
+/// One thread's cache. It lives in a thread-local (with a `const` initialiser and no
+/// destructor, so that it never allocates and stays reachable while the thread's
+/// other destructors run); a second thread-local's destructor flushes it.
+#[repr(C)]
+pub(crate) struct ThreadCache {
+    /// The owning allocator's block (`Inner<P>`), null while unattached.
+    pub(crate) owner: Cell<*const ()>,
+    /// `Inner::<P>::detach_erased` of the owner.
+    pub(crate) detach: Cell<Option<DetachFn>>,
+    pub(crate) state: Cell<u8>,
+    // Invariant: `bins[b].head` is a list of `bins[b].count` blocks of bin `b` of the owner,
+    // each free (taken from the owner's regions, not handed to the user), linked
+    // through its first word; in debug builds each holds `FREED` in its second word.
+    pub(crate) bins: [Bin; BINS + 1],
+    /// The next cache in the owner's registry (under the registry's lock).
+    pub(crate) next: AtomicPtr<ThreadCache>,
+}
+
+/// How a cache finds its way back to its owner: `Inner::<P>::detach_erased`.
+pub(crate) type DetachFn = unsafe fn(*const (), &ThreadCache);
+
+/// One bin of a cache: its list and count side by side, in one cache line.
+pub(crate) struct Bin {
+    pub(crate) head: Cell<*mut u8>,
+    /// Written by the owning thread only (so a load and a store, never a locked
+    /// instruction); read by the owner's `stats` through the registry.
+    pub(crate) count: AtomicU32,
+    /// The blocks the next refill takes: about 4 KiB of them at first (0 until the
+    /// first refill), doubling each refill up to half the bin's capacity, so that a
+    /// size a thread uses once costs it a page or so, not a batch.
+    pub(crate) batch: Cell<u32>,
+}
+
+impl Bin {
+    #[cfg(not(bento_loom))]
+    pub(crate) const fn new() -> Self {
+        Self {
+            head: Cell::new(ptr::null_mut()),
+            count: AtomicU32::new(0),
+            batch: Cell::new(0),
+        }
+    }
+
+    #[cfg(bento_loom)]
+    pub(crate) fn new() -> Self {
+        Self {
+            head: Cell::new(ptr::null_mut()),
+            count: AtomicU32::new(0),
+            batch: Cell::new(0),
+        }
+    }
+}
+
+impl ThreadCache {
+    #[cfg(not(bento_loom))]
+    #[cfg_attr(
+        not(all(feature = "std", not(feature = "static-tls"))),
+        expect(dead_code, reason = "only the `std` provider's initialiser")
+    )]
+    pub(crate) const fn new() -> Self {
+        Self {
+            owner: Cell::new(ptr::null()),
+            detach: Cell::new(None),
+            state: Cell::new(FREE),
+            bins: [const { Bin::new() }; BINS + 1],
+            next: AtomicPtr::new(ptr::null_mut()),
+        }
+    }
+
+    #[cfg(bento_loom)]
+    pub(crate) fn new() -> Self {
+        Self {
+            owner: Cell::new(ptr::null()),
+            detach: Cell::new(None),
+            state: Cell::new(FREE),
+            bins: core::array::from_fn(|_| Bin::new()),
+            next: AtomicPtr::new(ptr::null_mut()),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn count(&self, bin: usize) -> u32 {
+        self.bins[bin].count.load(Ordering::Relaxed)
+    }
+
+    #[inline]
+    pub(crate) fn set_count(&self, bin: usize, n: u32) {
+        self.bins[bin].count.store(n, Ordering::Relaxed);
+    }
+
+    /// Takes the first block of `bin`.
+    #[inline]
+    pub(crate) fn pop(&self, bin: usize) -> Option<NonNull<u8>> {
+        let head = NonNull::new(self.bins[bin].head.get())?;
+        // SAFETY: a listed block holds its link in its first word (the invariant).
+        self.bins[bin]
+            .head
+            .set(unsafe { head.cast::<*mut u8>().read() });
+        self.set_count(bin, self.count(bin) - 1);
+        // The freed mark goes (a free without a layout checks it). SAFETY: every
+        // block holds at least 16 bytes.
+        unsafe { head.cast::<usize>().add(1).write(0) };
+        Some(head)
+    }
+
+    /// Puts a free block on `bin`.
+    ///
+    /// # Safety
+    ///
+    /// `block` is a free block of the owner of bin `bin`, given up by the caller.
+    #[inline]
+    pub(crate) unsafe fn push(&self, bin: usize, block: NonNull<u8>) {
+        // SAFETY: the caller gives the block up; it holds at least 24 bytes.
+        unsafe {
+            block.cast::<*mut u8>().write(self.bins[bin].head.get());
+            if cfg!(debug_assertions) {
+                block.cast::<usize>().add(1).write(FREED);
+            }
+        }
+        self.bins[bin].head.set(block.as_ptr());
+        self.set_count(bin, self.count(bin) + 1);
+    }
+
+    /// Makes a chain of `n` free blocks the whole of the empty `bin`.
+    ///
+    /// # Safety
+    ///
+    /// `head` starts a chain of `n` free blocks of the owner's bin `bin`, linked
+    /// through their first words (the last to null), given up by the caller; the bin
+    /// is empty.
+    pub(crate) unsafe fn install(&self, bin: usize, head: *mut u8, n: u32) {
+        debug_assert_eq!(self.count(bin), 0);
+        if cfg!(debug_assertions) {
+            let mut p = head;
+            for _ in 0..n {
+                // SAFETY: the caller's contract: each block holds at least 16 bytes.
+                unsafe {
+                    p.cast::<usize>().add(1).write(FREED);
+                    p = p.cast::<*mut u8>().read();
+                }
+            }
+        }
+        self.bins[bin].head.set(head);
+        self.set_count(bin, n);
+    }
+
+    /// Whether `block` is on `bin` (a debug check).
+    pub(crate) fn holds(&self, bin: usize, block: NonNull<u8>) -> bool {
+        let mut p = self.bins[bin].head.get();
+        for _ in 0..self.count(bin) {
+            if p == block.as_ptr() {
+                return true;
+            }
+            // SAFETY: a listed block holds its link in its first word.
+            p = unsafe { p.cast::<*mut u8>().read() };
+        }
+        false
+    }
+}
+
+/// The thread is exiting: its cache goes back to its owner, and is used no more.
+pub(crate) fn leave(cache: &ThreadCache) {
+    if cache.state.get() == LIVE
+        && let Some(detach) = cache.detach.get()
+    {
+        // SAFETY: `detach` is the owner's own `detach_erased`, and a live cache's
+        // owner is alive (an allocator with caches attached is never torn down).
+        unsafe { detach(cache.owner.get(), cache) };
+    }
+    cache.state.set(DEAD);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{FREE, ThreadCache};
+    use crate::sync::Ordering;
+
+    /// The static-TLS provider's cache starts as zeroed memory: that must read as a
+    /// fresh cache, unattached with empty bins.
+    #[test]
+    fn a_zeroed_cache_is_a_new_one() {
+        // SAFETY: every field is a pointer, an integer, a cell or atomic of one, or
+        // an `Option` of a function pointer, for which zero bytes are valid (`None`).
+        let cache: ThreadCache = unsafe { core::mem::zeroed() };
+        assert!(cache.owner.get().is_null());
+        assert!(cache.detach.get().is_none());
+        assert_eq!(cache.state.get(), FREE);
+        for bin in &cache.bins {
+            assert!(bin.head.get().is_null());
+            assert_eq!(bin.count.load(Ordering::Relaxed), 0);
+            assert_eq!(bin.batch.get(), 0);
+        }
+        assert!(cache.next.load(Ordering::Relaxed).is_null());
+    }
+}

@@ -1,0 +1,241 @@
+//! A common allocator's upkeep: its figures and report, trimming, the frame tick and
+//! phases of the retention, and the locks a `fork` takes.
+
+use super::*;
+
+impl<P: PageSource> CommonAllocator<P> {
+    /// Takes every lock of the allocator and keeps it, in a fixed order: each region
+    /// in turn, the registry of threads' caches, the region map's, then the commit
+    /// cache's (the order every path that holds two of them takes them in). For a `pthread_atfork` prepare handler:
+    /// with every lock held by the forking thread, the child inherits none held by a
+    /// thread it does not have. [`unlock_all`](Self::unlock_all) gives them back. An
+    /// allocator that has not started starts first (so that none can start while
+    /// the locks are held); one that cannot start takes none.
+    ///
+    /// The per-thread front end takes no lock; a program that forks with the front
+    /// end on may lose the blocks other threads' caches hold, in the child (never
+    /// corrupting it).
+    ///
+    /// ```
+    /// use core::alloc::Layout;
+    /// use bento_common::CommonAllocator;
+    ///
+    /// let common = CommonAllocator::new();
+    /// let p = common.alloc(Layout::new::<u64>()).unwrap();
+    /// common.lock_all();
+    /// // ... fork here ...
+    /// // SAFETY: taken just above by this thread.
+    /// unsafe { common.unlock_all() };
+    /// // SAFETY: live.
+    /// unsafe { common.free(p) };
+    /// ```
+    pub fn lock_all(&self) {
+        if let Ok(inner) = self.inner() {
+            inner.lock_regions();
+            inner.fronts.raw_lock().lock();
+            inner.layer.raw_lock().lock();
+            inner.layer.cache.hold_lock();
+        }
+    }
+
+    /// Gives back the locks [`lock_all`](Self::lock_all) took, in the reverse order.
+    ///
+    /// # Safety
+    ///
+    /// The caller must hold every lock through `lock_all`: this thread, or, in a
+    /// child process forked while they were held, the child's only thread.
+    pub unsafe fn unlock_all(&self) {
+        if let Some(inner) = self.started() {
+            // SAFETY: the caller's contract: each lock is held, by `lock_all`.
+            unsafe {
+                inner.layer.cache.release_lock();
+                inner.layer.raw_lock().unlock();
+                inner.fronts.raw_lock().unlock();
+                inner.unlock_regions();
+            }
+        }
+    }
+
+    /// Gives back what the allocator keeps for reuse: the calling thread's cache,
+    /// every class region's empty runs, the large region's cached blocks and the
+    /// commit cache's parked pages and spare segments. Returns the bytes of blocks and pages given back.
+    ///
+    /// ```
+    /// use core::alloc::Layout;
+    /// use bento_common::CommonAllocator;
+    ///
+    /// let common = CommonAllocator::new();
+    /// let layout = Layout::new::<[u8; 32]>();
+    /// let p = common.alloc(layout).unwrap();
+    /// // SAFETY: live.
+    /// unsafe { common.dealloc(p, layout) };
+    /// common.trim();
+    /// assert_eq!(common.stats().reserved, 0);
+    /// ```
+    pub fn trim(&self) -> usize {
+        self.started().map_or(0, Inner::trim)
+    }
+
+    /// One frame passed: freed pages and segments the commit cache kept and nobody
+    /// took back for the decay time go back to the source (see
+    /// [`Retention`](bento_pages::Retention)); under a decay in milliseconds only, the
+    /// clock is read. When the decay takes a step, the freed blocks kept for reuse
+    /// (the calling thread's cache, the regions' lists and their spaces' block
+    /// caches) are freed for good too, so their pages decay in turn. Returns the bytes given back. Call it once a
+    /// frame, from any thread; an allocator nobody ticks decays by the OS clock on its
+    /// slow paths instead.
+    ///
+    /// ```
+    /// use core::alloc::Layout;
+    /// use bento_common::{CommonAllocator, CommonConfig};
+    /// use bento_pages::{Decay, Retention};
+    ///
+    /// let config = CommonConfig::DEFAULT.with_retention(Retention::Decay(Decay::frames(2)));
+    /// let common = CommonAllocator::with_config(config);
+    /// let layout = Layout::from_size_align(1 << 20, 16).unwrap();
+    /// let p = common.alloc(layout).unwrap();
+    /// // SAFETY: live, freed once.
+    /// unsafe { common.dealloc(p, layout) };
+    /// assert!(common.kept() >= 1 << 20); // kept for the next megabyte
+    /// common.tick();
+    /// common.tick();
+    /// assert_eq!(common.kept(), 0); // two frames unused: given back
+    /// ```
+    pub fn tick(&self) -> usize {
+        self.started()
+            .map_or(0, |inner| inner.decay_with(CommitCache::tick))
+    }
+
+    /// For a program that does not tick: reads the clock and, when the decay time is
+    /// up, gives back what [`tick`](Self::tick) would (an idle hook; the allocator makes
+    /// the same check on its slow paths). Returns the bytes given back.
+    ///
+    /// ```
+    /// assert_eq!(bento_common::CommonAllocator::new().decay(), 0);
+    /// ```
+    pub fn decay(&self) -> usize {
+        self.started()
+            .map_or(0, |inner| inner.decay_with(CommitCache::decay))
+    }
+
+    /// Tells the commit cache the program's phase: what a level's unload frees is
+    /// kept through the next load (see [`Phase`](bento_pages::Phase)).
+    ///
+    /// ```
+    /// use bento_common::CommonAllocator;
+    /// use bento_pages::Phase;
+    ///
+    /// let common = CommonAllocator::new();
+    /// common.phase(Phase::Unload);
+    /// common.phase(Phase::Play);
+    /// ```
+    pub fn phase(&self, phase: bento_pages::Phase) {
+        if let Some(inner) = self.started() {
+            inner.layer.cache.phase(phase);
+        }
+    }
+
+    /// Bytes of freed memory kept committed for reuse now, read without a lock.
+    ///
+    /// ```
+    /// assert_eq!(bento_common::CommonAllocator::new().kept(), 0);
+    /// ```
+    #[inline]
+    pub fn kept(&self) -> usize {
+        self.started().map_or(0, |inner| inner.layer.cache.kept())
+    }
+
+    /// Sets the commit cache's retention policy from now on, starting the allocator
+    /// if it has not started (a refused start leaves every allocation failing, as
+    /// it would at the first allocation).
+    ///
+    /// ```
+    /// use bento_common::CommonAllocator;
+    /// use bento_pages::Retention;
+    ///
+    /// let common = CommonAllocator::new();
+    /// common.set_retention(Retention::Eager);
+    /// assert!(common.stats().cache.limit <= 8 << 20);
+    /// ```
+    pub fn set_retention(&self, retention: bento_pages::Retention) {
+        if let Ok(inner) = self.inner() {
+            inner.layer.cache.set_retention(retention);
+        }
+    }
+
+    /// The allocator's figures, per region and in total (all zero before it starts).
+    ///
+    /// Exact when no other thread allocates or frees meanwhile. While others do, each
+    /// region is read at one moment, under its lock, with the blocks the threads'
+    /// caches keep of it: a block moving between a region and a cache is never
+    /// counted twice or missed, so a region's live figure is what the threads held of
+    /// it while it was read (a thread's blocks counted as they were when its cache was
+    /// read), give or take the blocks freed meanwhile on another thread than the one
+    /// that allocated them. The totals add regions read one after another.
+    pub fn stats(&self) -> crate::stats::CommonStats {
+        self.started()
+            .map_or_else(crate::stats::CommonStats::default, Inner::stats)
+    }
+
+    /// The figures as a table, one row per region: what a program prints on a debug
+    /// key or at exit.
+    ///
+    /// ```
+    /// use core::alloc::Layout;
+    /// use bento_common::CommonAllocator;
+    ///
+    /// let common = CommonAllocator::new();
+    /// let p = common.alloc(Layout::new::<[u8; 100]>()).unwrap();
+    /// let table = common.report().to_string();
+    /// assert!(table.contains("112"));
+    /// // SAFETY: live.
+    /// unsafe { common.free(p) };
+    /// ```
+    pub fn report(&self) -> crate::stats::CommonReport {
+        crate::stats::CommonReport(self.stats())
+    }
+
+    /// The live blocks per region, when any is left: the leak report of a test or
+    /// a tool at exit.
+    ///
+    /// ```
+    /// use core::alloc::Layout;
+    /// use bento_common::CommonAllocator;
+    ///
+    /// let common = CommonAllocator::new();
+    /// let p = common.alloc(Layout::new::<[u8; 8]>()).unwrap();
+    /// assert!(common.leaks().unwrap().to_string().contains("1 live block"));
+    /// // SAFETY: live.
+    /// unsafe { common.free(p) };
+    /// assert!(common.leaks().is_none());
+    /// ```
+    pub fn leaks(&self) -> Option<crate::stats::CommonLeaks> {
+        let stats = self.stats();
+        (stats.live_blocks > 0).then_some(crate::stats::CommonLeaks(stats))
+    }
+
+    /// Checks every region: its space's structures (see
+    /// [`MemorySpace::validate`]), its free list, and that the region map gives
+    /// each live block to it; returns the figures recomputed by the walk.
+    ///
+    /// # Errors
+    ///
+    /// [`Corruption`](crate::stats::Corruption) naming the region and what is wrong.
+    ///
+    /// ```
+    /// use core::alloc::Layout;
+    /// use bento_common::CommonAllocator;
+    ///
+    /// let common = CommonAllocator::new();
+    /// let p = common.alloc(Layout::new::<[u8; 40]>()).unwrap();
+    /// assert_eq!(common.validate().unwrap().live_blocks, 1);
+    /// // SAFETY: live.
+    /// unsafe { common.free(p) };
+    /// ```
+    pub fn validate(&self) -> Result<crate::stats::CommonStats, crate::stats::Corruption> {
+        match self.started() {
+            Some(inner) => inner.validate(),
+            None => Ok(crate::stats::CommonStats::default()),
+        }
+    }
+}
