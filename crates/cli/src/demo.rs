@@ -8,13 +8,26 @@ use bento_trace::workload::{
     LifoBatches, LifoConfig, Mixed, MixedConfig, OpenWorld, Recorded, Session, SessionConfig,
     Workload, WorldConfig, record,
 };
+use clap::ValueEnum;
 
-use crate::Profile;
 use crate::child::replay_all;
 use crate::inspect::scan;
 use crate::output::write_file;
 use crate::run::{Run, bytes, latency_table, refusals, runs_table};
 use crate::setup::{self, ALLOCATORS};
+
+/// The workloads `gen` writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Profile {
+    /// Levels with resident data, frames of temporaries, streaming, particles.
+    Game,
+    /// An open world streaming cells of small blocks.
+    World,
+    /// Log-uniform sizes freed in random order around a live set.
+    Mixed,
+    /// Batches freed in reverse order.
+    Lifo,
+}
 
 /// The most levels `demo` plays: a trace of about 125 MiB (some 23 million records),
 /// replayed on every allocator.

@@ -18,6 +18,8 @@ use std::process::ExitCode;
 use clap::builder::RangedU64ValueParser;
 use clap::{Parser, Subcommand, ValueEnum};
 
+use crate::demo::Profile;
+
 /// `println!` that ends the program quietly when stdout is closed (`bento … | head`)
 /// instead of panicking.
 macro_rules! out {
@@ -168,19 +170,6 @@ enum Command {
         #[arg(long)]
         latency: bool,
     },
-}
-
-/// The workloads `gen` writes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-enum Profile {
-    /// Levels with resident data, frames of temporaries, streaming, particles.
-    Game,
-    /// An open world streaming cells of small blocks.
-    World,
-    /// Log-uniform sizes freed in random order around a live set.
-    Mixed,
-    /// Batches freed in reverse order.
-    Lifo,
 }
 
 /// The allocators a trace replays on (see `bento replay --help`).

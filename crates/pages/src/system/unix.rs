@@ -6,7 +6,7 @@ use core::ptr::{self, NonNull};
 use bento_align::Alignment;
 use rustix::mm::{self, MapFlags, MprotectFlags, ProtFlags};
 
-use crate::PageError;
+use crate::error::PageError;
 
 #[inline]
 pub(super) fn page_size() -> usize {

@@ -11,7 +11,7 @@ use windows_sys::Win32::System::Memory::{
 };
 use windows_sys::Win32::System::SystemInformation::{GetSystemInfo, SYSTEM_INFO};
 
-use crate::PageError;
+use crate::error::PageError;
 
 fn system_info() -> SYSTEM_INFO {
     // SAFETY: `SYSTEM_INFO` is plain data for which all-zero is a valid value, and
