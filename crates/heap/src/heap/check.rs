@@ -1,0 +1,160 @@
+//! [`Heap::check`]: every tracked block's guards and the table against the figures,
+//! and [`CheckError`], what it finds.
+
+use super::*;
+
+impl<A: Allocator, G: Guards, T: Tracking> Heap<A, G, T> {
+    /// Checks the heap: every tracked block's guards (a broken one is also reported
+    /// through the misuse hook), and the figures against the table (with tracking) or
+    /// against each other. Returns the figures.
+    ///
+    /// # Errors
+    ///
+    /// [`CheckError`] naming the first problem found.
+    ///
+    /// ```
+    /// use allocator_api2::alloc::Global;
+    /// use bento_heap::{Canaries, HeapBuilder, Track};
+    /// use core::alloc::Layout;
+    ///
+    /// let heap = HeapBuilder::new("doc-check")
+    ///     .guards(Canaries::<8>)
+    ///     .tracking(Track::Sites)
+    ///     .misuse_hook(|_| {})
+    ///     .build(Global);
+    /// let layout = Layout::new::<[u8; 10]>();
+    /// let p = heap.alloc(layout).unwrap();
+    /// assert!(heap.check().is_ok());
+    /// // SAFETY: one byte past the block: its back guard (a deliberate overrun).
+    /// unsafe { p.add(10).write(0) };
+    /// assert!(heap.check().is_err());
+    /// // SAFETY: repairs the guard; live, with its layout.
+    /// unsafe {
+    ///     p.add(10).write(0xFD);
+    ///     heap.free(p, layout);
+    /// }
+    /// ```
+    pub fn check(&self) -> Result<HeapStats, CheckError> {
+        let stats = self.stats();
+        let name = self.account.name;
+        let figure = |what, counted: usize, recorded: usize| {
+            if counted == recorded {
+                Ok(())
+            } else {
+                Err(CheckError::Figures {
+                    heap: name,
+                    what,
+                    counted,
+                    recorded,
+                })
+            }
+        };
+        figure(
+            "live blocks (allocs - frees) within allocs",
+            stats.live_blocks.min(stats.total_allocs),
+            stats.live_blocks,
+        )?;
+        figure(
+            "peak at least live",
+            stats.peak_bytes.max(stats.live_bytes),
+            stats.peak_bytes,
+        )?;
+        // Threads allocating at once may pass the budget by the slack each.
+        if let Some(budget) = stats.budget
+            && stats.live_bytes > budget.saturating_add(self.account.slack() * crate::slot::LANES)
+        {
+            return Err(CheckError::OverBudget {
+                heap: name,
+                live: stats.live_bytes,
+                budget,
+            });
+        }
+        if let Some(table) = self.tracking.table() {
+            let mut broken = None;
+            if G::BYTES != 0 {
+                table.for_each(|ptr, size, site| {
+                    if broken.is_none() {
+                        // SAFETY: a live block of this heap (the table holds only those).
+                        broken =
+                            unsafe { broken_guard::<G>(ptr, size) }.map(|b| (ptr, size, site, b));
+                    }
+                });
+            }
+            if let Some((ptr, size, site, (side, offset))) = broken {
+                let misuse = Misuse::GuardOverwritten {
+                    heap: name,
+                    ptr,
+                    size,
+                    side,
+                    offset,
+                    site,
+                };
+                (self.hook)(&misuse);
+                return Err(CheckError::Guard(misuse));
+            }
+            let (blocks, bytes) = table.live();
+            let (own_bytes, own_blocks) = self.account.own_live();
+            figure("live blocks of its own", blocks, own_blocks)?;
+            figure("live bytes of its own", bytes, own_bytes)?;
+            let tags = table.tag_stats();
+            let tagged: usize = tags.iter().map(|t| t.live_bytes).sum();
+            figure(
+                "bytes of the tags within the live bytes",
+                tagged.min(bytes),
+                tagged,
+            )?;
+        }
+        Ok(stats)
+    }
+}
+
+/// What [`Heap::check`] found wrong.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum CheckError {
+    /// A block's guard was overwritten.
+    Guard(Misuse<'static>),
+    /// Two figures that must agree do not.
+    Figures {
+        /// The heap.
+        heap: &'static str,
+        /// Which figure.
+        what: &'static str,
+        /// What the check counted.
+        counted: usize,
+        /// What the heap recorded.
+        recorded: usize,
+    },
+    /// More bytes are live than the budget allows.
+    OverBudget {
+        /// The heap.
+        heap: &'static str,
+        /// Bytes live.
+        live: usize,
+        /// The budget.
+        budget: usize,
+    },
+}
+
+impl fmt::Display for CheckError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Guard(misuse) => write!(f, "{misuse}"),
+            Self::Figures {
+                heap,
+                what,
+                counted,
+                recorded,
+            } => write!(
+                f,
+                "heap \"{heap}\": {what}: counted {counted}, recorded {recorded}"
+            ),
+            Self::OverBudget { heap, live, budget } => write!(
+                f,
+                "heap \"{heap}\": {live} bytes live, over its budget of {budget}"
+            ),
+        }
+    }
+}
+
+impl core::error::Error for CheckError {}
