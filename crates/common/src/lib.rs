@@ -14,6 +14,7 @@ mod front;
 mod fronts;
 mod inner;
 mod layer;
+mod list;
 mod map;
 mod region;
 mod run;

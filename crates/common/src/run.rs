@@ -33,6 +33,7 @@ use bento_align::Alignment;
 use bento_pages::PageSource;
 
 use crate::config::{GRANULE, MAX_SPAN_RUNS};
+use crate::list::{Links, List, Node};
 use bento_pages::Misuse;
 
 /// What a block on a run's free list (and one in a thread's cache, in debug builds)
@@ -52,13 +53,6 @@ const IDLE: u8 = 0;
 const PARTIAL: u8 = 1;
 const FULL: u8 = 2;
 const EMPTY: u8 = 3;
-
-/// The links of a node of a [`List`].
-#[repr(C)]
-struct Links<T> {
-    next: *mut T,
-    prev: *mut T,
-}
 
 /// A run's header, at its start.
 #[repr(C)]
@@ -111,80 +105,8 @@ impl Span {
 const SPAN_AT: usize = size_of::<Run>().next_multiple_of(16);
 const _: () = assert!(SPAN_AT + size_of::<Span>() <= FIRST && FIRST.is_multiple_of(16));
 
-/// A node of an intrusive doubly linked list: its `Links` are its first field.
-trait Node: Sized {}
 impl Node for Run {}
 impl Node for Span {}
-
-/// An intrusive doubly linked list of runs or spans, null-terminated.
-struct List<T> {
-    // Invariant: null or the first of `len` valid nodes linked through their `Links`,
-    // each on this list only.
-    head: *mut T,
-    len: usize,
-}
-
-impl<T: Node> List<T> {
-    const fn new() -> Self {
-        Self {
-            head: ptr::null_mut(),
-            len: 0,
-        }
-    }
-
-    /// Puts `node` first.
-    ///
-    /// # Safety
-    ///
-    /// `node` is a valid node on no list.
-    unsafe fn push(&mut self, node: *mut T) {
-        let links = node.cast::<Links<T>>();
-        // SAFETY: `node` is valid (the caller's contract), and so is the head (the
-        // list's invariant); a node's links are its first field (`repr(C)`).
-        unsafe {
-            (*links).next = self.head;
-            (*links).prev = ptr::null_mut();
-            if !self.head.is_null() {
-                (*self.head.cast::<Links<T>>()).prev = node;
-            }
-        }
-        self.head = node;
-        self.len += 1;
-    }
-
-    /// Takes `node` off.
-    ///
-    /// # Safety
-    ///
-    /// `node` is on this list.
-    unsafe fn remove(&mut self, node: *mut T) {
-        // SAFETY: `node` and its neighbours are nodes of this list (its invariant).
-        unsafe {
-            let links = node.cast::<Links<T>>();
-            let (next, prev) = ((*links).next, (*links).prev);
-            if prev.is_null() {
-                self.head = next;
-            } else {
-                (*prev.cast::<Links<T>>()).next = next;
-            }
-            if !next.is_null() {
-                (*next.cast::<Links<T>>()).prev = prev;
-            }
-        }
-        self.len -= 1;
-    }
-
-    /// The nodes, first to last (at most `len`, so a broken list ends the walk).
-    fn iter(&self) -> impl Iterator<Item = *mut T> + '_ {
-        let mut p = self.head;
-        (0..self.len).map_while(move |_| {
-            let node = NonNull::new(p)?;
-            // SAFETY: a node of this list (its invariant).
-            p = unsafe { (*node.as_ptr().cast::<Links<T>>()).next };
-            Some(node.as_ptr())
-        })
-    }
-}
 
 /// The run holding `ptr` (its granule's start).
 #[inline(always)]
