@@ -16,7 +16,7 @@ const MIRI_CRATES: &[&str] = &[
 /// The crates run under Tree Borrows. bento-space (and bento-common, over it) run
 /// under Tree Borrows only: a boundary-tag `free` reads the tag in front of a block
 /// through the pointer it is given, which Stacked Borrows forbids when that pointer
-/// came from a reference to the block (see docs/ARCHITECTURE.md, "Decisions").
+/// came from a reference to the block (see docs/decisions.md, "Across the crates").
 /// bento-primitives passes under Stacked Borrows above and is not run twice: its
 /// suite is the longest under Miri, and the second run would take CI past 30 minutes.
 const TREE_BORROWS_CRATES: &[&str] = &[

@@ -19,6 +19,7 @@
 // Without a thread-local provider (`tls.rs`) the front end is off (`Fronts::enabled`
 // is false) and the cache's own code is unused.
 #![cfg_attr(not(any(feature = "std", feature = "static-tls")), allow(dead_code))]
+use bento_pages::{AllocError, Misuse, PageSource};
 
 use crate::bins::BINS;
 use crate::cache::{ATTACHING, DEAD, FREE, LIVE, ThreadCache};
@@ -27,7 +28,6 @@ use crate::inner::{Inner, routed_size};
 use crate::run::FREED;
 use crate::sync::Ordering;
 use crate::tls::{arm_exit_flush, with_cache};
-use bento_pages::{AllocError, Misuse, PageSource};
 use core::alloc::Layout;
 use core::ptr::{self, NonNull};
 

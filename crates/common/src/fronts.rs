@@ -4,6 +4,7 @@
 // Without a thread-local provider (`tls.rs`) the front end is off (`Fronts::enabled`
 // is false) and the cache's own code is unused.
 #![cfg_attr(not(any(feature = "std", feature = "static-tls")), allow(dead_code))]
+use bento_pages::lock::RawSpinLock;
 
 use crate::bins::{
     BIN_BYTES, BIN_MOST, BINS, MAX_CACHED, MEDIUM_BINS, NO_BIN, Stride, is_medium, medium,
@@ -13,7 +14,6 @@ use crate::cache::ThreadCache;
 use crate::config::MAX_CLASSES;
 use crate::run::{FIRST, FREED, RUN};
 use crate::sync::{AtomicPtr, Ordering};
-use bento_pages::lock::RawSpinLock;
 use core::ptr::{self, NonNull};
 
 /// What an allocator keeps of the front end: the bins' shapes and the registry of

@@ -7,7 +7,7 @@ use core::alloc::Layout;
 use core::ptr::NonNull;
 
 use bento_align::Alignment;
-use bento_pages::{CommitCache, Metered, PageSource};
+use bento_pages::{AllocError, CommitCache, Metered, Misuse, MisuseHook, PageSource};
 use bento_space::MemorySpace;
 
 use crate::bins::{MEDIUM_BINS, is_medium, medium_bin};
@@ -15,10 +15,6 @@ use crate::config::{CommonConfig, CommonError, MAX_CLASSES, Routing, SMALL_ALIGN
 use crate::layer::{Layer, RegionPages};
 use crate::map::NOBODY;
 use crate::region::{Class, ClassRuns, General, Region};
-use bento_pages::{AllocError, Misuse, MisuseHook};
-
-/// The most regions an allocator has: 32 small classes, the large region and the 32
-/// medium bins.
 
 /// The most regions an allocator has: 32 small classes, the large region and the 32
 /// medium bins.

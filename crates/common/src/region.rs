@@ -6,12 +6,12 @@ use core::cell::UnsafeCell;
 use core::ptr::NonNull;
 
 use bento_pages::lock::RawSpinLock;
+use bento_pages::{Misuse, PageSource};
 use bento_space::MemorySpace;
 
 use crate::layer::RegionPages;
 use crate::run::Runs;
 use crate::sync::{AtomicUsize, Ordering};
-use bento_pages::{Misuse, PageSource};
 
 /// One region: `T` behind a lock. Aligned to two cache lines so that threads working
 /// in different regions never share a line.

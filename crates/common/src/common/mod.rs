@@ -11,13 +11,12 @@ use core::fmt;
 use core::mem::MaybeUninit;
 use core::ptr::NonNull;
 
-use bento_pages::{CommitCache, PageSource, RawAlloc};
+use bento_pages::{AllocError, CommitCache, PageSource, RawAlloc};
 
 use crate::config::{CommonConfig, CommonError};
 use crate::inner::{Inner, build, report_foreign, tear_down};
 use crate::map::NOBODY;
 use crate::sync::{AtomicPtr, AtomicU8, Ordering, spin_loop};
-use bento_pages::AllocError;
 
 /// The start states.
 const UNINIT: u8 = 0;
@@ -49,7 +48,7 @@ macro_rules! define_common {
         /// Requests of up to 4 KiB aligned to at most 16 go to the region of their
         /// class (20 small classes to 256 bytes, then 8 medium bins an octave), which
         /// carves its blocks from runs of one size; the rest go to the large region, a
-        /// memory space (see [`Routing`]). Any pointer's region is found in O(1)
+        /// memory space (see [`Routing`](crate::Routing)). Any pointer's region is found in O(1)
         /// through the region map, so [`free`](Self::free) needs no size.
         pub struct CommonAllocator<P: PageSource $($default)*> {
             // Invariant: null until `state` is `READY`; then the allocator's block,

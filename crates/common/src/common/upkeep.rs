@@ -215,7 +215,7 @@ impl<P: PageSource> CommonAllocator<P> {
     }
 
     /// Checks every region: its space's structures (see
-    /// [`MemorySpace::validate`]), its free list, and that the region map gives
+    /// [`MemorySpace::validate`](bento_space::MemorySpace::validate)), its free list, and that the region map gives
     /// each live block to it; returns the figures recomputed by the walk.
     ///
     /// # Errors

@@ -49,7 +49,7 @@ impl WorldConfig {
     };
 }
 
-/// An open-world session (see the [module docs](self)), generated as it is consumed.
+/// An open-world session (see the [module docs](crate::workload)), generated as it is consumed.
 #[derive(Debug)]
 pub struct OpenWorld {
     config: WorldConfig,
