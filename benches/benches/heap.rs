@@ -14,7 +14,7 @@
 
 use std::hint::black_box;
 
-use bento_benches::XorShift;
+use bento_benches::Rng;
 use bento_benches::heap::{
     Api, Heap, fill_with, mixed_drain, mixed_size, replace_with, small_size,
 };
@@ -37,7 +37,7 @@ fn replace_on<H: Heap>(
     mut heap: H,
     size: fn(u64) -> usize,
 ) {
-    let mut rng = XorShift(0x9E37_79B9_7F4A_7C15);
+    let mut rng = Rng::new(0x9E37_79B9_7F4A_7C15);
     let mut live = fill_with(&mut heap, &mut rng, LIVE, size);
     g.bench_function(name, |b| {
         b.iter(|| replace_with(&mut heap, &mut live, &mut rng, black_box(STEPS), size))

@@ -20,7 +20,7 @@
 use std::hint::black_box;
 use std::ptr::NonNull;
 
-use bento_benches::XorShift;
+use bento_benches::Rng;
 use bento_benches::heap::{
     Api, GlobalHeap, Heap, LIFO_BATCH, Rlsf, Talc, frame_free_all, lifo_batches, mixed_drain,
     mixed_fill, mixed_replace,
@@ -59,7 +59,7 @@ macro_rules! peers {
 }
 
 fn mixed_on<H: Heap>(g: &mut BenchmarkGroup<'_, WallTime>, name: &str, mut heap: H) {
-    let mut rng = XorShift(0x9E37_79B9_7F4A_7C15);
+    let mut rng = Rng::new(0x9E37_79B9_7F4A_7C15);
     let mut live = mixed_fill(&mut heap, &mut rng, LIVE);
     g.bench_function(name, |b| {
         b.iter(|| mixed_replace(&mut heap, &mut live, &mut rng, black_box(STEPS)))

@@ -156,12 +156,12 @@ fn mixed_layout(size: usize) -> Layout {
 /// from `rng`.
 pub fn mixed_fill<H: Heap>(
     heap: &mut H,
-    rng: &mut crate::XorShift,
+    rng: &mut crate::Rng,
     live: usize,
 ) -> Vec<(NonNull<u8>, usize)> {
     (0..live)
         .map(|_| {
-            let s = mixed_size(rng.next());
+            let s = mixed_size(rng.next_u64());
             (heap.allocate(mixed_layout(s)), s)
         })
         .collect()
@@ -176,13 +176,13 @@ pub fn mixed_fill<H: Heap>(
 pub fn mixed_replace<H: Heap>(
     heap: &mut H,
     live: &mut [(NonNull<u8>, usize)],
-    rng: &mut crate::XorShift,
+    rng: &mut crate::Rng,
     steps: usize,
 ) -> u64 {
     let mut acc = 0u64;
     let n = live.len();
     for _ in 0..steps {
-        let r = rng.next();
+        let r = rng.next_u64();
         let slot = &mut live[below(r, n)];
         let size = mixed_size(r.rotate_left(32));
         // SAFETY: every slot holds a live block of its recorded size.
@@ -265,13 +265,13 @@ pub fn small_size(r: u64) -> usize {
 /// A live set of `live` blocks of `size(r)` bytes, drawn from `rng`.
 pub fn fill_with<H: Heap>(
     heap: &mut H,
-    rng: &mut crate::XorShift,
+    rng: &mut crate::Rng,
     live: usize,
     size: impl Fn(u64) -> usize,
 ) -> Vec<(NonNull<u8>, usize)> {
     (0..live)
         .map(|_| {
-            let s = size(rng.next());
+            let s = size(rng.next_u64());
             (heap.allocate(mixed_layout(s)), s)
         })
         .collect()
@@ -282,14 +282,14 @@ pub fn fill_with<H: Heap>(
 pub fn replace_with<H: Heap, S: Fn(u64) -> usize>(
     heap: &mut H,
     live: &mut [(NonNull<u8>, usize)],
-    rng: &mut crate::XorShift,
+    rng: &mut crate::Rng,
     steps: usize,
     size: S,
 ) -> u64 {
     let mut acc = 0u64;
     let n = live.len();
     for _ in 0..steps {
-        let r = rng.next();
+        let r = rng.next_u64();
         let slot = &mut live[below(r, n)];
         let new = size(r.rotate_left(32));
         // SAFETY: every slot holds a live block of its recorded size.

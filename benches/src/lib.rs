@@ -116,34 +116,22 @@ pub fn bento_arena_16<P: PageSource>(arena: &mut Arena<P>, n: usize) -> u64 {
 /// `n` sizes from 8 to 256 bytes, a fixed pseudo-random sequence (the mixed and frame
 /// workloads).
 pub fn mixed_sizes(n: usize) -> Vec<usize> {
-    let mut rng = XorShift(0x2545_F491_4F6C_DD1D);
-    (0..n).map(|_| 8 + (rng.next() % 249) as usize).collect()
+    let mut rng = Rng::new(0x2545_F491_4F6C_DD1D);
+    (0..n)
+        .map(|_| 8 + (rng.next_u64() % 249) as usize)
+        .collect()
 }
 
-/// The workloads' random numbers: xorshift64 (13, 7, 17) from a fixed seed, so every
-/// peer runs the same operations and every run the same workload.
+/// The workloads' random numbers: bento's one seeded generator (xorshift64) from a
+/// fixed seed, so every peer runs the same operations and every run the same workload.
 ///
 /// ```
-/// let mut a = bento_benches::XorShift(1);
-/// let mut b = bento_benches::XorShift(1);
-/// assert_eq!(a.next(), b.next());
-/// assert_ne!(a.next(), 1);
+/// let mut a = bento_benches::Rng::new(1);
+/// let mut b = bento_benches::Rng::new(1);
+/// assert_eq!(a.next_u64(), b.next_u64());
+/// assert_ne!(a.next_u64(), 1);
 /// ```
-#[derive(Clone, Debug)]
-pub struct XorShift(pub u64);
-
-impl XorShift {
-    /// The next number (the seed must not be 0).
-    #[allow(clippy::should_implement_trait)]
-    pub fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.0 = x;
-        x
-    }
-}
+pub use bento_trace::Rng;
 
 /// One frame in a `Bump`: an 8-aligned `alloc_layout` per size, then a reset.
 #[inline(never)]
@@ -393,8 +381,10 @@ pub fn random_replace<C: Chunks>(chunks: &mut C, live: &mut [C::Handle], order: 
 
 /// A fixed pseudo-random sequence of `n` indices below `live`.
 pub fn random_order(n: usize, live: usize) -> Vec<u32> {
-    let mut rng = XorShift(0x9E37_79B9_7F4A_7C15);
-    (0..n).map(|_| (rng.next() % live as u64) as u32).collect()
+    let mut rng = Rng::new(0x9E37_79B9_7F4A_7C15);
+    (0..n)
+        .map(|_| (rng.next_u64() % live as u64) as u32)
+        .collect()
 }
 
 /// The LIFO workload on each peer, as separate functions so that callgrind can count

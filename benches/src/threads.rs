@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use bento_pages::RawAlloc;
 
-use crate::XorShift;
+use crate::Rng;
 use crate::heap::{GlobalHeap, Heap, fill_with};
 
 /// Steps each thread runs per measured round.
@@ -35,14 +35,14 @@ pub fn threaded<A: std::alloc::GlobalAlloc + Sync>(
             let (inboxes, start, done) = (&inboxes, &start, &done);
             s.spawn(move || {
                 let mut heap = GlobalHeap(Shared(alloc));
-                let mut rng = XorShift(0x9E37_79B9_7F4A_7C15 ^ (t as u64 + 1));
+                let mut rng = Rng::new(0x9E37_79B9_7F4A_7C15 ^ (t as u64 + 1));
                 let size = |r: u64| 1 + (r as usize & 511);
                 let mut live = fill_with(&mut heap, &mut rng, THREAD_LIVE, size);
                 let mut outbox = Vec::with_capacity(THREAD_STEPS / HANDOFF + 1);
                 start.wait();
                 for _ in 0..rounds {
                     for step in 0..THREAD_STEPS {
-                        let r = rng.next();
+                        let r = rng.next_u64();
                         let slot = &mut live[crate::heap::below(r, THREAD_LIVE)];
                         if step % HANDOFF == 0 {
                             outbox.push(Sent(slot.0, slot.1));

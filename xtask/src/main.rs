@@ -31,7 +31,8 @@ commands:
   lint     cargo clippy on every target, warnings denied
   test     cargo test --workspace
   doc      cargo doc --workspace --no-deps, warnings denied
-  miri     the Miri crates under cargo +nightly miri test
+  miri [--full]  the Miri crates under cargo +nightly miri test (--full: the heavy
+           tests at their whole Miri size, more crates under Tree Borrows, more seeds)
   loom     the loom crates' models under --cfg bento_loom
   nostd    cargo check of the no_std crates for thumbv7em-none-eabihf
   windows  the tests of the crates with Windows code, for x86_64-pc-windows-gnu under Wine

@@ -1,5 +1,12 @@
-//! `cargo xtask miri`: tier 1. The Miri crates' tests under `cargo +nightly miri test`
-//! with strict provenance and symbolic alignment, then a subset under Tree Borrows.
+//! `cargo xtask miri [--full]`: tier 1. The Miri crates' tests under `cargo +nightly
+//! miri test` with strict provenance and symbolic alignment, then the crates Stacked
+//! Borrows cannot run under Tree Borrows, then the threaded stress under another
+//! schedule.
+//!
+//! CI runs the quick form: every test, the heavy ones (model programs, sweeps, stress)
+//! at a quarter of their Miri size (`bento_testkit::cases`, `seeded`). `--full` builds
+//! with `BENTO_MIRI_FULL` set for their whole Miri size, runs bento-align and
+//! bento-pages under Tree Borrows too, and the stress under three more seeds.
 
 use std::process::Command;
 
@@ -18,19 +25,16 @@ const MIRI_CRATES: &[&str] = &[
 /// through the pointer it is given, which Stacked Borrows forbids when that pointer
 /// came from a reference to the block (see docs/decisions.md, "Across the crates").
 /// bento-primitives passes under Stacked Borrows above and is not run twice: its
-/// suite is the longest under Miri, and the second run would take CI past 30 minutes.
-const TREE_BORROWS_CRATES: &[&str] = &[
-    "bento-align",
-    "bento-pages",
-    "bento-space",
-    "bento-common",
-    "bento-heap",
-];
+/// suite is the longest under Miri.
+const TREE_BORROWS_CRATES: &[&str] = &["bento-space", "bento-common", "bento-heap"];
+
+/// Run under Tree Borrows as well with `--full` (they pass Stacked Borrows above).
+const TREE_BORROWS_FULL: &[&str] = &["bento-align", "bento-pages"];
 
 /// Threaded tests (crate, test-name filter) run again with each of [`SEEDS`].
 const THREADED: &[(&str, &str)] = &[("bento-primitives", "shared_pool_stress")];
 
-/// The extra `-Zmiri-seed` values for [`THREADED`].
+/// The extra `-Zmiri-seed` values for [`THREADED`]: the first in CI, all with `--full`.
 const SEEDS: &[u32] = &[1, 2, 3];
 
 const FLAGS: &str = "-Zmiri-strict-provenance -Zmiri-symbolic-alignment-check";
@@ -41,14 +45,24 @@ fn run() -> Outcome {
     if let Err(why) = ensure_miri() {
         return Outcome::Skipped(format!("MIRI SKIPPED: {why}"));
     }
-    for (crates, extra) in [
-        (MIRI_CRATES, ""),
-        (TREE_BORROWS_CRATES, " -Zmiri-tree-borrows"),
-    ] {
+    let full = std::env::args().any(|a| a == "--full");
+    let tree: Vec<&str> = if full {
+        TREE_BORROWS_FULL
+            .iter()
+            .chain(TREE_BORROWS_CRATES)
+            .copied()
+            .collect()
+    } else {
+        TREE_BORROWS_CRATES.to_vec()
+    };
+    for (crates, extra) in [(MIRI_CRATES, ""), (&tree[..], " -Zmiri-tree-borrows")] {
         let mut cmd = cargo_nightly();
         // Doc examples are left to tier 0: under Miri each one is a separate build.
         cmd.args(["miri", "test", "--lib", "--tests"])
             .env("MIRIFLAGS", format!("{FLAGS}{extra}"));
+        if full {
+            cmd.env("BENTO_MIRI_FULL", "1");
+        }
         for krate in crates {
             cmd.args(["-p", krate]);
         }
@@ -58,11 +72,15 @@ fn run() -> Outcome {
     }
     // The threaded tests once more under other schedules: Miri's seed picks the
     // interleaving (and the weak-memory outcomes) it explores.
+    let seeds = if full { SEEDS } else { &SEEDS[..1] };
     for (krate, filter) in THREADED {
-        for seed in SEEDS {
+        for seed in seeds {
             let mut cmd = cargo_nightly();
             cmd.args(["miri", "test", "-p", krate, "--test", "all", filter])
                 .env("MIRIFLAGS", format!("{FLAGS} -Zmiri-seed={seed}"));
+            if full {
+                cmd.env("BENTO_MIRI_FULL", "1");
+            }
             if let failed @ Outcome::Failed(_) = status(cmd) {
                 return failed;
             }

@@ -21,7 +21,7 @@ use std::process::Command;
 use std::ptr::NonNull;
 use std::time::Instant;
 
-use bento_benches::XorShift;
+use bento_benches::Rng;
 use bento_benches::heap::{Api, GlobalHeap, Heap, Talc, below};
 use bento_pages::SystemPages;
 use bento_space::{MemorySpace, SpaceConfig};
@@ -62,7 +62,7 @@ struct Figures {
 /// Runs the churn on `heap`, timing each call; `settle` runs once everything is freed,
 /// before the resident set is read.
 fn churn<H: Heap>(heap: &mut H, settle: impl FnOnce()) -> Figures {
-    let mut rng = XorShift(0x2545_F491_4F6C_DD1D);
+    let mut rng = Rng::new(0x2545_F491_4F6C_DD1D);
     let mut live: Vec<(NonNull<u8>, usize)> = Vec::with_capacity(1 << 16);
     let mut latencies = Vec::with_capacity(1 << 20);
     let mut live_bytes = 0usize;
@@ -70,7 +70,7 @@ fn churn<H: Heap>(heap: &mut H, settle: impl FnOnce()) -> Figures {
     let mut vmas = 0;
     for _ in 0..ROUNDS {
         while live_bytes < LIVE {
-            let size = size_of_draw(rng.next());
+            let size = size_of_draw(rng.next_u64());
             let layout = std::alloc::Layout::from_size_align(size, 8).expect("a size");
             let t = Instant::now();
             let p = heap.allocate(layout);
@@ -86,7 +86,7 @@ fn churn<H: Heap>(heap: &mut H, settle: impl FnOnce()) -> Figures {
         vmas = vmas.max(mappings());
         let keep = live.len() * (100 - FREED) / 100;
         while live.len() > keep {
-            let (p, size) = live.swap_remove(below(rng.next(), live.len()));
+            let (p, size) = live.swap_remove(below(rng.next_u64(), live.len()));
             let layout = std::alloc::Layout::from_size_align(size, 8).expect("a size");
             let t = Instant::now();
             // SAFETY: a live block of this heap with its layout, freed once.

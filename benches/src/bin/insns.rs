@@ -67,14 +67,14 @@ fn space_mode(which: &str, n: usize) -> Option<u64> {
                 (0..n / FRAME).fold(0, |acc, _| acc ^ frame_free_all(&mut heap, &mut held, 16))
             }
             "mixed" => {
-                let mut rng = bento_benches::XorShift(0x9E37_79B9_7F4A_7C15);
+                let mut rng = bento_benches::Rng::new(0x9E37_79B9_7F4A_7C15);
                 let mut live = mixed_fill(&mut heap, &mut rng, 10_000);
                 let sum = mixed_replace(&mut heap, &mut live, &mut rng, n);
                 mixed_drain(&mut heap, live);
                 sum
             }
             "small" => {
-                let mut rng = bento_benches::XorShift(0x9E37_79B9_7F4A_7C15);
+                let mut rng = bento_benches::Rng::new(0x9E37_79B9_7F4A_7C15);
                 let size = bento_benches::heap::small_size;
                 let mut live = bento_benches::heap::fill_with(&mut heap, &mut rng, 10_000, size);
                 let sum =
@@ -87,7 +87,7 @@ fn space_mode(which: &str, n: usize) -> Option<u64> {
                 frame_free_all(&mut heap, &mut held, 16)
             }
             "random64" => {
-                let mut rng = bento_benches::XorShift(0x9E37_79B9_7F4A_7C15);
+                let mut rng = bento_benches::Rng::new(0x9E37_79B9_7F4A_7C15);
                 let size = |_| 64;
                 let mut live = bento_benches::heap::fill_with(&mut heap, &mut rng, 10_000, size);
                 let sum =

@@ -13,7 +13,7 @@ mod target;
 pub use arbitrary::{self, Arbitrary, Unstructured};
 /// The long-running workloads (a game session, an open world, the synthetic ones),
 /// from bento-trace: the space's footprint tests and the benches play them.
-pub use bento_trace::workload;
+pub use bento_trace::{Rng, workload};
 
 pub use crate::generate::{AlignGen, SizeGen};
 pub use crate::op::{Caps, Op, Ops};

@@ -1,23 +1,16 @@
 //! Seeded replay: the fuzz driver as a plain `#[test]` over pseudo-random inputs made
 //! from a fixed seed, so a failure names the case that reproduces it.
 
+use alloc::vec;
 use alloc::vec::Vec;
 
 use arbitrary::Unstructured;
+use bento_trace::Rng;
 
 use crate::oracle::{Failure, Report};
 
 /// The seed used when `BENTO_SEED` is not set.
 const DEFAULT_SEED: u64 = 0xB3A7_0000_5EED_0001;
-
-/// SplitMix64: a tiny, well-mixed generator; good enough to make fuzz-like bytes.
-fn splitmix(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
 
 fn base_seed() -> u64 {
     std::env::var("BENTO_SEED")
@@ -42,12 +35,10 @@ fn base_seed() -> u64 {
 /// ```
 #[must_use]
 pub fn seeded_bytes(case: usize, len: usize) -> Vec<u8> {
-    let mut state = base_seed() ^ (case as u64).wrapping_mul(0xD6E8_FEB8_6659_FD93);
-    let mut out = Vec::with_capacity(len + 8);
-    while out.len() < len {
-        out.extend_from_slice(&splitmix(&mut state).to_le_bytes());
-    }
-    out.truncate(len);
+    // bento's one generator, its seed mixed: cases differ in a few bits of it.
+    let mut rng = Rng::mixed(base_seed() ^ (case as u64).wrapping_mul(0xD6E8_FEB8_6659_FD93));
+    let mut out = vec![0; len];
+    rng.fill_bytes(&mut out);
     out
 }
 
@@ -62,9 +53,15 @@ pub const fn cases(native: usize, miri: usize) -> usize {
     if cfg!(miri) { miri } else { native }
 }
 
+/// Whether Miri runs the long way: `cargo xtask miri --full` builds with
+/// `BENTO_MIRI_FULL` set.
+const MIRI_FULL: bool = option_env!("BENTO_MIRI_FULL").is_some();
+
 /// Runs `program` over `n` seeded inputs and returns the summed [`Report`].
 ///
-/// Each input is 16 KiB of pseudo-random bytes (2 KiB under Miri). `BENTO_SEED` sets
+/// Each input is 16 KiB of pseudo-random bytes. Under Miri it is 2 KiB, and CI's quick
+/// Miri run (without `BENTO_MIRI_FULL` at build time) runs half the cases (rounded
+/// up) on 1 KiB each: the model programs are most of Miri's time. `BENTO_SEED` sets
 /// the base seed; `BENTO_CASE=i` runs case `i` alone.
 ///
 /// # Panics
@@ -83,7 +80,11 @@ pub fn seeded<F>(n: usize, mut program: F) -> Report
 where
     F: FnMut(&mut Unstructured<'_>) -> Result<Report, Failure>,
 {
-    let len = if cfg!(miri) { 2 << 10 } else { 16 << 10 };
+    let (n, len) = match (cfg!(miri), MIRI_FULL) {
+        (false, _) => (n, 16 << 10),
+        (true, true) => (n, 2 << 10),
+        (true, false) => (n.div_ceil(2), 1 << 10),
+    };
     let only: Option<usize> = std::env::var("BENTO_CASE")
         .ok()
         .and_then(|s| s.trim().parse().ok());

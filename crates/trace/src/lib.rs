@@ -4,6 +4,7 @@
 mod format;
 mod reader;
 mod replay;
+mod rng;
 #[cfg(feature = "heap")]
 mod sink;
 pub mod workload;
@@ -15,6 +16,7 @@ pub use crate::replay::{
     ApiTarget, Footprint, GlobalTarget, Moment, ReplayError, ReplayOptions, ReplayReport,
     ReplayTarget, replay,
 };
+pub use crate::rng::Rng;
 #[cfg(feature = "heap")]
 pub use crate::sink::TraceSink;
 pub use crate::writer::TraceWriter;

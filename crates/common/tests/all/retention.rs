@@ -13,13 +13,8 @@ use crate::heap;
 /// Grows a live set of sizes 16 B – 256 KiB to `live` bytes and frees 90 % of it,
 /// `rounds` times, then frees everything; writes each page of each block.
 fn churn(common: &CommonAllocator<HeapPages>, live: usize, rounds: usize) {
-    let mut x = 0x2545_F491_4F6C_DD1Du64;
-    let mut next = move || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    };
+    let mut rng = bento_testkit::Rng::new(0x2545_F491_4F6C_DD1D);
+    let mut next = move || rng.next_u64();
     let mut held: Vec<(NonNull<u8>, Layout)> = Vec::new();
     let mut bytes = 0;
     for _ in 0..rounds {

@@ -353,13 +353,8 @@ fn threads_under_a_parent(threads: usize) {
 /// the budget, if any, refuses exactly what passes it. Returns the peak after.
 fn grow_and_shrink<A: Allocator>(heap: &Heap<A>, seed: u64, blocks: usize, peak: usize) -> usize {
     let budget = heap.stats().budget.unwrap_or(usize::MAX);
-    let mut x = seed | 1;
-    let mut next = move || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    };
+    let mut rng = bento_testkit::Rng::new(seed | 1);
+    let mut next = move || rng.next_u64();
     let (mut held, mut live, mut most) = (std::vec::Vec::new(), 0usize, peak);
     for step in 0..bento_testkit::cases(4000, 300) {
         let r = next();

@@ -63,12 +63,10 @@ fn git_makes_a_repository_commits_and_logs() {
 /// A file of `mb` megabytes of pseudo-random text lines.
 fn text_file(path: &std::path::Path, mb: usize) {
     let mut f = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
-    let mut x = 0x2545_f491_4f6c_dd1du64;
+    let mut rng = bento_trace::Rng::new(0x2545_f491_4f6c_dd1d);
     let mut written = 0;
     while written < mb << 20 {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
+        let x = rng.next_u64();
         let line = format!("{:016x} {}\n", x, "lorem ipsum ".repeat((x % 7) as usize));
         written += line.len();
         f.write_all(line.as_bytes()).unwrap();

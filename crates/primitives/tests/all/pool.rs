@@ -739,16 +739,13 @@ fn transfer_stress(
                     Some(cache) => cache.alloc(),
                     None => pool.alloc(),
                 };
-                let mut x = (t as u32).wrapping_mul(2_654_435_761) | 1;
+                let mut rng = bento_testkit::Rng::mixed(t as u64);
                 for round in 0..rounds {
                     let Some(c) = alloc() else { continue };
                     let fill = (t * 31 + round) as u8;
                     // SAFETY: `c` is a 64-byte chunk this thread owns.
                     unsafe { c.write_bytes(fill, CHUNK) };
-                    x ^= x << 13;
-                    x ^= x >> 17;
-                    x ^= x << 5;
-                    let slot = &slots[x as usize % slots.len()];
+                    let slot = &slots[rng.below(slots.len() as u64) as usize];
                     let got = slot.swap(c.as_ptr(), Ordering::AcqRel);
                     if let Some(got) = NonNull::new(got) {
                         // SAFETY: the swap handed this thread sole ownership of `got`,

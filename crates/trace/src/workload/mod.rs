@@ -37,6 +37,8 @@ use std::alloc::Layout;
 use std::collections::VecDeque;
 
 use crate::replay::{self, Live, ReplayTarget};
+pub use crate::rng::Rng;
+use crate::rng::log_uniform;
 
 mod session;
 mod synthetic;
@@ -220,21 +222,6 @@ fn next_step(w: &mut impl Refill) -> Option<Step> {
             return None;
         }
     }
-}
-
-/// A size log-uniform in `[lo, hi]` (`lo >= 1`) from 64 random bits.
-fn log_uniform(bits: u64, lo: usize, hi: usize) -> usize {
-    let u = (bits >> 11) as f64 / (1u64 << 53) as f64;
-    let span = (hi as f64 / lo as f64).log2();
-    ((lo as f64 * (u * span).exp2()) as usize).clamp(lo, hi)
-}
-
-/// One step of the xorshift64 generator.
-fn xorshift(mut x: u64) -> u64 {
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    x
 }
 
 /// What a workload asked for, counted by [`record`] as it wrote the trace: what a

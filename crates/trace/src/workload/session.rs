@@ -3,8 +3,8 @@
 use std::collections::VecDeque;
 
 use super::{
-    Checkpoint, LevelPhase, PARTICLE_SIZE, Refill, Step, Workload, log_uniform, next_step, tags,
-    xorshift,
+    Checkpoint, LevelPhase, PARTICLE_SIZE, Refill, Rng, Step, Workload, log_uniform, next_step,
+    tags,
 };
 
 /// The shape of a session.
@@ -71,7 +71,7 @@ impl SessionConfig {
 #[derive(Debug)]
 pub struct Session {
     config: SessionConfig,
-    rng: u64,
+    rng: Rng,
     level: usize,
     frame: usize,
     /// Events generated and not yet yielded.
@@ -89,7 +89,7 @@ pub struct Session {
     /// Live particles with the frame they die on, and their own generator (so that
     /// a session without particles draws what it did before they existed).
     particles: Vec<(usize, usize)>,
-    particle_rng: u64,
+    particle_rng: Rng,
     clock: usize,
     done: bool,
 }
@@ -99,7 +99,7 @@ impl Session {
     pub fn new(config: SessionConfig) -> Self {
         let mut s = Self {
             config,
-            rng: config.seed | 1,
+            rng: Rng::new(config.seed | 1),
             level: 0,
             frame: 0,
             queue: VecDeque::new(),
@@ -110,7 +110,7 @@ impl Session {
             growers: Vec::new(),
             globals: Vec::new(),
             particles: Vec::new(),
-            particle_rng: xorshift(config.seed ^ 0x3c6e_f372_fe94_f82b) | 1,
+            particle_rng: Rng::new(Rng::step(config.seed ^ 0x3c6e_f372_fe94_f82b) | 1),
             clock: 0,
             done: config.levels == 0,
         };
@@ -133,8 +133,7 @@ impl Session {
     }
 
     fn next(&mut self) -> u64 {
-        self.rng = xorshift(self.rng);
-        self.rng
+        self.rng.next_u64()
     }
 
     /// A size log-uniform in `[lo, hi]`.
@@ -198,8 +197,9 @@ impl Session {
             .push_back(Step::Phase(LevelPhase::Loading(self.level)));
         // The level's kind decides what it does: the same each time it comes round.
         let kind = self.level % self.config.level_kinds.max(1);
-        self.rng =
-            xorshift(self.config.seed ^ (kind as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15)) | 1;
+        self.rng = Rng::new(
+            Rng::step(self.config.seed ^ (kind as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15)) | 1,
+        );
         if kind == 0 && self.level > 0 {
             // A new round: the growers are cleared.
             for g in 0..self.growers.len() {
@@ -317,8 +317,7 @@ impl Session {
                 i += 1;
             }
         }
-        self.particle_rng = xorshift(self.particle_rng);
-        let r = self.particle_rng;
+        let r = self.particle_rng.next_u64();
         let room = self.config.particles - self.particles.len();
         let spawn = ((r % (self.config.particles as u64 / 16 + 1)) as usize).min(room);
         for k in 0..spawn {

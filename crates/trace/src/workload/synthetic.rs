@@ -3,7 +3,7 @@
 
 use std::collections::VecDeque;
 
-use super::{Checkpoint, Refill, Step, Workload, log_uniform, next_step, tags, xorshift};
+use super::{Checkpoint, Refill, Rng, Step, Workload, log_uniform, next_step, tags};
 
 /// The shape of a [`Mixed`] workload.
 ///
@@ -44,7 +44,7 @@ impl MixedConfig {
 #[derive(Debug)]
 pub struct Mixed {
     config: MixedConfig,
-    rng: u64,
+    rng: Rng,
     done: usize,
     live: Vec<usize>,
     free_ids: Vec<usize>,
@@ -57,7 +57,7 @@ impl Mixed {
     pub fn new(config: MixedConfig) -> Self {
         Self {
             config,
-            rng: config.seed | 1,
+            rng: Rng::new(config.seed | 1),
             done: 0,
             live: Vec::new(),
             free_ids: (0..config.live.max(1)).rev().collect(),
@@ -67,8 +67,7 @@ impl Mixed {
     }
 
     fn next_u64(&mut self) -> u64 {
-        self.rng = xorshift(self.rng);
-        self.rng
+        self.rng.next_u64()
     }
 
     fn advance(&mut self) {
@@ -179,7 +178,7 @@ impl LifoConfig {
 #[derive(Debug)]
 pub struct LifoBatches {
     config: LifoConfig,
-    rng: u64,
+    rng: Rng,
     batch: usize,
     queue: VecDeque<Step>,
 }
@@ -189,7 +188,7 @@ impl LifoBatches {
     pub fn new(config: LifoConfig) -> Self {
         Self {
             config,
-            rng: config.seed | 1,
+            rng: Rng::new(config.seed | 1),
             batch: 0,
             queue: VecDeque::new(),
         }
@@ -207,12 +206,10 @@ impl Refill for LifoBatches {
             return false;
         }
         let c = self.config;
-        self.rng = xorshift(self.rng);
-        let n = 1 + (self.rng % c.batch.max(1) as u64) as usize;
+        let n = 1 + (self.rng.next_u64() % c.batch.max(1) as u64) as usize;
         let (lo, hi) = (c.min_size.max(1), c.max_size.max(c.min_size.max(1)));
         for id in 0..n {
-            self.rng = xorshift(self.rng);
-            let size = log_uniform(self.rng, lo, hi);
+            let size = log_uniform(self.rng.next_u64(), lo, hi);
             self.queue.push_back(Step::Alloc {
                 id,
                 size,

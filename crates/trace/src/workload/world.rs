@@ -2,7 +2,7 @@
 
 use std::collections::VecDeque;
 
-use super::{Checkpoint, Refill, Step, Workload, log_uniform, next_step, tags, xorshift};
+use super::{Checkpoint, Refill, Rng, Step, Workload, log_uniform, next_step, tags};
 
 /// The shape of an [`OpenWorld`] session.
 ///
@@ -53,7 +53,7 @@ impl WorldConfig {
 #[derive(Debug)]
 pub struct OpenWorld {
     config: WorldConfig,
-    rng: u64,
+    rng: Rng,
     cell: usize,
     frame: usize,
     queue: VecDeque<Step>,
@@ -78,7 +78,7 @@ impl OpenWorld {
     pub fn new(config: WorldConfig) -> Self {
         let mut w = Self {
             config,
-            rng: config.seed | 1,
+            rng: Rng::new(config.seed | 1),
             cell: 0,
             frame: 0,
             queue: VecDeque::new(),
@@ -100,8 +100,7 @@ impl OpenWorld {
     }
 
     fn next(&mut self) -> u64 {
-        self.rng = xorshift(self.rng);
-        self.rng
+        self.rng.next_u64()
     }
 
     /// A size log-uniform in `[lo, hi]`.
