@@ -2,12 +2,14 @@
 
 use crate::step::Step;
 use crate::{
-    bench, doc, fmt, fuzz_build, lint, loom, miri, msrv, nightly, nostd, publish, test, windows,
+    bench, doc, fmt, fuzz_build, house, lint, loom, miri, msrv, nightly, nostd, publish, test,
+    windows,
 };
 
 pub(crate) const STEPS: &[Step] = &[
     fmt::STEP,
     lint::STEP,
+    house::STEP,
     test::STEP,
     doc::STEP,
     publish::STEP,

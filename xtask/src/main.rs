@@ -9,6 +9,7 @@ mod doc;
 mod fmt;
 mod fuzz;
 mod fuzz_build;
+mod house;
 mod lint;
 mod loom;
 mod miri;
@@ -29,6 +30,7 @@ commands:
   ci       every check CI runs, stopping at the first failure
   fmt      cargo fmt --check
   lint     cargo clippy on every target, warnings denied
+  house    no source file over 900 lines, no circle of files within a crate
   test     cargo test --workspace
   doc      cargo doc --workspace --no-deps, warnings denied
   miri [--full]  the Miri crates under cargo +nightly miri test (--full: the heavy
@@ -60,6 +62,7 @@ fn main() -> ExitCode {
         "ci" => ci::STEPS,
         "fmt" => &[fmt::STEP],
         "lint" => &[lint::STEP],
+        "house" => &[house::STEP],
         "test" => &[test::STEP],
         "doc" => &[doc::STEP],
         "miri" => &[miri::STEP],
