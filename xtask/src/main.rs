@@ -33,8 +33,8 @@ commands:
   house    no source file over 900 lines, no circle of files within a crate
   test     cargo test --workspace
   doc      cargo doc --workspace --no-deps, warnings denied
-  miri [--full]  the Miri crates under cargo +nightly miri test (--full: the heavy
-           tests at their whole Miri size, more crates under Tree Borrows, more seeds)
+  miri [--full]  the Miri crates under cargo +nightly miri test (--full: bento-align
+           and bento-pages under Tree Borrows too, the stress under more seeds)
   loom     the loom crates' models under --cfg bento_loom
   nostd    cargo check of the no_std crates for thumbv7em-none-eabihf
   windows  the tests of the crates with Windows code, for x86_64-pc-windows-gnu under Wine

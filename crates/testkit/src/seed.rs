@@ -53,15 +53,9 @@ pub const fn cases(native: usize, miri: usize) -> usize {
     if cfg!(miri) { miri } else { native }
 }
 
-/// Whether Miri runs the long way: `cargo xtask miri --full` builds with
-/// `BENTO_MIRI_FULL` set.
-const MIRI_FULL: bool = option_env!("BENTO_MIRI_FULL").is_some();
-
 /// Runs `program` over `n` seeded inputs and returns the summed [`Report`].
 ///
-/// Each input is 16 KiB of pseudo-random bytes. Under Miri it is 2 KiB, and CI's quick
-/// Miri run (without `BENTO_MIRI_FULL` at build time) runs half the cases (rounded
-/// up) on 1 KiB each: the model programs are most of Miri's time. `BENTO_SEED` sets
+/// Each input is 16 KiB of pseudo-random bytes (2 KiB under Miri). `BENTO_SEED` sets
 /// the base seed; `BENTO_CASE=i` runs case `i` alone.
 ///
 /// # Panics
@@ -80,11 +74,7 @@ pub fn seeded<F>(n: usize, mut program: F) -> Report
 where
     F: FnMut(&mut Unstructured<'_>) -> Result<Report, Failure>,
 {
-    let (n, len) = match (cfg!(miri), MIRI_FULL) {
-        (false, _) => (n, 16 << 10),
-        (true, true) => (n, 2 << 10),
-        (true, false) => (n.div_ceil(2), 1 << 10),
-    };
+    let len = if cfg!(miri) { 2 << 10 } else { 16 << 10 };
     let only: Option<usize> = std::env::var("BENTO_CASE")
         .ok()
         .and_then(|s| s.trim().parse().ok());
