@@ -222,7 +222,7 @@ impl<P: PageSource> MemorySpace<P> {
         let mut entered = self.entered();
         let core = &mut entered.core;
         // No list can be longer than the chunks the segments could hold.
-        let limit = core.counters.reserved / MIN_CHUNK + 1;
+        let limit = core.counters().reserved / MIN_CHUNK + 1;
         let finder = Finder::new(core, self.pages());
         // SAFETY: `validate` reads only inside live segments (each entry is located
         // in one before it is read) and writes only mark bits it clears again.
@@ -283,7 +283,7 @@ const LINEAR_SEGMENTS: usize = 32;
 
 impl<'a, P: PageSource> Finder<'a, P> {
     fn new(core: &Core, pages: Option<&'a P>) -> Self {
-        let n = core.counters.segments;
+        let n = core.counters().segments;
         let table = pages
             .filter(|_| n > LINEAR_SEGMENTS)
             .and_then(|pages| Self::build(core, pages, n));
@@ -309,7 +309,7 @@ impl<'a, P: PageSource> Finder<'a, P> {
         }
         let table = ptr.cast::<*mut Segment>();
         let mut len = 0;
-        let mut seg = core.segments;
+        let mut seg = core.first_segment();
         while !seg.is_null() && len < n {
             // SAFETY: `len < n` slots fit the committed table (page-aligned, so
             // aligned for pointers); `seg` is a live segment header (the list's
@@ -346,7 +346,7 @@ impl<'a, P: PageSource> Finder<'a, P> {
                 inside(s).then_some(s)
             }
             None => {
-                let mut seg = core.segments;
+                let mut seg = core.first_segment();
                 // SAFETY: every header on the list is a live segment's.
                 while let Some(s) = unsafe { seg.as_ref() } {
                     if inside(s) {
@@ -389,13 +389,13 @@ unsafe fn check_lists<P: PageSource>(
     };
     let mut listed = 0;
     for fl in 0..index::FL_COUNT {
-        if !core.index.first_level_agrees(fl) {
+        if !core.index().first_level_agrees(fl) {
             return Err(whole(Rule::Bitmap { fl, sl: 0 }));
         }
     }
     for (fl, sl) in index::lists() {
-        let first = core.index.head_of(fl, sl);
-        if core.index.marked(fl, sl) == first.is_null() {
+        let first = core.index().head_of(fl, sl);
+        if core.index().marked(fl, sl) == first.is_null() {
             return Err(whole(Rule::Bitmap { fl, sl }));
         }
         let mut prev: *mut u8 = core::ptr::null_mut();
@@ -439,7 +439,8 @@ unsafe fn check_lists<P: PageSource>(
             listed += 1;
         }
     }
-    if let Some(c) = NonNull::new(core.dv) {
+    let (dv, dv_size) = core.designated();
+    if let Some(c) = NonNull::new(dv) {
         let bad = Corruption {
             segment: 0,
             offset: c.addr().get(),
@@ -455,8 +456,8 @@ unsafe fn check_lists<P: PageSource>(
             let head = raw::head(c);
             if !c.addr().get().is_multiple_of(16)
                 || head & (IN_USE | MARK) != 0
-                || raw::size(head) != core.dv_size
-                || c.addr().get() + core.dv_size > end
+                || raw::size(head) != dv_size
+                || c.addr().get() + dv_size > end
             {
                 return Err(bad);
             }
@@ -474,7 +475,7 @@ unsafe fn check_lists<P: PageSource>(
 ///
 /// The segment list is intact.
 unsafe fn unmark_lists<P: PageSource>(core: &mut Core, finder: &Finder<'_, P>, limit: usize) {
-    if let Some(c) = NonNull::new(core.dv)
+    if let Some(c) = NonNull::new(core.designated().0)
         && finder.holding(core, c).is_some()
         && c.addr().get().is_multiple_of(16)
     {
@@ -487,7 +488,7 @@ unsafe fn unmark_lists<P: PageSource>(core: &mut Core, finder: &Finder<'_, P>, l
         }
     }
     for (fl, sl) in index::lists() {
-        let mut cur = core.index.head_of(fl, sl);
+        let mut cur = core.index().head_of(fl, sl);
         let mut steps = 0;
         while let Some(c) = NonNull::new(cur) {
             steps += 1;
@@ -556,7 +557,7 @@ unsafe fn scan_cache<P: PageSource>(
             rule: Rule::CacheEntry { class: k },
         };
         let mut n = 0;
-        let mut cur = core.cache.heads[k];
+        let mut cur = core.cache().heads[k];
         let mut prev: *mut u8 = ptr::null_mut();
         while let Some(c) = NonNull::new(cur) {
             // More entries than the cache's bytes allow: a cycle, or a count gone.
@@ -589,7 +590,7 @@ unsafe fn scan_cache<P: PageSource>(
             *cleared = (k, n);
             bytes += cache::class_bytes(k);
         }
-        let recorded = core.cache.counts[k] as usize;
+        let recorded = core.cache().counts[k] as usize;
         if n != recorded {
             return Err(Corruption {
                 segment: 0,
@@ -604,14 +605,14 @@ unsafe fn scan_cache<P: PageSource>(
         total += n;
     }
     *cleared = (cache::CLASSES, 0);
-    if bytes != core.cache.bytes || bytes > core.cache.limit {
+    if bytes != core.cache().bytes || bytes > core.cache().limit {
         return Err(Corruption {
             segment: 0,
             offset: 0,
             rule: Rule::CacheCount {
                 name: "bytes (at most its limit)",
                 counted: bytes,
-                recorded: core.cache.bytes,
+                recorded: core.cache().bytes,
             },
         });
     }
@@ -632,7 +633,7 @@ unsafe fn scan_cache<P: PageSource>(
 /// The most chunks the block cache can hold: its byte limit in minimum chunks. A walk
 /// of a class that goes further is in a cycle.
 fn max_cached(core: &Core) -> usize {
-    core.cache.limit / MIN_CHUNK + 1
+    core.cache().limit / MIN_CHUNK + 1
 }
 
 /// Sets again the `CACHED` flags `scan_cache` cleared: every entry of the classes
@@ -644,7 +645,7 @@ fn max_cached(core: &Core) -> usize {
 /// scan read them.
 unsafe fn restore_cache(core: &mut Core, cleared: (usize, usize)) {
     for k in 0..cache::CLASSES.min(cleared.0 + 1) {
-        let mut cur = core.cache.heads[k];
+        let mut cur = core.cache().heads[k];
         let mut n = 0;
         while let Some(c) = NonNull::new(cur) {
             if k == cleared.0 && n == cleared.1 {
@@ -668,8 +669,8 @@ unsafe fn restore_cache(core: &mut Core, cleared: (usize, usize)) {
 /// The segment list is intact.
 unsafe fn walk_segments(core: &mut Core, listed: usize) -> Result<ValidateReport, Corruption> {
     let mut r = ValidateReport::default();
-    let mut seg = core.segments;
-    let mut guard = core.counters.segments + 1;
+    let mut seg = core.first_segment();
+    let mut guard = core.counters().segments + 1;
     while let Some(sp) = NonNull::new(seg) {
         // SAFETY: every header on the list is a live segment's.
         let s = unsafe { sp.as_ref() };
@@ -678,8 +679,8 @@ unsafe fn walk_segments(core: &mut Core, listed: usize) -> Result<ValidateReport
             offset: 0,
             rule: Rule::Figure {
                 name: "segments",
-                counted: core.counters.segments + 1,
-                recorded: core.counters.segments,
+                counted: core.counters().segments + 1,
+                recorded: core.counters().segments,
             },
         })?;
         // SAFETY: the segment is live (the caller's contract).
@@ -710,7 +711,7 @@ unsafe fn walk_segments(core: &mut Core, listed: usize) -> Result<ValidateReport
         }
         seg = s.next;
     }
-    let c = &core.counters;
+    let c = &core.counters();
     let whole = |name, counted, recorded| {
         if counted == recorded {
             Ok(())

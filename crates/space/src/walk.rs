@@ -357,7 +357,7 @@ impl<P: PageSource> MemorySpace<P> {
     /// unsafe { space.free(p) };
     /// ```
     pub fn chunks(&mut self) -> Chunks<'_> {
-        let page_mask = self.entered().core.page_mask;
+        let page_mask = self.entered().core.page_mask();
         Chunks {
             cursor: self.cursor(),
             page_mask,
@@ -368,7 +368,7 @@ impl<P: PageSource> MemorySpace<P> {
     fn cursor(&mut self) -> Cursor {
         let entered = self.entered();
         Cursor {
-            seg: entered.core.segments,
+            seg: entered.core.first_segment(),
             next: None,
         }
     }

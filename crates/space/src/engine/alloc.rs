@@ -107,7 +107,7 @@ impl Core {
     /// The caller must ensure `c` is a listed free chunk of `size` bytes or the
     /// designated chunk.
     #[inline]
-    pub(super) unsafe fn unlist(&mut self, c: NonNull<u8>, size: usize) {
+    pub(crate) unsafe fn unlist(&mut self, c: NonNull<u8>, size: usize) {
         if c.as_ptr() == self.dv {
             self.dv = ptr::null_mut();
         } else {
@@ -195,11 +195,8 @@ impl Core {
     ) -> Option<NonNull<u8>> {
         let rest = found - csize;
         // SAFETY: `c` is a free chunk of `found` bytes in a live segment (the caller's
-        // contract): its head is readable.
-        let head = unsafe { raw::head(c) };
-        let kind = head & KIND_MASK;
-        // SAFETY: as above, with `kind` its head's kind bits.
-        let seg = unsafe { self.segment_of(c, kind) };
+        // contract).
+        let (head, kind, seg) = unsafe { self.head_and_segment(c) };
         if kind == 0 && self.may_span_page(found) {
             let at = c.addr().get();
             let (lo, hi) = self.interior(at, found);
@@ -228,6 +225,20 @@ impl Core {
         }
     }
 
+    /// Chunk `c`'s head, its segment-kind bits and its segment's header.
+    ///
+    /// # Safety
+    ///
+    /// The caller must ensure `c` is a chunk of a live segment of this space.
+    #[inline(always)]
+    unsafe fn head_and_segment(&self, c: NonNull<u8>) -> (usize, usize, *mut Segment) {
+        // SAFETY: the caller's contract: `c`'s head is readable.
+        let head = unsafe { raw::head(c) };
+        let kind = head & KIND_MASK;
+        // SAFETY: as above, with `kind` its head's kind bits.
+        (head, kind, unsafe { self.segment_of(c, kind) })
+    }
+
     /// Hands out a block of chunk size `csize` at `c + lead` from the free chunk `c`
     /// of `found` bytes, out of the index: commits the pages the block and the new
     /// chunk tags need, splits off the leading `lead` bytes (0, or at least a minimum
@@ -250,11 +261,8 @@ impl Core {
     ) -> Option<NonNull<u8>> {
         let rest = found - lead - csize;
         // SAFETY: `c` is a free chunk of `found` bytes in a live segment (the caller's
-        // contract): its head is readable.
-        let head = unsafe { raw::head(c) };
-        let kind = head & KIND_MASK;
-        // SAFETY: as above, with `kind` its head's kind bits.
-        let seg = unsafe { self.segment_of(c, kind) };
+        // contract).
+        let (head, kind, seg) = unsafe { self.head_and_segment(c) };
         if kind == 0 && self.may_span_page(found) {
             let at = c.addr().get();
             let (lo, hi) = self.interior(at, found);

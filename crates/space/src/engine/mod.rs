@@ -95,45 +95,45 @@ pub(crate) trait PageOps {
 
 /// The page-source-independent state of a memory space.
 pub(crate) struct Core {
-    pub(crate) index: Index,
-    pub(crate) cache: Cache,
+    index: Index,
+    cache: Cache,
     // Invariant: null or the first of a doubly linked list (`next`/`prev`) of the
     // headers of every live segment of this space, each at its segment's base.
-    pub(crate) segments: *mut Segment,
+    segments: *mut Segment,
     // Invariant: null or the base segment's header (also in `segments`).
-    pub(crate) base: *mut Segment,
+    base: *mut Segment,
     /// The base segment's address and size (`(0, 0)` without one): what
     /// `segment_at` tests before masking.
-    pub(crate) base_range: (usize, usize),
-    pub(crate) counters: Counters,
+    base_range: (usize, usize),
+    counters: Counters,
     /// `segment_granularity - 1`: masks a chunk address of an ordinary segment down to
     /// its header.
-    pub(crate) granularity_mask: usize,
+    granularity_mask: usize,
     /// The largest chunk an ordinary segment holds.
-    pub(crate) max_chunk: usize,
-    pub(crate) threshold: usize,
+    max_chunk: usize,
+    threshold: usize,
     /// `page_size - 1` of the configuration: the unit ordinary segments commit in.
-    pub(crate) page_mask: usize,
+    page_mask: usize,
     /// `page_size + MIN_CHUNK`: free chunks smaller than this have no interior.
     span_min: usize,
     /// The source's page: a dedicated block that would leave this much or more of its
     /// segment unused does not shrink in place (it moves, and its segment goes back).
-    pub(crate) source_page: usize,
-    pub(crate) hook: MisuseHook,
+    source_page: usize,
+    hook: MisuseHook,
     /// The addresses `[lo, hi)` of the segment last handed back by `Freed::Release`
     /// that are still committed inside its free chunk's interior (`lo >= hi`: none).
-    pub(crate) pending: (usize, usize),
+    pending: (usize, usize),
     /// When non-zero: the segment last handed back by `Freed::Release` has only its
     /// first `head_run` bytes (the run holding its header) still committed; the
     /// emptying walk gave the rest back as it went.
-    pub(crate) head_run: usize,
+    head_run: usize,
     // Invariant: null, or the designated chunk: a free chunk of `dv_size` bytes (its
     // head and footer written) in a live segment of this space, in no index list.
     // Every other free chunk is listed. It is a fresh segment's free space (dlmalloc's
     // top): a request that no listed chunk fits is cut from its front, so a run of
     // them costs no list operation, and a block freed next to it merges into it.
-    pub(crate) dv: *mut u8,
-    pub(crate) dv_size: usize,
+    dv: *mut u8,
+    dv_size: usize,
 }
 
 impl Core {
@@ -235,6 +235,131 @@ impl Core {
             cached_blocks,
             segments: c.segments,
             ..SpaceStats::default()
+        }
+    }
+}
+
+/// What the space's page side, [`walk`](crate::walk) and [`validate`](crate::validate)
+/// read of the core, and the few changes the page side makes to it; everything else
+/// goes through the operations of this module's files.
+impl Core {
+    /// The figures, as the hot path keeps them.
+    #[inline]
+    pub(crate) const fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// The peaks of reserved and committed bytes.
+    pub(crate) const fn peaks(&self) -> (usize, usize) {
+        (self.counters.max_reserved, self.counters.max_committed)
+    }
+
+    /// Puts back the peaks [`peaks`](Self::peaks) read: a failed allocation changes
+    /// no figure.
+    pub(crate) fn restore_peaks(&mut self, (reserved, committed): (usize, usize)) {
+        self.counters.max_reserved = reserved;
+        self.counters.max_committed = committed;
+    }
+
+    /// The index of free chunks.
+    pub(crate) const fn index(&self) -> &Index {
+        &self.index
+    }
+
+    /// The block cache.
+    pub(crate) const fn cache(&self) -> &Cache {
+        &self.cache
+    }
+
+    /// The header of the first live segment, or null.
+    pub(crate) const fn first_segment(&self) -> *mut Segment {
+        self.segments
+    }
+
+    /// The base segment's header, or null.
+    pub(crate) const fn base(&self) -> *mut Segment {
+        self.base
+    }
+
+    /// The designated chunk and its size; null without one.
+    pub(crate) const fn designated(&self) -> (*mut u8, usize) {
+        (self.dv, self.dv_size)
+    }
+
+    /// `page_size - 1` of the configuration.
+    pub(crate) const fn page_mask(&self) -> usize {
+        self.page_mask
+    }
+
+    /// The segment granularity.
+    pub(crate) const fn granularity(&self) -> usize {
+        self.granularity_mask + 1
+    }
+
+    /// What the segment last handed back by [`Freed::Release`] still has committed:
+    /// the pending interior range and the head run (see the fields).
+    pub(crate) const fn left_committed(&self) -> ((usize, usize), usize) {
+        (self.pending, self.head_run)
+    }
+
+    /// Sets the hook misuse is reported to.
+    pub(crate) fn set_hook(&mut self, hook: MisuseHook) {
+        self.hook = hook;
+    }
+
+    /// Lists free chunk `c` of `size` bytes in the index.
+    ///
+    /// # Safety
+    ///
+    /// The caller must ensure what [`Index::insert`] requires: `c` is a free chunk of
+    /// `size` bytes (its head written) in committed memory of a live segment of this
+    /// space, in no list and not the designated chunk.
+    pub(crate) unsafe fn list(&mut self, c: NonNull<u8>, size: usize) {
+        // SAFETY: the caller's contract.
+        unsafe { self.index.insert(c, size) };
+    }
+
+    /// Makes `[start, start + len)` the base segment and lists its one free chunk.
+    ///
+    /// # Safety
+    ///
+    /// The caller must ensure what [`link_segment`](Self::link_segment) requires of
+    /// `start` and `len` (16-aligned, `len` a multiple of 16 that holds a header, a
+    /// minimum chunk and a fence, readable and writable for the space's life), and
+    /// that the space has no base segment yet.
+    pub(crate) unsafe fn adopt_base(&mut self, start: NonNull<u8>, len: usize) {
+        debug_assert!(self.base.is_null(), "a space has one base segment");
+        // SAFETY: the caller's contract; `init_area` gets the fresh segment, whose one
+        // free chunk is then in no list.
+        unsafe {
+            let seg = self.link_segment(start, len, len, Kind::Base);
+            self.base = seg.as_ptr();
+            self.base_range = (seg.addr().get(), len);
+            let (c, size) = self.init_area(seg);
+            self.index.insert(c, size);
+        }
+    }
+
+    /// Leaves the base segment (if any) alone on the list, with no designated chunk
+    /// and an empty cache, once every other segment has been released.
+    ///
+    /// # Safety
+    ///
+    /// The caller must ensure every segment but the base one has been given back;
+    /// the space must not allocate again (the base segment's chunks keep their tags).
+    pub(crate) unsafe fn keep_only_base(&mut self) {
+        self.segments = self.base;
+        self.dv = ptr::null_mut();
+        // The cached chunks of the base segment stay tagged in use; nothing reads them
+        // again once the space goes.
+        self.cache = Cache::new(self.cache.limit);
+        if let Some(base) = NonNull::new(self.base) {
+            // SAFETY: the base segment stays (the caller's contract); it is now alone
+            // on the list.
+            unsafe {
+                (*base.as_ptr()).next = ptr::null_mut();
+                (*base.as_ptr()).prev = ptr::null_mut();
+            }
         }
     }
 }

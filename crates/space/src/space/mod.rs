@@ -12,7 +12,6 @@ use core::ptr::NonNull;
 use bento_align::Alignment;
 use bento_pages::{CommitCache, Metered, PageError, PageSource, RawAlloc};
 
-use crate::cache::Cache;
 use crate::chunk::{
     CHUNK_ALIGN, FENCE, HEADER, Kind, MAX_SEGMENT, MIN_CHUNK, Segment, chunk_size_for, raw,
 };
@@ -142,7 +141,7 @@ impl<P: PageSource> MemorySpace<P> {
             for _ in 0..segments {
                 let (c, size) = inner.add_segment()?;
                 // SAFETY: a fresh segment's one free chunk, in no list.
-                unsafe { inner.core.index.insert(c, size) };
+                unsafe { inner.core.list(c, size) };
             }
         }
         Ok(space)
@@ -203,13 +202,7 @@ impl<P: PageSource> MemorySpace<P> {
             let start = unsafe { base.add(pad) };
             // SAFETY: the caller lends the memory; `start` is 16-aligned and `usable`
             // bytes (a multiple of 16, large enough) follow it.
-            unsafe {
-                let seg = inner.core.link_segment(start, usable, usable, Kind::Base);
-                inner.core.base = seg.as_ptr();
-                inner.core.base_range = (seg.addr().get(), usable);
-                let (c, size) = inner.core.init_area(seg);
-                inner.core.index.insert(c, size);
-            }
+            unsafe { inner.core.adopt_base(start, usable) };
         }
         Ok(space)
     }

@@ -32,7 +32,11 @@ impl<P: PageSource> PageOps for Option<&Source<P>> {
     unsafe fn release(&self, core: &Core, seg: NonNull<Segment>) {
         // SAFETY: the caller's contract: `core` unlinked `seg` and recorded its
         // pending range.
-        unsafe { release_segment(core, *self, seg, core.pending, core.head_run) }
+        {
+            let (pending, head_run) = core.left_committed();
+            // SAFETY: as above.
+            unsafe { release_segment(core, *self, seg, pending, head_run) }
+        }
     }
 
     #[inline]
@@ -119,7 +123,7 @@ impl<'a, P: PageSource> Entered<'a, P> {
             // SAFETY: a listed free chunk of at least `need >= lead + csize` bytes.
             return unsafe { self.core.carve(&pages, c, found, lead(c), csize) }.ok_or(AllocError);
         }
-        if !self.core.dv.is_null() {
+        if !self.core.designated().0.is_null() {
             // What no listed chunk fits comes from the designated chunk: cut from its
             // front when the block may go anywhere, else through the index.
             if aligned.is_none() {
@@ -150,10 +154,7 @@ impl<'a, P: PageSource> Entered<'a, P> {
         aligned: Option<(usize, usize)>,
     ) -> Result<NonNull<u8>, AllocError> {
         let pages = self.source();
-        let peaks = (
-            self.core.counters.max_reserved,
-            self.core.counters.max_committed,
-        );
+        let peaks = self.core.peaks();
         let (c, found) = self.add_segment().map_err(|_| AllocError)?;
         debug_assert!(found >= need);
         // SAFETY: the new segment's one free chunk, in no list: designated, or listed
@@ -165,15 +166,15 @@ impl<'a, P: PageSource> Entered<'a, P> {
                     if let Some(p) = self.core.dv_take(&pages, csize) {
                         return Ok(p);
                     }
-                    self.core.dv = core::ptr::null_mut();
+                    self.core.unlist(c, found);
                 }
                 Some((align, offset)) => {
-                    self.core.index.insert(c, found);
+                    self.core.list(c, found);
                     let lead = Core::aligned_lead(c, align, offset);
                     if let Some(p) = self.core.carve(&pages, c, found, Some(lead), csize) {
                         return Ok(p);
                     }
-                    self.core.index.remove(c, found);
+                    self.core.unlist(c, found);
                 }
             }
         }
@@ -187,10 +188,7 @@ impl<'a, P: PageSource> Entered<'a, P> {
             }
         }
         // A failed allocation changes no figure, peaks included.
-        (
-            self.core.counters.max_reserved,
-            self.core.counters.max_committed,
-        ) = peaks;
+        self.core.restore_peaks(peaks);
         Err(AllocError)
     }
 
@@ -267,7 +265,7 @@ impl<'a, P: PageSource> Entered<'a, P> {
         };
         fit_commit_cache(
             pages,
-            self.core.counters.reserved,
+            self.core.counters().reserved,
             self.config.segment_granularity,
         );
         Ok(area)
@@ -312,7 +310,7 @@ impl<'a, P: PageSource> Entered<'a, P> {
         };
         fit_commit_cache(
             pages,
-            self.core.counters.reserved,
+            self.core.counters().reserved,
             self.config.segment_granularity,
         );
         Ok(payload)
@@ -405,7 +403,7 @@ unsafe fn release_segment<P: PageSource>(
         debug_assert_eq!(decommitted, committed, "segment {seg:p}: committed figure");
         pages.release(base, size);
     }
-    fit_commit_cache(pages, core.counters.reserved, core.granularity_mask + 1);
+    fit_commit_cache(pages, core.counters().reserved, core.granularity());
 }
 
 /// Releases every segment but the base one; returns the bytes released. The space is
@@ -413,11 +411,11 @@ unsafe fn release_segment<P: PageSource>(
 pub(super) fn release_all<P: PageSource>(state: &mut State, pages: Option<&Source<P>>) -> usize {
     let core = &mut state.core;
     let mut released = 0;
-    let mut seg = core.segments;
+    let mut seg = core.first_segment();
     while let Some(s) = NonNull::new(seg) {
         // SAFETY: a live segment header on the list.
         let (next, size) = unsafe { ((*s.as_ptr()).next, (*s.as_ptr()).size) };
-        if s.as_ptr() != core.base {
+        if s.as_ptr() != core.base() {
             released += size;
             // SAFETY: a segment of this space that is not the base; the list is
             // rebuilt below, so it is not reached again.
@@ -425,17 +423,8 @@ pub(super) fn release_all<P: PageSource>(state: &mut State, pages: Option<&Sourc
         }
         seg = next;
     }
-    core.segments = core.base;
-    core.dv = core::ptr::null_mut();
-    // The cached chunks of the base segment stay tagged in use; nothing reads them
-    // again once the space goes.
-    core.cache = Cache::new(core.cache.limit);
-    if let Some(base) = NonNull::new(core.base) {
-        // SAFETY: the base segment stays; it is now alone on the list.
-        unsafe {
-            (*base.as_ptr()).next = core::ptr::null_mut();
-            (*base.as_ptr()).prev = core::ptr::null_mut();
-        }
-    }
+    // SAFETY: every other segment went back above; the caller does not allocate
+    // again.
+    unsafe { core.keep_only_base() };
     released
 }

@@ -149,7 +149,7 @@ impl<P: PageSource> MemorySpace<P> {
     /// space.set_misuse_hook(|m: &Misuse| eprintln!("{m}"));
     /// ```
     pub fn set_misuse_hook(&mut self, hook: MisuseHook) {
-        self.state.get_mut().core.hook = hook;
+        self.state.get_mut().core.set_hook(hook);
     }
 
     /// The page source, when the space has one.
@@ -203,8 +203,8 @@ impl<P: PageSource> MemorySpace<P> {
         let pages = self.pages.as_ref()?;
         let core = &state.core;
         // SAFETY: the base segment's header is live while the space is.
-        let base = unsafe { core.base.as_ref() }.map_or(0, |b| b.committed);
-        let expected = core.counters.committed - base + pages.stats().parked + state.table_bytes;
+        let base = unsafe { core.base().as_ref() }.map_or(0, |b| b.committed);
+        let expected = core.counters().committed - base + pages.stats().parked + state.table_bytes;
         Some((pages.inner().stats().committed, expected))
     }
 
