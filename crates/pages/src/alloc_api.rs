@@ -166,6 +166,23 @@ pub unsafe trait RawAlloc {
     }
 }
 
+/// Writes the `RawAlloc` methods named, of those that may move a block (`resize_raw`
+/// and `relocate`), for `&T`: each forwards to `T`'s.
+macro_rules! forward_moves {
+    ($($method:ident)*) => {$(
+        #[inline]
+        unsafe fn $method(
+            &self,
+            ptr: NonNull<u8>,
+            old: Layout,
+            new: Layout,
+        ) -> Result<NonNull<u8>, AllocError> {
+            // SAFETY: the caller's contract, for the same allocator.
+            unsafe { (**self).$method(ptr, old, new) }
+        }
+    )*};
+}
+
 // SAFETY: forwards every operation to `T`, which keeps the promises.
 unsafe impl<T: RawAlloc + ?Sized> RawAlloc for &T {
     #[inline]
@@ -185,27 +202,7 @@ unsafe impl<T: RawAlloc + ?Sized> RawAlloc for &T {
         unsafe { (**self).resize_in_place(ptr, old, new_size) }
     }
 
-    #[inline]
-    unsafe fn resize_raw(
-        &self,
-        ptr: NonNull<u8>,
-        old: Layout,
-        new: Layout,
-    ) -> Result<NonNull<u8>, AllocError> {
-        // SAFETY: the caller's contract, for the same allocator.
-        unsafe { (**self).resize_raw(ptr, old, new) }
-    }
-
-    #[inline]
-    unsafe fn relocate(
-        &self,
-        ptr: NonNull<u8>,
-        old: Layout,
-        new: Layout,
-    ) -> Result<NonNull<u8>, AllocError> {
-        // SAFETY: the caller's contract, for the same allocator.
-        unsafe { (**self).relocate(ptr, old, new) }
-    }
+    forward_moves!(resize_raw relocate);
 }
 
 /// Writes `unsafe impl Allocator for $ty`, for allocator-api2 0.2 and 0.4, from
@@ -267,29 +264,24 @@ macro_rules! impl_allocator {
                 }
             }
 
-            unsafe fn grow(
-                &self,
-                ptr: core::ptr::NonNull<u8>,
-                old: core::alloc::Layout,
-                new: core::alloc::Layout,
-            ) -> Result<core::ptr::NonNull<[u8]>, $api::alloc::AllocError> {
-                // SAFETY: the caller's `Allocator::grow` contract.
-                unsafe { $crate::resize(self, ptr, old, new) }
-                    .map(|p| core::ptr::NonNull::slice_from_raw_parts(p, new.size()))
-                    .map_err(|_| $api::alloc::AllocError)
-            }
-
-            unsafe fn shrink(
-                &self,
-                ptr: core::ptr::NonNull<u8>,
-                old: core::alloc::Layout,
-                new: core::alloc::Layout,
-            ) -> Result<core::ptr::NonNull<[u8]>, $api::alloc::AllocError> {
-                // SAFETY: the caller's `Allocator::shrink` contract.
-                unsafe { $crate::resize(self, ptr, old, new) }
-                    .map(|p| core::ptr::NonNull::slice_from_raw_parts(p, new.size()))
-                    .map_err(|_| $api::alloc::AllocError)
-            }
+            $crate::impl_allocator!(@resize $api, grow);
+            $crate::impl_allocator!(@resize $api, shrink);
+        }
+    };
+    // `Allocator::grow` or `shrink`, whichever `$method` names: both resize through
+    // `resize`, which handles zero sizes.
+    (@resize $api:ident, $method:ident) => {
+        unsafe fn $method(
+            &self,
+            ptr: core::ptr::NonNull<u8>,
+            old: core::alloc::Layout,
+            new: core::alloc::Layout,
+        ) -> Result<core::ptr::NonNull<[u8]>, $api::alloc::AllocError> {
+            // SAFETY: the caller's `Allocator::grow` or `Allocator::shrink` contract,
+            // which is `resize`'s.
+            unsafe { $crate::resize(self, ptr, old, new) }
+                .map(|p| core::ptr::NonNull::slice_from_raw_parts(p, new.size()))
+                .map_err(|_| $api::alloc::AllocError)
         }
     };
 }

@@ -107,10 +107,6 @@ impl<P: PageSource> FaultyPages<P> {
 // SAFETY: every method forwards to `P` unchanged, or fails before calling it (a failed
 // commit leaves the range decommitted, as it was).
 unsafe impl<P: PageSource> PageSource for FaultyPages<P> {
-    fn page_size(&self) -> usize {
-        self.inner.page_size()
-    }
-
     fn reserve(&self, size: usize, align: Alignment) -> Result<NonNull<u8>, PageError> {
         let call = self.reserves.fetch_add(1, Ordering::Relaxed);
         if call == self.fail_reserve_at.load(Ordering::Relaxed) {
@@ -118,11 +114,6 @@ unsafe impl<P: PageSource> PageSource for FaultyPages<P> {
             return Err(PageError::OutOfAddressSpace { size });
         }
         self.inner.reserve(size, align)
-    }
-
-    unsafe fn release(&self, base: NonNull<u8>, size: usize) {
-        // SAFETY: the caller upholds `release`'s contract.
-        unsafe { self.inner.release(base, size) }
     }
 
     unsafe fn commit(&self, ptr: NonNull<u8>, size: usize) -> Result<(), PageError> {
@@ -137,20 +128,8 @@ unsafe impl<P: PageSource> PageSource for FaultyPages<P> {
         unsafe { self.inner.commit(ptr, size) }
     }
 
-    unsafe fn decommit(&self, ptr: NonNull<u8>, size: usize) {
-        // SAFETY: the caller upholds `decommit`'s contract.
-        unsafe { self.inner.decommit(ptr, size) }
-    }
-
-    fn commit_is_implicit(&self) -> bool {
-        self.inner.commit_is_implicit()
-    }
-
-    fn decommitted_reads_zero(&self) -> bool {
-        self.inner.decommitted_reads_zero()
-    }
-
-    fn decommit_may_span(&self) -> bool {
-        self.inner.decommit_may_span()
-    }
+    crate::forward_page_source!(
+        |s| s.inner;
+        page_size release decommit properties
+    );
 }

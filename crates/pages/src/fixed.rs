@@ -6,7 +6,7 @@ use core::ptr::NonNull;
 use bento_align::{Alignment, align_up};
 
 use crate::lock::Locked;
-use crate::{Invalid, PageError, PageSource, check_range, check_size};
+use crate::{Invalid, PageError, PageSource, check_range, check_reserve};
 
 /// "No next range": the end of the free list.
 const NIL: usize = usize::MAX;
@@ -302,8 +302,7 @@ unsafe impl PageSource for FixedPages {
     }
 
     fn reserve(&self, size: usize, align: Alignment) -> Result<NonNull<u8>, PageError> {
-        check_size(size, self.page.get())?;
-        let align = align.max_with(self.page);
+        let align = check_reserve(size, align, self.page)?;
         let base_addr = self.base.addr().get();
         let found = self.free.with(|list| {
             let (mut prev, mut at) = (NIL, list.head);
@@ -406,13 +405,5 @@ unsafe impl PageSource for FixedPages {
             self.check_reserved(ptr, size).is_ok(),
             "FixedPages::decommit({ptr:p}, {size}): not inside a live reservation"
         );
-    }
-
-    fn commit_is_implicit(&self) -> bool {
-        true
-    }
-
-    fn decommitted_reads_zero(&self) -> bool {
-        false
     }
 }

@@ -8,7 +8,7 @@ use core::ptr::NonNull;
 use bento_align::Alignment;
 
 use crate::lock::Locked;
-use crate::{Invalid, PageError, PageSource, check_range, check_size};
+use crate::{Invalid, PageError, PageSource, check_range, check_reserve};
 
 /// A live reservation: where it starts, and the layout it was allocated with.
 #[derive(Debug)]
@@ -144,8 +144,7 @@ unsafe impl PageSource for HeapPages {
     }
 
     fn reserve(&self, size: usize, align: Alignment) -> Result<NonNull<u8>, PageError> {
-        check_size(size, self.page.get())?;
-        let align = align.max_with(self.page);
+        let align = check_reserve(size, align, self.page)?;
         let layout = Layout::from_size_align(size, align.get())
             .map_err(|_| PageError::OutOfAddressSpace { size })?;
         // SAFETY: `layout` has a non-zero size (checked above).
@@ -182,10 +181,6 @@ unsafe impl PageSource for HeapPages {
         // SAFETY: the range is inside a live reservation (checked), which is writable
         // heap memory the caller does not use while it is decommitted.
         unsafe { ptr.write_bytes(0, size) };
-    }
-
-    fn commit_is_implicit(&self) -> bool {
-        true
     }
 
     fn decommitted_reads_zero(&self) -> bool {

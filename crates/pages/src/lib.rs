@@ -184,46 +184,74 @@ pub unsafe trait PageSource {
     }
 }
 
-/// Forwards every method (including the optional ones) to the source behind a
-/// reference or smart pointer.
+/// Writes `PageSource` methods that forward to another source: `|s| inner` names it
+/// (`s` is the method's `&self`), and the list after it the methods, each a name of
+/// `PageSource`'s or `properties` (the three that describe the source). With no
+/// arguments: every method, to the source behind a reference or smart pointer.
 macro_rules! forward_page_source {
     () => {
+        $crate::forward_page_source!(
+            |s| **s;
+            page_size reserve release commit decommit properties
+        );
+    };
+    (|$s:ident| $inner:expr; $($method:ident)*) => {
+        $($crate::forward_page_source!(@$method |$s| $inner);)*
+    };
+    (@page_size |$s:ident| $inner:expr) => {
         fn page_size(&self) -> usize {
-            (**self).page_size()
+            let $s = self;
+            $inner.page_size()
         }
-
+    };
+    (@reserve |$s:ident| $inner:expr) => {
         fn reserve(&self, size: usize, align: Alignment) -> Result<NonNull<u8>, PageError> {
-            (**self).reserve(size, align)
+            let $s = self;
+            $inner.reserve(size, align)
         }
-
+    };
+    (@release |$s:ident| $inner:expr) => {
         unsafe fn release(&self, base: NonNull<u8>, size: usize) {
-            // SAFETY: the caller upholds `release`'s contract for the shared source.
-            unsafe { (**self).release(base, size) }
+            let $s = self;
+            // SAFETY: the caller upholds `release`'s contract, which is the inner
+            // source's.
+            unsafe { $inner.release(base, size) }
         }
-
+    };
+    (@commit |$s:ident| $inner:expr) => {
         unsafe fn commit(&self, ptr: NonNull<u8>, size: usize) -> Result<(), PageError> {
-            // SAFETY: the caller upholds `commit`'s contract for the shared source.
-            unsafe { (**self).commit(ptr, size) }
+            let $s = self;
+            // SAFETY: the caller upholds `commit`'s contract, which is the inner
+            // source's.
+            unsafe { $inner.commit(ptr, size) }
         }
-
+    };
+    (@decommit |$s:ident| $inner:expr) => {
         unsafe fn decommit(&self, ptr: NonNull<u8>, size: usize) {
-            // SAFETY: the caller upholds `decommit`'s contract for the shared source.
-            unsafe { (**self).decommit(ptr, size) }
+            let $s = self;
+            // SAFETY: the caller upholds `decommit`'s contract, which is the inner
+            // source's.
+            unsafe { $inner.decommit(ptr, size) }
         }
-
+    };
+    (@properties |$s:ident| $inner:expr) => {
         fn commit_is_implicit(&self) -> bool {
-            (**self).commit_is_implicit()
+            let $s = self;
+            $inner.commit_is_implicit()
         }
 
         fn decommitted_reads_zero(&self) -> bool {
-            (**self).decommitted_reads_zero()
+            let $s = self;
+            $inner.decommitted_reads_zero()
         }
 
         fn decommit_may_span(&self) -> bool {
-            (**self).decommit_may_span()
+            let $s = self;
+            $inner.decommit_may_span()
         }
     };
 }
+pub(crate) use forward_page_source;
 
 // SAFETY: every method forwards to `P`, which upholds the contract.
 unsafe impl<P: PageSource + ?Sized> PageSource for &P {
@@ -247,6 +275,17 @@ pub(crate) fn check_range(ptr: NonNull<u8>, size: usize, page: usize) -> Result<
         }));
     }
     Ok(())
+}
+
+/// Checks a `reserve` of `size` bytes from a source of `page`-byte pages, and gives
+/// the alignment the reservation gets: `align`, at least a page.
+pub(crate) fn check_reserve(
+    size: usize,
+    align: Alignment,
+    page: Alignment,
+) -> Result<Alignment, PageError> {
+    check_size(size, page.get())?;
+    Ok(align.max_with(page))
 }
 
 /// Checks that `size` is a non-zero multiple of `page`.

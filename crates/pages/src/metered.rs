@@ -159,24 +159,34 @@ impl<P: PageSource> Metered<P> {
     }
 }
 
-// SAFETY: every method forwards to `P` unchanged; the counters only observe.
-unsafe impl<P: PageSource> PageSource for Metered<P> {
-    fn page_size(&self) -> usize {
-        self.inner.page_size()
-    }
-
-    fn reserve(&self, size: usize, align: Alignment) -> Result<NonNull<u8>, PageError> {
-        match self.inner.reserve(size, align) {
-            Ok(base) => {
-                self.reserves.fetch_add(1, Ordering::Relaxed);
-                self.reserved.add(size);
-                Ok(base)
+impl<P> Metered<P> {
+    /// Counts the outcome of a `reserve` or `commit` of `size` bytes: on success one
+    /// more of `calls` and `size` more bytes in `gauge`, else one more failure.
+    fn count<T>(
+        &self,
+        outcome: Result<T, PageError>,
+        calls: &AtomicUsize,
+        gauge: &Gauge,
+        size: usize,
+    ) -> Result<T, PageError> {
+        match outcome {
+            Ok(_) => {
+                calls.fetch_add(1, Ordering::Relaxed);
+                gauge.add(size);
             }
-            Err(e) => {
+            Err(_) => {
                 self.failures.fetch_add(1, Ordering::Relaxed);
-                Err(e)
             }
         }
+        outcome
+    }
+}
+
+// SAFETY: every method forwards to `P` unchanged; the counters only observe.
+unsafe impl<P: PageSource> PageSource for Metered<P> {
+    fn reserve(&self, size: usize, align: Alignment) -> Result<NonNull<u8>, PageError> {
+        let got = self.inner.reserve(size, align);
+        self.count(got, &self.reserves, &self.reserved, size)
     }
 
     unsafe fn release(&self, base: NonNull<u8>, size: usize) {
@@ -188,17 +198,8 @@ unsafe impl<P: PageSource> PageSource for Metered<P> {
 
     unsafe fn commit(&self, ptr: NonNull<u8>, size: usize) -> Result<(), PageError> {
         // SAFETY: the caller upholds `commit`'s contract.
-        match unsafe { self.inner.commit(ptr, size) } {
-            Ok(()) => {
-                self.commits.fetch_add(1, Ordering::Relaxed);
-                self.committed.add(size);
-                Ok(())
-            }
-            Err(e) => {
-                self.failures.fetch_add(1, Ordering::Relaxed);
-                Err(e)
-            }
-        }
+        let done = unsafe { self.inner.commit(ptr, size) };
+        self.count(done, &self.commits, &self.committed, size)
     }
 
     unsafe fn decommit(&self, ptr: NonNull<u8>, size: usize) {
@@ -208,15 +209,5 @@ unsafe impl<P: PageSource> PageSource for Metered<P> {
         self.committed.sub(size);
     }
 
-    fn commit_is_implicit(&self) -> bool {
-        self.inner.commit_is_implicit()
-    }
-
-    fn decommitted_reads_zero(&self) -> bool {
-        self.inner.decommitted_reads_zero()
-    }
-
-    fn decommit_may_span(&self) -> bool {
-        self.inner.decommit_may_span()
-    }
+    crate::forward_page_source!(|s| s.inner; page_size properties);
 }

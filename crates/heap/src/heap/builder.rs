@@ -92,29 +92,27 @@ impl<G: Guards, T: Tracking> HeapBuilder<G, T> {
 
     /// Guard bytes around every block.
     pub fn guards<G2: Guards>(self, guards: G2) -> HeapBuilder<G2, T> {
-        HeapBuilder {
-            name: self.name,
-            budget: self.budget,
-            guards,
-            tracking: self.tracking,
-            fill: self.fill,
-            sink: self.sink,
-            on_budget: self.on_budget,
-            parent: self.parent,
-            hook: self.hook,
-            on_leak: self.on_leak,
-            register: self.register,
-        }
+        self.with_policies(|_, tracking| (guards, tracking))
     }
 
     /// A table of live blocks, for [`leaks`](Heap::leaks), tags and
     /// [`check`](Heap::check).
     pub fn tracking(self, track: Track) -> HeapBuilder<G, Tracked> {
+        self.with_policies(|guards, _| (guards, Tracked::new(track)))
+    }
+
+    /// The builder with the guards and tracking `swap` makes of its own, and all else
+    /// kept.
+    fn with_policies<G2: Guards, T2: Tracking>(
+        self,
+        swap: impl FnOnce(G, T) -> (G2, T2),
+    ) -> HeapBuilder<G2, T2> {
+        let (guards, tracking) = swap(self.guards, self.tracking);
         HeapBuilder {
             name: self.name,
             budget: self.budget,
-            guards: self.guards,
-            tracking: Tracked::new(track),
+            guards,
+            tracking,
             fill: self.fill,
             sink: self.sink,
             on_budget: self.on_budget,

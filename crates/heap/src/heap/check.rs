@@ -75,20 +75,11 @@ impl<A: Allocator, G: Guards, T: Tracking> Heap<A, G, T> {
                 table.for_each(|ptr, size, site| {
                     if broken.is_none() {
                         // SAFETY: a live block of this heap (the table holds only those).
-                        broken =
-                            unsafe { broken_guard::<G>(ptr, size) }.map(|b| (ptr, size, site, b));
+                        broken = unsafe { self.guard_misuse(ptr, size, site) };
                     }
                 });
             }
-            if let Some((ptr, size, site, (side, offset))) = broken {
-                let misuse = Misuse::GuardOverwritten {
-                    heap: name,
-                    ptr,
-                    size,
-                    side,
-                    offset,
-                    site,
-                };
+            if let Some(misuse) = broken {
                 (self.hook)(&misuse);
                 return Err(CheckError::Guard(misuse));
             }

@@ -564,7 +564,7 @@ impl<A: Allocator, G: Guards, T: Tracking> Heap<A, G, T> {
         }
     }
 
-    /// Reports a broken guard of the block at `ptr` through the hook; returns it.
+    /// Reports a broken guard of the block at `ptr`, if one is, through the hook.
     ///
     /// # Safety
     ///
@@ -574,19 +574,34 @@ impl<A: Allocator, G: Guards, T: Tracking> Heap<A, G, T> {
         ptr: NonNull<u8>,
         size: usize,
         site: Option<&'static Location<'static>>,
+    ) {
+        // SAFETY: the caller's contract.
+        if let Some(misuse) = unsafe { self.guard_misuse(ptr, size, site) } {
+            (self.hook)(&misuse);
+        }
+    }
+
+    /// The broken guard of the block at `ptr`, if one is, as a misuse (not reported).
+    ///
+    /// # Safety
+    ///
+    /// `ptr` is a live block of this heap of `size` bytes.
+    unsafe fn guard_misuse(
+        &self,
+        ptr: NonNull<u8>,
+        size: usize,
+        site: Option<&'static Location<'static>>,
     ) -> Option<Misuse<'static>> {
         // SAFETY: a live block has `G::BYTES` guard bytes on each side.
         let (side, offset) = unsafe { broken_guard::<G>(ptr, size) }?;
-        let misuse = Misuse::GuardOverwritten {
+        Some(Misuse::GuardOverwritten {
             heap: self.account.name,
             ptr,
             size,
             side,
             offset,
             site,
-        };
-        (self.hook)(&misuse);
-        Some(misuse)
+        })
     }
 }
 

@@ -7,18 +7,13 @@ use std::sync::{Mutex, OnceLock};
 
 use allocator_api2::alloc::{Allocator, Global};
 use allocator_api2::vec::Vec;
-use bento_heap::{Heap, HeapBuilder, Retry};
+use bento_heap::{Heap, Retry};
 
-fn bytes(n: usize) -> Layout {
-    Layout::from_size_align(n, 1).unwrap()
-}
+use crate::{bytes, unregistered};
 
 #[test]
 fn allocating_up_to_the_byte_succeeds_and_one_more_fails() {
-    let heap = HeapBuilder::new("budget-edge")
-        .register(false)
-        .budget(1000)
-        .build(Global);
+    let heap = unregistered("budget-edge").budget(1000).build(Global);
     let a = heap.alloc(bytes(600)).unwrap();
     let b = heap.alloc(bytes(400)).unwrap();
     assert_eq!(heap.stats().live_bytes, 1000);
@@ -54,8 +49,7 @@ static CALLS: AtomicUsize = AtomicUsize::new(0);
 #[test]
 fn the_callback_frees_memory_and_the_one_retry_succeeds() {
     let heap: &'static Heap<Global> = Box::leak(Box::new(
-        HeapBuilder::new("budget-retry")
-            .register(false)
+        unregistered("budget-retry")
             .budget(256)
             .on_budget_exceeded(|stats, layout| {
                 CALLS.fetch_add(1, Ordering::Relaxed);
@@ -90,10 +84,7 @@ fn the_callback_frees_memory_and_the_one_retry_succeeds() {
 
 #[test]
 fn resizes_are_charged_and_a_grow_past_the_budget_fails_unchanged() {
-    let heap = HeapBuilder::new("budget-resize")
-        .register(false)
-        .budget(1024)
-        .build(Global);
+    let heap = unregistered("budget-resize").budget(1024).build(Global);
     let mut v: Vec<u8, _> = Vec::with_capacity_in(512, &heap);
     v.extend(core::iter::repeat_n(7, 512));
     assert_eq!(heap.stats().live_bytes, 512);
@@ -129,16 +120,12 @@ unsafe impl Allocator for Refuses {
 
 #[test]
 fn a_refusal_of_the_inner_allocator_counts_a_failure_and_charges_nothing() {
-    let heap = HeapBuilder::new("budget-refused")
-        .register(false)
-        .budget(100)
-        .build(Refuses);
+    let heap = unregistered("budget-refused").budget(100).build(Refuses);
     assert!(heap.alloc(bytes(10)).is_err());
     let s = heap.stats();
     assert_eq!((s.failures, s.live_bytes, s.total_allocs), (1, 0, 0));
     // Sizes whose guarded layout overflows are refused too.
-    let guarded = HeapBuilder::new("budget-overflow")
-        .register(false)
+    let guarded = unregistered("budget-overflow")
         .guards(bento_heap::Canaries::<16>)
         .build(Global);
     assert!(
@@ -156,8 +143,7 @@ static REENTERED_CALLS: AtomicUsize = AtomicUsize::new(0);
 #[test]
 fn a_callback_that_allocates_over_the_budget_again_is_not_called_again() {
     let heap = REENTERED.get_or_init(|| {
-        HeapBuilder::new("budget-reentered")
-            .register(false)
+        unregistered("budget-reentered")
             .budget(1000)
             .on_budget_exceeded(|_, layout| {
                 REENTERED_CALLS.fetch_add(1, Ordering::Relaxed);
@@ -196,8 +182,7 @@ fn ask(other: &'static OnceLock<Heap<Global>>, layout: Layout) -> Retry {
 #[test]
 fn two_heaps_whose_callbacks_allocate_from_each_other_end() {
     let build = |name, other: &'static OnceLock<Heap<Global>>| {
-        HeapBuilder::new(name)
-            .register(false)
+        unregistered(name)
             .budget(100)
             .on_budget_exceeded(move |_, layout| ask(other, layout))
             .build(Global)
@@ -217,8 +202,7 @@ fn slack(budget: usize) -> usize {
 #[test]
 fn a_thread_with_a_stale_view_cannot_pass_the_budget_by_more_than_its_slack() {
     const BUDGET: usize = 1 << 20;
-    let heap = HeapBuilder::new("budget-stale-view")
-        .register(false)
+    let heap = unregistered("budget-stale-view")
         .budget(BUDGET)
         .build(Global);
     let barrier = std::sync::Barrier::new(2);
@@ -275,10 +259,7 @@ fn twenty_four_threads_under_a_parent_stay_within_its_budget_and_its_peak() {
 /// per thread, and the parent's peak within as much of it.
 fn threads_under_a_parent(threads: usize) {
     const BUDGET: usize = 256 << 10;
-    let parent = HeapBuilder::new("budget-parent")
-        .register(false)
-        .budget(BUDGET)
-        .build(Global);
+    let parent = unregistered("budget-parent").budget(BUDGET).build(Global);
     // What the threads hold, counted after a grant and before a free: never above
     // what the heap holds.
     let held = AtomicUsize::new(0);
@@ -291,10 +272,7 @@ fn threads_under_a_parent(threads: usize) {
             let (parent, held, most_held, most_seen, refused) =
                 (&parent, &held, &most_held, &most_seen, &refused);
             s.spawn(move || {
-                let child = HeapBuilder::new("budget-child")
-                    .register(false)
-                    .parent(parent)
-                    .build(Global);
+                let child = unregistered("budget-child").parent(parent).build(Global);
                 let draws = bento_testkit::seeded_bytes(t, rounds * 4);
                 let mut mine: std::vec::Vec<(core::ptr::NonNull<u8>, usize)> = std::vec::Vec::new();
                 for d in draws.chunks_exact(4) {
@@ -391,7 +369,7 @@ fn grow_and_shrink<A: Allocator>(heap: &Heap<A>, seed: u64, blocks: usize, peak:
 
 #[test]
 fn the_peak_is_exact_for_one_thread_at_a_time() {
-    let heap = HeapBuilder::new("peak-exact").register(false).build(Global);
+    let heap = unregistered("peak-exact").build(Global);
     let most = grow_and_shrink(&heap, 7, 20, 0);
     // A second thread takes a lane of its own and goes higher; its figures are
     // checked from its side and, after it exits, from here.
@@ -401,8 +379,7 @@ fn the_peak_is_exact_for_one_thread_at_a_time() {
     assert_eq!((s.live_bytes, s.peak_bytes), (0, most));
     // Under a budget the refusals come exactly at the edge.
     let budget = 150 << 10;
-    let heap = HeapBuilder::new("peak-exact-budget")
-        .register(false)
+    let heap = unregistered("peak-exact-budget")
         .budget(budget)
         .build(Global);
     let most = grow_and_shrink(&heap, 13, 40, 0);

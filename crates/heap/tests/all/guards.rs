@@ -6,18 +6,13 @@ use core::alloc::Layout;
 use core::ptr::NonNull;
 
 use allocator_api2::alloc::{Allocator, Global};
-use bento_heap::{Canaries, FillPattern, HeapBuilder, Track};
+use bento_heap::{Canaries, FillPattern};
 
-use crate::{record, seen};
+use crate::{seen, unregistered, watched};
 
 #[test]
 fn an_overwrite_on_each_side_is_caught_on_free_with_the_right_message() {
-    let heap = HeapBuilder::new("guards-free")
-        .register(false)
-        .guards(Canaries::<16>)
-        .tracking(Track::Sites)
-        .misuse_hook(record)
-        .build(Global);
+    let heap = watched("guards-free").guards(Canaries::<16>).build(Global);
     let layout = Layout::from_size_align(24, 8).unwrap();
     for (side, at) in [("front", -3_isize), ("back", 24 + 1)] {
         let p = heap.alloc(layout).unwrap();
@@ -47,12 +42,7 @@ fn an_overwrite_on_each_side_is_caught_on_free_with_the_right_message() {
 
 #[test]
 fn check_finds_a_broken_guard_of_a_live_block_and_a_resize_checks_it_too() {
-    let heap = HeapBuilder::new("guards-check")
-        .register(false)
-        .guards(Canaries::<8>)
-        .tracking(Track::Sites)
-        .misuse_hook(record)
-        .build(Global);
+    let heap = watched("guards-check").guards(Canaries::<8>).build(Global);
     let layout = Layout::from_size_align(100, 16).unwrap();
     let p = heap.alloc(layout).unwrap();
     assert!(p.addr().get().is_multiple_of(16));
@@ -77,10 +67,7 @@ fn check_finds_a_broken_guard_of_a_live_block_and_a_resize_checks_it_too() {
 
 #[test]
 fn fill_patterns_show_after_alloc_and_after_free() {
-    let heap = HeapBuilder::new("fill")
-        .register(false)
-        .fill(FillPattern::DEBUG)
-        .build(Global);
+    let heap = unregistered("fill").fill(FillPattern::DEBUG).build(Global);
     let layout = Layout::from_size_align(64, 8).unwrap();
     let p = heap.alloc(layout).unwrap();
     // SAFETY: 64 bytes just allocated.
@@ -101,8 +88,7 @@ fn fill_patterns_show_after_alloc_and_after_free() {
     // keeps blocks (a bump never reuses them).
     let mut buf = vec![core::mem::MaybeUninit::<u8>::uninit(); 4096];
     let bump = bento_primitives::Bump::new(&mut buf);
-    let filled = HeapBuilder::new("fill-free")
-        .register(false)
+    let filled = unregistered("fill-free")
         .fill(FillPattern::DEBUG)
         .build(&bump);
     let a = filled.alloc(layout).unwrap();
@@ -123,8 +109,7 @@ fn fill_patterns_show_after_alloc_and_after_free() {
 
 #[test]
 fn guarded_blocks_keep_every_alignment() {
-    let heap = HeapBuilder::new("guards-align")
-        .register(false)
+    let heap = unregistered("guards-align")
         .guards(Canaries::<16>)
         .build(Global);
     for shift in 0..13 {
@@ -140,8 +125,7 @@ fn guarded_blocks_keep_every_alignment() {
 #[test]
 fn a_shrink_in_place_fills_the_bytes_it_drops() {
     let space = crate::space();
-    let heap = HeapBuilder::new("fill-shrink")
-        .register(false)
+    let heap = unregistered("fill-shrink")
         .fill(FillPattern::DEBUG)
         .build(&space);
     let old = Layout::from_size_align(1000, 8).unwrap();

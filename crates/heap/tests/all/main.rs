@@ -10,9 +10,10 @@ mod threads;
 mod tracking;
 mod tree;
 
+use core::alloc::Layout;
 use core::cell::RefCell;
 
-use bento_heap::Misuse;
+use bento_heap::{HeapBuilder, Misuse, NoGuards, Track, Tracked};
 use bento_pages::HeapPages;
 use bento_space::{MemorySpace, SpaceConfig};
 
@@ -29,6 +30,25 @@ pub(crate) fn record(misuse: &Misuse<'_>) {
 /// The messages [`record`] took on this thread since the last call.
 pub(crate) fn seen() -> Vec<String> {
     SEEN.with(|s| s.take())
+}
+
+/// A heap named `name`, kept out of the registry that `report` reads (the tests run
+/// at once, and the registry's own tests count its heaps).
+pub(crate) fn unregistered(name: &'static str) -> HeapBuilder {
+    HeapBuilder::new(name).register(false)
+}
+
+/// An [`unregistered`] heap that tracks allocation sites and reports misuse to
+/// [`record`].
+pub(crate) fn watched(name: &'static str) -> HeapBuilder<NoGuards, Tracked> {
+    unregistered(name)
+        .tracking(Track::Sites)
+        .misuse_hook(record)
+}
+
+/// `n` bytes, aligned to 1.
+pub(crate) fn bytes(n: usize) -> Layout {
+    Layout::from_size_align(n, 1).unwrap()
 }
 
 /// A memory space on a heap-backed source, small under Miri.

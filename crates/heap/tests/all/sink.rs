@@ -6,7 +6,9 @@ use core::ptr::NonNull;
 use std::sync::{Arc, Mutex};
 
 use allocator_api2::alloc::{AllocError, Allocator, Global};
-use bento_heap::{EventKind, EventSink, HeapBuilder, HeapEvent};
+use bento_heap::{EventKind, EventSink, HeapEvent};
+
+use crate::unregistered;
 
 /// What happened, in order: the sink's calls and the inner allocator's.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -95,10 +97,7 @@ fn a_resize_is_announced_before_the_inner_allocator_may_free_the_old_address() {
         log: &log,
         refuse: 4000,
     };
-    let heap = HeapBuilder::new("sink-order")
-        .register(false)
-        .sink(log.clone())
-        .build(&inner);
+    let heap = unregistered("sink-order").sink(log.clone()).build(&inner);
     let small = Layout::from_size_align(16, 8).unwrap();
     let big = Layout::from_size_align(2000, 8).unwrap();
     let p = heap.alloc(small).unwrap();

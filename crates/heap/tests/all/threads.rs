@@ -6,19 +6,19 @@ use std::sync::mpsc;
 
 use allocator_api2::alloc::Global;
 use allocator_api2::vec::Vec;
-use bento_heap::{Heap, HeapBuilder, Track, Tracked};
+use bento_heap::{Heap, Track, Tracked};
 use bento_space::SpinSpace;
 use bento_testkit::cases;
+
+use crate::unregistered;
 
 fn is_sync<T: Sync>(_: &T) {}
 
 #[test]
 fn figures_stay_exact_with_two_threads_and_blocks_crossing_between_them() {
     let space = SpinSpace::new(crate::space());
-    let heap: Heap<&SpinSpace<_>, _, Tracked> = HeapBuilder::new("threads")
-        .register(false)
-        .tracking(Track::Sites)
-        .build(&space);
+    let heap: Heap<&SpinSpace<_>, _, Tracked> =
+        unregistered("threads").tracking(Track::Sites).build(&space);
     is_sync(&heap);
     let n = cases(20_000, 60);
     let (tx, rx) = mpsc::channel::<Vec<u8, &Heap<&SpinSpace<_>, _, Tracked>>>();
@@ -51,10 +51,7 @@ fn figures_stay_exact_with_two_threads_and_blocks_crossing_between_them() {
 
 #[test]
 fn a_heap_over_global_is_shared_by_threads() {
-    let heap = HeapBuilder::new("threads-global")
-        .register(false)
-        .budget(1 << 20)
-        .build(Global);
+    let heap = unregistered("threads-global").budget(1 << 20).build(Global);
     is_sync(&heap);
     let layout = Layout::new::<[u64; 4]>();
     std::thread::scope(|s| {

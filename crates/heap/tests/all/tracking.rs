@@ -5,20 +5,16 @@ use core::alloc::Layout;
 
 use allocator_api2::alloc::{Allocator, Global};
 use allocator_api2::boxed::Box;
-use bento_heap::{HeapBuilder, OnLeak, Tag, Track};
+use bento_heap::{OnLeak, Tag, Track};
 
-use crate::{record, seen};
+use crate::{record, seen, unregistered, watched};
 
 static TEXTURES: Tag = Tag::new("textures");
 static MESHES: Tag = Tag::new("meshes");
 
 #[test]
 fn a_leaked_block_is_reported_with_the_file_and_line_that_allocated_it() {
-    let heap = HeapBuilder::new("leaky")
-        .register(false)
-        .tracking(Track::Sites)
-        .misuse_hook(record)
-        .build(Global);
+    let heap = watched("leaky").build(Global);
     let layout = Layout::new::<[u8; 48]>();
     let kept = heap.alloc(layout).unwrap();
     let line = line!() - 1;
@@ -53,8 +49,7 @@ fn the_leak_policy_panics_logs_or_ignores() {
     let layout = Layout::new::<u64>();
     let mut leaked = Vec::new();
     let panics = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        let heap = HeapBuilder::new("leak-panic")
-            .register(false)
+        let heap = unregistered("leak-panic")
             .on_leak(OnLeak::Panic)
             .build(Global);
         leaked.push(heap.alloc(layout).unwrap());
@@ -67,8 +62,7 @@ fn the_leak_policy_panics_logs_or_ignores() {
     );
     assert!(message.contains("untracked"), "{message}");
     for on_leak in [OnLeak::Log, OnLeak::Ignore] {
-        let heap = HeapBuilder::new("leak-quiet")
-            .register(false)
+        let heap = unregistered("leak-quiet")
             .on_leak(on_leak)
             .misuse_hook(record)
             .build(Global);
@@ -84,10 +78,7 @@ fn the_leak_policy_panics_logs_or_ignores() {
 
 #[test]
 fn tag_figures_add_up_to_the_heap() {
-    let heap = HeapBuilder::new("tags")
-        .register(false)
-        .tracking(Track::Sites)
-        .build(Global);
+    let heap = unregistered("tags").tracking(Track::Sites).build(Global);
     let a = heap.with_tag(&TEXTURES, || Box::new_in([0u8; 100], &heap));
     let b = heap.with_tag(&MESHES, || {
         // The innermost scope wins; a per-call tag beats the scope.
@@ -124,11 +115,7 @@ fn tag_figures_add_up_to_the_heap() {
 
 #[test]
 fn a_double_free_a_foreign_pointer_and_a_wrong_size_are_caught() {
-    let heap = HeapBuilder::new("tracked-misuse")
-        .register(false)
-        .tracking(Track::Sites)
-        .misuse_hook(record)
-        .build(Global);
+    let heap = watched("tracked-misuse").build(Global);
     let layout = Layout::new::<[u8; 40]>();
     let p = heap.alloc(layout).unwrap();
     // SAFETY: live; the wrong size is caught and frees nothing.
@@ -158,8 +145,7 @@ fn a_double_free_a_foreign_pointer_and_a_wrong_size_are_caught() {
 #[test]
 #[cfg_attr(miri, ignore = "backtraces read the binary's debug info")]
 fn backtraces_are_kept_when_asked() {
-    let heap = HeapBuilder::new("backtraces")
-        .register(false)
+    let heap = unregistered("backtraces")
         .tracking(Track::Backtraces)
         .on_leak(OnLeak::Ignore)
         .build(Global);

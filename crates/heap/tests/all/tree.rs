@@ -2,29 +2,16 @@
 //! budget, its leaks go up to its parent, and the registry reports every heap once,
 //! as a tree sorted by live bytes.
 
-use core::alloc::Layout;
-
 use allocator_api2::alloc::{Allocator, Global};
 use bento_heap::{HeapBuilder, OnLeak, Track};
 
-use crate::{record, seen};
-
-fn bytes(n: usize) -> Layout {
-    Layout::from_size_align(n, 1).unwrap()
-}
+use crate::{bytes, record, seen, unregistered, watched};
 
 #[test]
 fn a_grandchild_counts_in_every_ancestor_and_their_budgets_bind_it() {
-    let game = HeapBuilder::new("tree-game")
-        .register(false)
-        .budget(1000)
-        .build(Global);
-    let level = HeapBuilder::new("tree-level")
-        .register(false)
-        .parent(&game)
-        .build(Global);
-    let audio = HeapBuilder::new("tree-audio")
-        .register(false)
+    let game = unregistered("tree-game").budget(1000).build(Global);
+    let level = unregistered("tree-level").parent(&game).build(Global);
+    let audio = unregistered("tree-audio")
         .parent(&level)
         .budget(800)
         .build(Global);
@@ -63,23 +50,15 @@ fn a_grandchild_counts_in_every_ancestor_and_their_budgets_bind_it() {
 
 #[test]
 fn a_dropped_childs_leaks_go_up_to_its_parent() {
-    let parent = HeapBuilder::new("tree-parent")
-        .register(false)
-        .tracking(Track::Sites)
-        .misuse_hook(record)
-        .build(Global);
-    let child = HeapBuilder::new("tree-child")
-        .register(false)
+    let parent = watched("tree-parent").build(Global);
+    let child = unregistered("tree-child")
         .parent(&parent)
         .tracking(Track::Sites)
         .build(Global);
     let layout = bytes(33);
     let leaked = child.alloc(layout).unwrap();
     let line = line!() - 1;
-    let untracked = HeapBuilder::new("tree-untracked")
-        .register(false)
-        .parent(&parent)
-        .build(Global);
+    let untracked = unregistered("tree-untracked").parent(&parent).build(Global);
     let small = untracked.alloc(bytes(5)).unwrap();
     drop(child);
     drop(untracked);
@@ -118,9 +97,8 @@ fn a_dropped_childs_leaks_go_up_to_its_parent() {
 
 #[test]
 fn a_child_outliving_its_parent_reports_its_own_leaks() {
-    let parent = HeapBuilder::new("tree-gone").register(false).build(Global);
-    let child = HeapBuilder::new("tree-orphan")
-        .register(false)
+    let parent = unregistered("tree-gone").build(Global);
+    let child = unregistered("tree-orphan")
         .parent(&parent)
         .misuse_hook(record)
         .build(Global);
@@ -149,9 +127,7 @@ fn the_report_lists_every_heap_once_as_a_sorted_tree() {
         .budget(4000)
         .build(Global);
     let leaf = HeapBuilder::new("report-leaf").parent(&small).build(Global);
-    let hidden = HeapBuilder::new("report-hidden")
-        .register(false)
-        .build(Global);
+    let hidden = unregistered("report-hidden").build(Global);
     let a = big.alloc(bytes(3000)).unwrap();
     let b = leaf.alloc(bytes(100)).unwrap();
     let c = hidden.alloc(bytes(1)).unwrap();

@@ -4,6 +4,8 @@ use bento_pages::{
 };
 
 use crate::common::{disjoint, round_trip};
+use core::cell::Cell;
+use core::ptr::NonNull;
 
 const PAGE: usize = 4096;
 
@@ -20,6 +22,16 @@ fn decaying(slots: usize, frames: u32) -> CommitCache<Metered<HeapPages>> {
     let c = CommitCache::with_capacity(Metered::new(HeapPages::new()), slots * PAGE).unwrap();
     c.set_retention(Retention::Decay(Decay::frames(frames)));
     c
+}
+
+/// A [`cache`] of `slots` pages, and a reservation of `n` pages from it, all
+/// committed.
+fn committed(slots: usize, n: usize) -> (CommitCache<Metered<HeapPages>>, NonNull<u8>) {
+    let pages = cache(slots);
+    let base = pages.reserve(n * PAGE, Alignment::MIN).unwrap();
+    // SAFETY: the whole of the live reservation, never committed.
+    unsafe { pages.commit(base, n * PAGE).unwrap() };
+    (pages, base)
 }
 
 #[test]
@@ -42,11 +54,9 @@ fn round_trips() {
 
 #[test]
 fn parked_pages_are_recommitted_without_a_call() {
-    let pages = cache(16);
-    let base = pages.reserve(8 * PAGE, Alignment::MIN).unwrap();
+    let (pages, base) = committed(16, 8);
     // SAFETY: ranges of the live reservation; all decommitted before release.
     unsafe {
-        pages.commit(base, 8 * PAGE).unwrap();
         base.add(PAGE).write(7);
         let calls = pages.inner().stats();
         pages.decommit(base, 8 * PAGE);
@@ -97,11 +107,9 @@ fn a_partial_hit_commits_the_missing_runs_only() {
 
 #[test]
 fn pages_a_capacity_apart_are_both_kept() {
-    let pages = cache(4);
-    let base = pages.reserve(8 * PAGE, Alignment::MIN).unwrap();
+    let (pages, base) = committed(4, 8);
     // SAFETY: ranges of the live reservation; all decommitted before release.
     unsafe {
-        pages.commit(base, 8 * PAGE).unwrap();
         pages.decommit(base, PAGE);
         pages.decommit(base.add(4 * PAGE), PAGE);
         let s = pages.stats();
@@ -120,11 +128,9 @@ fn pages_a_capacity_apart_are_both_kept() {
 
 #[test]
 fn ranges_longer_than_the_cache_decommit_their_head_directly() {
-    let pages = cache(4);
-    let base = pages.reserve(16 * PAGE, Alignment::MIN).unwrap();
+    let (pages, base) = committed(4, 16);
     // SAFETY: ranges of the live reservation; all decommitted before release.
     unsafe {
-        pages.commit(base, 16 * PAGE).unwrap();
         pages.decommit(base, 16 * PAGE);
         let s = pages.stats();
         assert_eq!((s.parks, s.parked), (4, 4 * PAGE));
@@ -135,11 +141,9 @@ fn ranges_longer_than_the_cache_decommit_their_head_directly() {
 
 #[test]
 fn trim_gives_everything_back() {
-    let pages = cache(32);
-    let base = pages.reserve(32 * PAGE, Alignment::MIN).unwrap();
+    let (pages, base) = committed(32, 32);
     // SAFETY: ranges of the live reservation; all decommitted before release.
     unsafe {
-        pages.commit(base, 32 * PAGE).unwrap();
         pages.decommit(base, 20 * PAGE);
         assert_eq!(pages.trim(), 20 * PAGE);
         assert_eq!(pages.trim(), 0);
@@ -376,7 +380,7 @@ fn a_reserve_the_spares_stand_in_the_way_of_gets_them_back() {
 /// # Safety
 ///
 /// `[base, base + n pages)` lies in a live reservation of `pages`, decommitted.
-unsafe fn use_and_free<P: PageSource>(pages: &P, base: core::ptr::NonNull<u8>, n: usize) {
+unsafe fn use_and_free<P: PageSource>(pages: &P, base: NonNull<u8>, n: usize) {
     // SAFETY: the caller's contract.
     unsafe {
         pages.commit(base, n * PAGE).unwrap();
@@ -387,13 +391,28 @@ unsafe fn use_and_free<P: PageSource>(pages: &P, base: core::ptr::NonNull<u8>, n
     }
 }
 
+/// A cache of 64 pages under `retention`, and a reservation of 16 pages from it.
+fn reserved(retention: Retention) -> (CommitCache<Metered<HeapPages>>, NonNull<u8>) {
+    let pages = CommitCache::with_capacity(Metered::new(HeapPages::new()), 64 * PAGE).unwrap();
+    pages.set_retention(retention);
+    let base = pages.reserve(16 * PAGE, Alignment::MIN).unwrap();
+    (pages, base)
+}
+
+/// [`reserved`], with the first `kept` pages of the reservation used and freed: kept.
+fn keeping(retention: Retention, kept: usize) -> (CommitCache<Metered<HeapPages>>, NonNull<u8>) {
+    assert!(kept <= 16, "more pages than the reservation");
+    let (pages, base) = reserved(retention);
+    // SAFETY: the first `kept` pages of the live reservation, never committed.
+    unsafe { use_and_free(&pages, base, kept) };
+    (pages, base)
+}
+
 #[test]
 fn kept_pages_go_back_after_the_decay_time_unused() {
-    let pages = decaying(64, 4);
-    let base = pages.reserve(16 * PAGE, Alignment::MIN).unwrap();
+    let (pages, base) = keeping(Retention::Decay(Decay::frames(4)), 8);
     // SAFETY: ranges of the live reservation; all decommitted before release.
     unsafe {
-        use_and_free(&pages, base, 8);
         assert_eq!(pages.stats().parked, 8 * PAGE, "kept");
         let calls = pages.inner().stats().decommits;
         // A decay of 4 frames steps every 2: nothing was kept since, so the pages,
@@ -418,9 +437,7 @@ fn kept_pages_go_back_after_the_decay_time_unused() {
 #[test]
 fn among_busy_pages_an_unused_one_goes_within_the_decay_time() {
     // A cap far above the peak, so that nothing goes back for room.
-    let pages = CommitCache::with_capacity(Metered::new(HeapPages::new()), 64 * PAGE).unwrap();
-    pages.set_retention(Retention::Decay(Decay::frames(4).with_peak_percent(1000)));
-    let base = pages.reserve(16 * PAGE, Alignment::MIN).unwrap();
+    let (pages, base) = reserved(Retention::Decay(Decay::frames(4).with_peak_percent(1000)));
     // SAFETY: ranges of the live reservation; all decommitted before release.
     unsafe {
         pages.tick();
@@ -444,11 +461,9 @@ fn among_busy_pages_an_unused_one_goes_within_the_decay_time() {
 
 #[test]
 fn a_page_reused_before_it_decays_stays() {
-    let pages = decaying(64, 4);
-    let base = pages.reserve(16 * PAGE, Alignment::MIN).unwrap();
+    let (pages, base) = keeping(Retention::Decay(Decay::frames(4)), 4);
     // SAFETY: ranges of the live reservation; all decommitted before release.
     unsafe {
-        use_and_free(&pages, base, 4);
         for _ in 0..40 {
             // Each frame takes the pages back and frees them again: never unused for
             // a whole decay time, never given back.
@@ -471,8 +486,7 @@ fn a_page_reused_before_it_decays_stays() {
 
 #[test]
 fn load_and_unload_hold_the_decay_and_play_starts_it_again() {
-    let pages = decaying(64, 200);
-    let base = pages.reserve(16 * PAGE, Alignment::MIN).unwrap();
+    let (pages, base) = reserved(Retention::Decay(Decay::frames(200)));
     // SAFETY: ranges of the live reservation; all decommitted before release.
     unsafe {
         pages.phase(Phase::Unload);
@@ -502,11 +516,9 @@ fn load_and_unload_hold_the_decay_and_play_starts_it_again() {
 /// unload but runs on across the levels' play, so what no level takes back goes.
 #[test]
 fn the_decay_clock_runs_across_levels_shorter_than_it() {
-    let pages = decaying(64, 8);
-    let base = pages.reserve(16 * PAGE, Alignment::MIN).unwrap();
+    let (pages, base) = keeping(Retention::Decay(Decay::frames(8)), 4);
     // SAFETY: ranges of the live reservation; all decommitted before release.
     unsafe {
-        use_and_free(&pages, base, 4);
         let mut levels = 0;
         while pages.stats().parked > 0 {
             levels += 1;
@@ -563,8 +575,7 @@ fn large_reservations_are_rounded_to_classes_that_serve_each_other() {
 /// still gets its memory back.
 #[test]
 fn a_hold_never_says_play_and_still_decays() {
-    let pages = decaying(64, 4);
-    let base = pages.reserve(16 * PAGE, Alignment::MIN).unwrap();
+    let (pages, base) = reserved(Retention::Decay(Decay::frames(4)));
     // SAFETY: ranges of the live reservation; all decommitted before release.
     unsafe {
         pages.tick();
@@ -639,61 +650,54 @@ fn committed_and_kept_stay_within_the_peak() {
     assert_eq!(pages.inner().stats().committed, PAGE);
 }
 
+thread_local! {
+    /// The clock of the tests that decay in milliseconds: each test thread reads its
+    /// own.
+    static NOW: Cell<u64> = const { Cell::new(0) };
+}
+
+/// The test thread's clock, in milliseconds.
+fn now() -> u64 {
+    NOW.get()
+}
+
+/// [`keeping`] four pages under a decay of `frames` frames or `millis` milliseconds
+/// of [`now`], which starts at `start`.
+fn clocked(frames: u32, millis: u32, start: u64) -> (CommitCache<Metered<HeapPages>>, NonNull<u8>) {
+    NOW.set(start);
+    let decay = Decay {
+        millis,
+        clock: Some(now),
+        ..Decay::frames(frames)
+    };
+    keeping(Retention::Decay(decay), 4)
+}
+
 #[test]
 fn a_decay_in_milliseconds_reads_the_clock() {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static NOW: AtomicU64 = AtomicU64::new(1_000);
-    fn now() -> u64 {
-        NOW.load(Ordering::Relaxed)
-    }
-    let pages = CommitCache::with_capacity(Metered::new(HeapPages::new()), 64 * PAGE).unwrap();
-    let decay = Decay {
-        frames: 0,
-        millis: 100,
-        clock: Some(now),
-        peak_percent: 100,
-    };
-    pages.set_retention(Retention::Decay(decay));
-    let base = pages.reserve(16 * PAGE, Alignment::MIN).unwrap();
-    // SAFETY: ranges of the live reservation; all decommitted before release.
-    unsafe {
-        use_and_free(&pages, base, 4);
-        NOW.store(1_049, Ordering::Relaxed);
-        assert_eq!(pages.tick(), 0, "49 ms: no step yet");
-        NOW.store(1_050, Ordering::Relaxed);
-        assert_eq!(pages.tick(), 4 * PAGE, "50 ms unused: given back");
-        pages.release(base, 16 * PAGE);
-    }
+    let (pages, base) = clocked(0, 100, 1_000);
+    NOW.set(1_049);
+    assert_eq!(pages.tick(), 0, "49 ms: no step yet");
+    NOW.set(1_050);
+    assert_eq!(pages.tick(), 4 * PAGE, "50 ms unused: given back");
+    // SAFETY: the live reservation, all of it decommitted.
+    unsafe { pages.release(base, 16 * PAGE) };
 }
 
 /// `decay` reads the clock for a program that does not tick; once it ticks, frames
 /// rule and `decay` does nothing.
 #[test]
 fn decay_looks_at_the_clock_until_the_program_ticks() {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static NOW: AtomicU64 = AtomicU64::new(0);
-    fn now() -> u64 {
-        NOW.load(Ordering::Relaxed)
-    }
-    let pages = CommitCache::with_capacity(Metered::new(HeapPages::new()), 64 * PAGE).unwrap();
-    let decay = Decay {
-        frames: 1000,
-        millis: 10,
-        clock: Some(now),
-        peak_percent: 100,
-    };
-    pages.set_retention(Retention::Decay(decay));
-    let base = pages.reserve(16 * PAGE, Alignment::MIN).unwrap();
+    let (pages, base) = clocked(1000, 10, 0);
+    NOW.set(4);
+    assert_eq!(pages.decay(), 0, "4 ms: too soon");
+    NOW.set(5);
+    assert_eq!(pages.decay(), 4 * PAGE, "5 ms unused: given back");
     // SAFETY: ranges of the live reservation; all decommitted before release.
     unsafe {
         use_and_free(&pages, base, 4);
-        NOW.store(4, Ordering::Relaxed);
-        assert_eq!(pages.decay(), 0, "4 ms: too soon");
-        NOW.store(5, Ordering::Relaxed);
-        assert_eq!(pages.decay(), 4 * PAGE, "5 ms unused: given back");
-        use_and_free(&pages, base, 4);
         pages.tick();
-        NOW.store(1000, Ordering::Relaxed);
+        NOW.set(1000);
         assert_eq!(pages.decay(), 0, "the program ticks: frames rule");
         assert_eq!(pages.stats().parked, 4 * PAGE);
         pages.trim();
@@ -740,7 +744,7 @@ fn random_calls_over_a_failing_source_lose_nothing() {
             pages.set_retention(Retention::Decay(Decay::frames(1 + case as u32 % 5)));
         }
         // Four reservations of 16 pages; `held[r][k]`: the consumer's page, and its mark.
-        let mut bases: Vec<Option<core::ptr::NonNull<u8>>> = vec![None; 4];
+        let mut bases: Vec<Option<NonNull<u8>>> = vec![None; 4];
         let mut held = [[None::<u8>; 16]; 4];
         for (step, w) in bytes.chunks_exact(4).enumerate() {
             let r = w[1] as usize % 4;
