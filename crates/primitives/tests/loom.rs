@@ -84,6 +84,55 @@ struct Chunk(NonNull<u8>);
 // SAFETY: a chunk pointer is owned by one thread at a time (the model's protocol).
 unsafe impl Send for Chunk {}
 
+/// Spawns a model thread running `body` with its own handle on `payloads`.
+fn spawn_with<T: Send + 'static>(
+    payloads: &Arc<Payloads>,
+    body: impl FnOnce(&Payloads) -> T + Send + 'static,
+) -> thread::JoinHandle<T> {
+    let payloads = Arc::clone(payloads);
+    thread::spawn(move || body(&*payloads))
+}
+
+/// Takes a chunk from the pool on the main thread, owning it as owner 2 if there is one.
+fn alloc_as_main(pool: &SharedPool<'_>, payloads: &Payloads) -> Option<NonNull<u8>> {
+    let got = pool.alloc();
+    if let Some(c) = got {
+        payloads.own(c, 2);
+    }
+    got
+}
+
+/// A thread's turn in the two-thread models: takes two chunks through `alloc`
+/// (`expect` says why one must be there), owns them as `owner`, and gives them back
+/// through `free`, the second first.
+fn take_two_and_give_back(
+    payloads: &Payloads,
+    owner: usize,
+    expect: &str,
+    alloc: impl Fn() -> Option<NonNull<u8>>,
+    free: impl Fn(NonNull<u8>),
+) {
+    let a = alloc().expect(expect);
+    let b = alloc().expect(expect);
+    assert_ne!(a, b);
+    payloads.own(a, owner);
+    payloads.own(b, owner);
+    free(b);
+    free(a);
+}
+
+/// Four chunks on the list and two threads each running `turn(pool, payloads, owner)`,
+/// which gives back all it takes: afterwards the list holds all four chunks, each once,
+/// whatever the interleaving.
+fn two_threads_on_four_chunks(turn: fn(&'static SharedPool<'static>, &Payloads, usize)) {
+    loom::model(move || {
+        let (pool, chunks) = pool_with_list(4, &[3, 2, 1, 0]);
+        let payloads = Payloads::new(&chunks);
+        in_threads(2, move |owner| turn(pool, &*payloads, owner));
+        drain_exactly(pool, chunks);
+    });
+}
+
 /// Drains the pool and checks it holds exactly `expect` chunks, each once.
 fn drain_exactly(pool: &SharedPool<'_>, mut expect: Vec<NonNull<u8>>) {
     let mut got: Vec<_> = core::iter::from_fn(|| pool.alloc()).collect();
@@ -96,22 +145,15 @@ fn drain_exactly(pool: &SharedPool<'_>, mut expect: Vec<NonNull<u8>>) {
 /// four chunks, each once, whatever the interleaving.
 #[test]
 fn two_threads_pop_two_and_push_them_back() {
-    loom::model(|| {
-        let (pool, chunks) = pool_with_list(4, &[3, 2, 1, 0]);
-        let payloads = Payloads::new(&chunks);
-        in_threads(2, move |owner| {
-            let a = pool.alloc().expect("at most four chunks are out");
-            let b = pool.alloc().expect("at most four chunks are out");
-            assert_ne!(a, b);
-            payloads.own(a, owner);
-            payloads.own(b, owner);
-            // SAFETY: chunks this thread took, freed once.
-            unsafe {
-                pool.free(b);
-                pool.free(a);
-            }
-        });
-        drain_exactly(pool, chunks);
+    two_threads_on_four_chunks(|pool, payloads, owner| {
+        take_two_and_give_back(
+            payloads,
+            owner,
+            "at most four chunks are out",
+            || pool.alloc(),
+            // SAFETY: chunks this thread took from `pool`, freed once.
+            |c| unsafe { pool.free(c) },
+        );
     });
 }
 
@@ -124,26 +166,20 @@ fn aba_swap_fails_and_b_is_never_handed_out_twice() {
         // The list is A -> B -> C (A on top).
         let (pool, chunks) = pool_with_list(3, &[2, 1, 0]);
         let payloads = Payloads::new(&chunks);
-        let t1 = {
-            let payloads = Arc::clone(&payloads);
-            thread::spawn(move || {
-                let x = pool.alloc().expect("three chunks, at most three out");
-                payloads.own(x, 1);
-                Chunk(x)
-            })
-        };
-        let t2 = {
-            let payloads = Arc::clone(&payloads);
-            thread::spawn(move || {
-                let a = pool.alloc().expect("three chunks, at most three out");
-                let b = pool.alloc().expect("three chunks, at most three out");
-                payloads.own(a, 2);
-                payloads.own(b, 2);
-                // SAFETY: `a` is this thread's, freed once.
-                unsafe { pool.free(a) };
-                Chunk(b)
-            })
-        };
+        let t1 = spawn_with(&payloads, move |payloads| {
+            let x = pool.alloc().expect("three chunks, at most three out");
+            payloads.own(x, 1);
+            Chunk(x)
+        });
+        let t2 = spawn_with(&payloads, move |payloads| {
+            let a = pool.alloc().expect("three chunks, at most three out");
+            let b = pool.alloc().expect("three chunks, at most three out");
+            payloads.own(a, 2);
+            payloads.own(b, 2);
+            // SAFETY: `a` is this thread's, freed once.
+            unsafe { pool.free(a) };
+            Chunk(b)
+        });
         let Chunk(x) = t1.join().unwrap();
         let Chunk(b) = t2.join().unwrap();
         assert_ne!(x, b, "one chunk handed to two owners");
@@ -168,19 +204,15 @@ fn an_alloc_racing_a_free_takes_the_chunk_whole_or_not_at_all() {
         let (pool, chunks) = pool_with_list(2, &[]);
         let payloads = Payloads::new(&chunks);
         let held = Chunk(chunks[1]);
-        let t1 = {
-            let payloads = Arc::clone(&payloads);
-            thread::spawn(move || {
-                let Chunk(c) = held;
-                payloads.own(c, 1);
-                // SAFETY: the chunk was handed to this thread, freed once.
-                unsafe { pool.free(c) };
-            })
-        };
-        let got = pool.alloc();
-        if let Some(c) = got {
-            payloads.own(c, 2);
-        }
+        let t1 = spawn_with(&payloads, move |payloads| {
+            // The block moves `held` whole (a pattern alone would capture its
+            // `NonNull`, which is not `Send`).
+            let Chunk(c) = { held };
+            payloads.own(c, 1);
+            // SAFETY: the chunk was handed to this thread, freed once.
+            unsafe { pool.free(c) };
+        });
+        let got = alloc_as_main(pool, &payloads);
         t1.join().unwrap();
         match got {
             Some(c) => {
@@ -202,23 +234,16 @@ fn batch(n: u32) -> NonZeroU32 {
 /// ends with all four chunks, each once.
 #[test]
 fn two_caches_take_batches_and_give_them_back() {
-    loom::model(|| {
-        let (pool, chunks) = pool_with_list(4, &[3, 2, 1, 0]);
-        let payloads = Payloads::new(&chunks);
-        in_threads(2, move |owner| {
-            let cache = pool.cache_with_batch(batch(2));
-            let a = cache.alloc().expect("two chunks each, four in all");
-            let b = cache.alloc().expect("two chunks each, four in all");
-            assert_ne!(a, b);
-            payloads.own(a, owner);
-            payloads.own(b, owner);
-            // SAFETY: chunks this thread took, freed once.
-            unsafe {
-                cache.free(b);
-                cache.free(a);
-            }
-        });
-        drain_exactly(pool, chunks);
+    two_threads_on_four_chunks(|pool, payloads, owner| {
+        let cache = pool.cache_with_batch(batch(2));
+        take_two_and_give_back(
+            payloads,
+            owner,
+            "two chunks each, four in all",
+            || cache.alloc(),
+            // SAFETY: chunks this thread took from `cache`, freed once.
+            |c| unsafe { cache.free(c) },
+        );
     });
 }
 
@@ -231,36 +256,30 @@ fn a_batch_walk_never_takes_a_chunk_popped_meanwhile() {
         // The list is A -> B -> C (A on top).
         let (pool, chunks) = pool_with_list(3, &[2, 1, 0]);
         let payloads = Payloads::new(&chunks);
-        let t1 = {
-            let payloads = Arc::clone(&payloads);
-            thread::spawn(move || {
-                let cache = pool.cache_with_batch(batch(2));
-                let x = cache.alloc().expect("three chunks, at most three out");
-                payloads.own(x, 1);
-                // A second chunk, from the batch or a second walk: T1's until it frees
-                // it (the payload check catches a chunk T2 holds at the same time).
-                if let Some(y) = cache.alloc() {
-                    payloads.own(y, 1);
-                    // SAFETY: a chunk this thread took, freed once.
-                    unsafe { cache.free(y) };
-                }
-                Chunk(x)
-            })
-        };
-        let t2 = {
-            let payloads = Arc::clone(&payloads);
-            thread::spawn(move || {
-                let a = pool.alloc().expect("three chunks, at most three out");
-                let b = pool.alloc();
-                payloads.own(a, 2);
-                if let Some(b) = b {
-                    payloads.own(b, 2);
-                }
-                // SAFETY: `a` is this thread's, freed once.
-                unsafe { pool.free(a) };
-                b.map(Chunk)
-            })
-        };
+        let t1 = spawn_with(&payloads, move |payloads| {
+            let cache = pool.cache_with_batch(batch(2));
+            let x = cache.alloc().expect("three chunks, at most three out");
+            payloads.own(x, 1);
+            // A second chunk, from the batch or a second walk: T1's until it frees
+            // it (the payload check catches a chunk T2 holds at the same time).
+            if let Some(y) = cache.alloc() {
+                payloads.own(y, 1);
+                // SAFETY: a chunk this thread took, freed once.
+                unsafe { cache.free(y) };
+            }
+            Chunk(x)
+        });
+        let t2 = spawn_with(&payloads, move |payloads| {
+            let a = pool.alloc().expect("three chunks, at most three out");
+            let b = pool.alloc();
+            payloads.own(a, 2);
+            if let Some(b) = b {
+                payloads.own(b, 2);
+            }
+            // SAFETY: `a` is this thread's, freed once.
+            unsafe { pool.free(a) };
+            b.map(Chunk)
+        });
         let Chunk(x) = t1.join().unwrap();
         let b = t2.join().unwrap();
         assert_ne!(Some(Chunk(x)), b, "one chunk handed to two owners");
@@ -284,26 +303,21 @@ fn a_flush_racing_a_pop_loses_nothing() {
         let (pool, chunks) = pool_with_list(2, &[]);
         let payloads = Payloads::new(&chunks);
         let held = (Chunk(chunks[0]), Chunk(chunks[1]));
-        let t1 = {
-            let payloads = Arc::clone(&payloads);
-            thread::spawn(move || {
-                let (Chunk(a), Chunk(b)) = held;
-                payloads.own(a, 1);
-                payloads.own(b, 1);
-                let cache = pool.cache_with_batch(batch(1));
-                // SAFETY: chunks this thread holds, freed once. The second free makes
-                // two held, twice the batch: `a` goes to the list.
-                unsafe {
-                    cache.free(a);
-                    cache.free(b);
-                }
-                assert_eq!(cache.held(), 1);
-            })
-        };
-        let got = pool.alloc();
-        if let Some(c) = got {
-            payloads.own(c, 2);
-        }
+        let t1 = spawn_with(&payloads, move |payloads| {
+            // As above: `held` moves whole.
+            let (Chunk(a), Chunk(b)) = { held };
+            payloads.own(a, 1);
+            payloads.own(b, 1);
+            let cache = pool.cache_with_batch(batch(1));
+            // SAFETY: chunks this thread holds, freed once. The second free makes
+            // two held, twice the batch: `a` goes to the list.
+            unsafe {
+                cache.free(a);
+                cache.free(b);
+            }
+            assert_eq!(cache.held(), 1);
+        });
+        let got = alloc_as_main(pool, &payloads);
         t1.join().unwrap();
         let rest: Vec<_> = chunks.iter().copied().filter(|&c| Some(c) != got).collect();
         drain_exactly(pool, rest);
@@ -318,24 +332,18 @@ fn a_two_chunk_flush_racing_a_pop_loses_nothing() {
         let (pool, chunks) = pool_with_list(4, &[]);
         let payloads = Payloads::new(&chunks);
         let held: Vec<Chunk> = chunks.iter().map(|&c| Chunk(c)).collect();
-        let t1 = {
-            let payloads = Arc::clone(&payloads);
-            thread::spawn(move || {
-                let cache = pool.cache_with_batch(batch(2));
-                for Chunk(c) in held {
-                    payloads.own(c, 1);
-                    // SAFETY: chunks this thread holds, freed once.
-                    unsafe { cache.free(c) };
-                }
-                assert_eq!(cache.held(), 2);
-                // Keep the two newest out of the main thread's reach until the end.
-                core::mem::forget(cache);
-            })
-        };
-        let got = pool.alloc();
-        if let Some(c) = got {
-            payloads.own(c, 2);
-        }
+        let t1 = spawn_with(&payloads, move |payloads| {
+            let cache = pool.cache_with_batch(batch(2));
+            for Chunk(c) in held {
+                payloads.own(c, 1);
+                // SAFETY: chunks this thread holds, freed once.
+                unsafe { cache.free(c) };
+            }
+            assert_eq!(cache.held(), 2);
+            // Keep the two newest out of the main thread's reach until the end.
+            core::mem::forget(cache);
+        });
+        let got = alloc_as_main(pool, &payloads);
         t1.join().unwrap();
         // The flushed chain: chunks 0 and 1 (the two freed first), less one popped.
         let rest: Vec<_> = chunks[..2]

@@ -52,6 +52,15 @@ pub(crate) const fn grain_up(n: usize) -> usize {
     (n + GRAIN - 1) & !(GRAIN - 1)
 }
 
+/// The pointer at address `addr` between `base` and `end` (of a buffer or a
+/// reservation), with `base`'s provenance.
+#[inline(always)]
+pub(crate) fn ptr_in(base: NonNull<u8>, end: usize, addr: usize) -> NonNull<u8> {
+    debug_assert!(addr >= base.addr().get() && addr <= end);
+    // SAFETY: `addr >= base.addr() > 0`.
+    base.with_addr(unsafe { NonZeroUsize::new_unchecked(addr) })
+}
+
 /// The fast path every bump pointer shares (`Bump`, `Arena`): a request aligned to at
 /// most 8 needs no padding on an 8-aligned top, and `limit <= usize::MAX - FAST_MAX`
 /// keeps `top + size` in range. The top after the block, when it fits below `limit`.
@@ -166,15 +175,6 @@ impl<'buf> Bump<'buf> {
         }
     }
 
-    /// The pointer at address `addr`, with the buffer's provenance.
-    #[inline]
-    fn ptr_at(&self, addr: usize) -> NonNull<u8> {
-        debug_assert!(addr >= self.base.addr().get() && addr <= self.end);
-        // SAFETY: `addr >= base.addr() > 0`.
-        self.base
-            .with_addr(unsafe { NonZeroUsize::new_unchecked(addr) })
-    }
-
     /// Allocates a block for `layout`; a zero-size layout gets a dangling, aligned
     /// pointer and costs nothing.
     ///
@@ -207,7 +207,7 @@ impl<'buf> Bump<'buf> {
     fn place(&self, layout: Layout) -> Result<(NonNull<u8>, usize), AllocError> {
         let top = self.top.get();
         match fast_top(top, self.end, layout) {
-            Some(new_top) => Ok((self.ptr_at(top), new_top)),
+            Some(new_top) => Ok((ptr_in(self.base, self.end, top), new_top)),
             None => self.place_slow(layout, 0),
         }
     }
@@ -229,7 +229,7 @@ impl<'buf> Bump<'buf> {
         if new_top > self.end {
             return Err(AllocError);
         }
-        Ok((self.ptr_at(start), new_top))
+        Ok((ptr_in(self.base, self.end, start), new_top))
     }
 
     /// Allocates a block such that the returned pointer **plus `offset`** is aligned to
@@ -289,7 +289,9 @@ impl<'buf> Bump<'buf> {
         if let Some(new_top) = fast_top(top, self.end, layout) {
             // SAFETY: `[top, new_top)` is free, inside the buffer, and aligned for `T`
             // (the top is 8-aligned and `T`'s alignment at most 8).
-            return Ok(unsafe { self.commit(self.ptr_at(top).cast(), new_top, value) });
+            return Ok(unsafe {
+                self.commit(ptr_in(self.base, self.end, top).cast(), new_top, value)
+            });
         }
         match self.place_slow(layout, 0) {
             // SAFETY: `place_slow` returns a free block for `T`'s layout (or a dangling

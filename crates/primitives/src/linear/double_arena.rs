@@ -91,12 +91,7 @@ impl<P: PageSource> DoubleArena<P> {
             lo_commit: Cell::new(0),
             hi_commit: Cell::new(cap),
             reserved,
-            config: ArenaConfig {
-                reserve: reserved,
-                commit_step: align_up(config.commit_step.max(1), page).unwrap_or(reserved),
-                retain_on_reset: align_up(config.retain_on_reset, page).unwrap_or(reserved),
-                ..config
-            },
+            config: config.fitted(reserved, page),
             source,
         })
     }

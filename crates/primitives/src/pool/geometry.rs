@@ -2,6 +2,7 @@
 //! cannot be made, the misuse report, and the `Allocator` side of a chunk.
 
 use core::alloc::Layout;
+use core::mem::MaybeUninit;
 use core::ptr::NonNull;
 
 use bento_align::Alignment;
@@ -145,6 +146,11 @@ impl Geometry {
         Ok(index)
     }
 
+    /// The size and alignment of every chunk.
+    pub(crate) fn layout(&self) -> Layout {
+        Layout::from_size_align(self.stride, self.align.get()).expect("checked at creation")
+    }
+
     /// The chunk size and alignment a block must fit.
     pub(crate) fn fits(&self, layout: Layout) -> bool {
         layout.size() <= self.stride && layout.align() <= self.align.get()
@@ -154,6 +160,71 @@ impl Geometry {
     /// address aligned to it.
     pub(crate) fn holds(&self, ptr: NonNull<u8>, layout: Layout) -> bool {
         layout.size() <= self.stride && ptr.addr().get().is_multiple_of(layout.align())
+    }
+}
+
+/// A caller's buffer about to hold a pool's chunks, each with room for a pointer-sized
+/// free-list link: what `Pool::new` and `SharedPool::new` start from.
+pub(crate) struct Carve {
+    // Invariant: the start of `len` bytes the pool borrows for its lifetime.
+    pub(crate) start: NonNull<u8>,
+    pub(crate) len: usize,
+    pub(crate) stride: usize,
+    pub(crate) align: Alignment,
+}
+
+impl Carve {
+    /// `buf`, to hold chunks for `chunk` (rounded by [`Geometry::stride`] to hold a
+    /// pointer).
+    pub(crate) fn new(buf: &mut [MaybeUninit<u8>], chunk: Layout) -> Result<Self, PoolError> {
+        let (stride, align) = Geometry::stride(chunk, size_of::<usize>(), align_of::<usize>())?;
+        Ok(Self {
+            len: buf.len(),
+            start: NonNull::from(buf).cast(),
+            stride,
+            align,
+        })
+    }
+
+    /// The error of a buffer that holds no chunk.
+    pub(crate) fn no_fit(&self) -> PoolError {
+        no_chunk_fits(self.len, self.stride, self.align)
+    }
+
+    /// The pointer `offset` bytes into the buffer.
+    ///
+    /// # Panics
+    ///
+    /// When `offset` is past the buffer's end.
+    pub(crate) fn at(&self, offset: usize) -> NonNull<u8> {
+        assert!(offset <= self.len, "offset {offset} past the buffer");
+        // SAFETY: `offset <= len`: inside, or one past, the buffer.
+        unsafe { self.start.add(offset) }
+    }
+
+    /// The geometry of `capacity` chunks from `offset` bytes into the buffer (aligned).
+    ///
+    /// # Panics
+    ///
+    /// When the chunks do not fit in the buffer from there.
+    pub(crate) fn chunks(&self, offset: usize, capacity: usize) -> Geometry {
+        assert!(
+            capacity
+                .checked_mul(self.stride)
+                .and_then(|bytes| bytes.checked_add(offset))
+                .is_some_and(|end| end <= self.len),
+            "the chunks pass the buffer's end"
+        );
+        Geometry::new(self.at(offset), self.stride, self.align, capacity)
+    }
+}
+
+/// The error of `len` bytes that hold no chunk of `stride` bytes aligned to `align`.
+pub(crate) fn no_chunk_fits(len: usize, stride: usize, align: Alignment) -> PoolError {
+    PoolError::NoChunkFits {
+        len,
+        chunk_size: stride,
+        chunk_align: align.get(),
     }
 }
 
@@ -222,6 +293,41 @@ pub(crate) fn dealloc_frees_chunk(
     }
     true
 }
+
+/// Implements `RawAlloc` for a pool that owns its chunks' free list: `FreeList` and
+/// `SharedPool`, which each have fields `geo` (a [`Geometry`]) and `hook` (a
+/// `MisuseHook`), `alloc(&self) -> Option<NonNull<u8>>`, and `unsafe free(&self,
+/// NonNull<u8>)` with [`Pool::free`](crate::Pool::free)'s contract. A generic impl
+/// over a trait of this crate cannot do it: `RawAlloc` is another crate's.
+macro_rules! impl_chunk_raw_alloc {
+    (impl[$($gen:tt)*] for $ty:ty) => {
+        // SAFETY: chunks of `fits` layouts satisfy the layout (size and alignment), stay
+        // valid until freed, and never overlap (each is handed to one owner at a time);
+        // a chunk holds any size up to the stride, so resizing in place within it keeps
+        // the data where it is.
+        unsafe impl<$($gen)*> bento_pages::RawAlloc for $ty {
+            #[inline]
+            fn alloc_raw(&self, layout: core::alloc::Layout) -> Result<core::ptr::NonNull<u8>, bento_pages::AllocError> {
+                $crate::pool::geometry::alloc_chunk(&self.geo, layout, || self.alloc())
+            }
+
+            #[inline]
+            unsafe fn dealloc_raw(&self, ptr: core::ptr::NonNull<u8>, layout: core::alloc::Layout) {
+                if $crate::pool::geometry::dealloc_frees_chunk(&self.geo, self.hook, ptr, layout) {
+                    // SAFETY: the caller guarantees `ptr` is a live block of ours, so a
+                    // chunk handed out and not free.
+                    unsafe { self.free(ptr) }
+                }
+            }
+
+            unsafe fn resize_in_place(&self, _: core::ptr::NonNull<u8>, _: core::alloc::Layout, new_size: usize) -> bool {
+                new_size <= self.geo.stride
+            }
+        }
+    };
+}
+
+pub(crate) use impl_chunk_raw_alloc;
 
 #[cfg(test)]
 mod tests;

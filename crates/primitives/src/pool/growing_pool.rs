@@ -14,8 +14,8 @@ use bento_pages::SystemPages;
 use bento_pages::MisuseHook;
 use bento_pages::{AllocError, RawAlloc, impl_allocator};
 
-use crate::pool::fixed_pool::{FreeList, PoolCorruption, PoolReport};
-use crate::pool::geometry::{Geometry, PoolError};
+use crate::pool::free_list::{FreeList, PoolCorruption, PoolReport, free_list_accessors};
+use crate::pool::geometry::{Geometry, PoolError, no_chunk_fits};
 use crate::pool::leaks::LeakList;
 
 /// The least a [`GrowingPool`] commits at a time (or the rest of its reservation).
@@ -107,11 +107,7 @@ impl<P: PageSource> GrowingPool<P> {
     pub fn with_source(source: P, chunk: Layout, max: usize) -> Result<Self, PoolError> {
         let (stride, align) = Geometry::stride(chunk, size_of::<usize>(), align_of::<usize>())?;
         if max == 0 {
-            return Err(PoolError::NoChunkFits {
-                len: 0,
-                chunk_size: stride,
-                chunk_align: align.get(),
-            });
+            return Err(no_chunk_fits(0, stride, align));
         }
         let page = source.page_alignment();
         let too_large = PoolError::ChunkTooLarge {
@@ -263,61 +259,6 @@ impl<P: PageSource> GrowingPool<P> {
         committed - keep_bytes
     }
 
-    /// The most chunks the pool can hold (`max`).
-    ///
-    /// ```
-    /// use bento_pages::HeapPages;
-    /// use bento_primitives::GrowingPool;
-    /// use core::alloc::Layout;
-    ///
-    /// let pool = GrowingPool::with_source(HeapPages::new(), Layout::new::<u64>(), 77).unwrap();
-    /// assert_eq!(pool.capacity(), 77);
-    /// ```
-    #[must_use]
-    pub fn capacity(&self) -> usize {
-        self.list.geo.capacity
-    }
-
-    /// How many chunks can still be handed out (if the source commits them).
-    ///
-    /// O(1) in debug builds and with the `counters` feature, which count every
-    /// allocation and free; otherwise the pool keeps no count (it would cost each
-    /// operation a read-modify-write) and this walks the free list, O(free chunks).
-    ///
-    /// ```
-    /// use bento_pages::HeapPages;
-    /// use bento_primitives::GrowingPool;
-    /// use core::alloc::Layout;
-    ///
-    /// let pool = GrowingPool::with_source(HeapPages::new(), Layout::new::<u64>(), 10).unwrap();
-    /// let a = pool.alloc().unwrap();
-    /// assert_eq!(pool.available(), 9);
-    /// # unsafe { pool.free(a) };
-    /// ```
-    #[must_use]
-    pub fn available(&self) -> usize {
-        self.list.geo.capacity - self.list.in_use()
-    }
-
-    /// How many chunks are in use.
-    ///
-    /// O(1) in debug builds and with the `counters` feature, which count every
-    /// allocation and free; otherwise the pool keeps no count (it would cost each
-    /// operation a read-modify-write) and this walks the free list, O(free chunks).
-    ///
-    /// ```
-    /// use bento_pages::HeapPages;
-    /// use bento_primitives::GrowingPool;
-    /// use core::alloc::Layout;
-    ///
-    /// let pool = GrowingPool::with_source(HeapPages::new(), Layout::new::<u64>(), 10).unwrap();
-    /// assert_eq!(pool.in_use(), 0);
-    /// ```
-    #[must_use]
-    pub fn in_use(&self) -> usize {
-        self.list.in_use()
-    }
-
     /// Bytes committed now.
     ///
     /// ```
@@ -352,21 +293,68 @@ impl<P: PageSource> GrowingPool<P> {
         self.reserved
     }
 
-    /// The size and alignment of every chunk (after rounding).
-    ///
-    /// ```
-    /// use bento_pages::HeapPages;
-    /// use bento_primitives::GrowingPool;
-    /// use core::alloc::Layout;
-    ///
-    /// let pool = GrowingPool::with_source(HeapPages::new(), Layout::new::<[u8; 20]>(), 10)
-    ///     .unwrap();
-    /// assert_eq!(pool.chunk_layout().size(), 24);
-    /// ```
-    #[must_use]
-    pub fn chunk_layout(&self) -> Layout {
-        let geo = &self.list.geo;
-        Layout::from_size_align(geo.stride, geo.align.get()).expect("checked at creation")
+    free_list_accessors! {
+        /// The most chunks the pool can hold (`max`).
+        ///
+        /// ```
+        /// use bento_pages::HeapPages;
+        /// use bento_primitives::GrowingPool;
+        /// use core::alloc::Layout;
+        ///
+        /// let pool = GrowingPool::with_source(HeapPages::new(), Layout::new::<u64>(), 77)
+        ///     .unwrap();
+        /// assert_eq!(pool.capacity(), 77);
+        /// ```
+        fn capacity;
+
+        /// How many chunks can still be handed out (if the source commits them).
+        ///
+        /// O(1) in debug builds and with the `counters` feature, which count every
+        /// allocation and free; otherwise the pool keeps no count (it would cost each
+        /// operation a read-modify-write) and this walks the free list, O(free chunks).
+        ///
+        /// ```
+        /// use bento_pages::HeapPages;
+        /// use bento_primitives::GrowingPool;
+        /// use core::alloc::Layout;
+        ///
+        /// let pool = GrowingPool::with_source(HeapPages::new(), Layout::new::<u64>(), 10)
+        ///     .unwrap();
+        /// let a = pool.alloc().unwrap();
+        /// assert_eq!(pool.available(), 9);
+        /// # unsafe { pool.free(a) };
+        /// ```
+        fn available;
+
+        /// How many chunks are in use.
+        ///
+        /// O(1) in debug builds and with the `counters` feature, which count every
+        /// allocation and free; otherwise the pool keeps no count (it would cost each
+        /// operation a read-modify-write) and this walks the free list, O(free chunks).
+        ///
+        /// ```
+        /// use bento_pages::HeapPages;
+        /// use bento_primitives::GrowingPool;
+        /// use core::alloc::Layout;
+        ///
+        /// let pool = GrowingPool::with_source(HeapPages::new(), Layout::new::<u64>(), 10)
+        ///     .unwrap();
+        /// assert_eq!(pool.in_use(), 0);
+        /// ```
+        fn in_use;
+
+        /// The size and alignment of every chunk (after rounding).
+        ///
+        /// ```
+        /// use bento_pages::HeapPages;
+        /// use bento_primitives::GrowingPool;
+        /// use core::alloc::Layout;
+        ///
+        /// let pool = GrowingPool::with_source(HeapPages::new(), Layout::new::<[u8; 20]>(), 10)
+        ///     .unwrap();
+        /// assert_eq!(pool.chunk_layout().size(), 24);
+        /// ```
+        fn chunk_layout;
     }
 
     /// The page source.

@@ -5,6 +5,7 @@
 //! [`SharedPoolCache`](shared_cache::SharedPoolCache)).
 
 pub(crate) mod fixed_pool;
+pub(crate) mod free_list;
 pub(crate) mod geometry;
 pub(crate) mod growing_pool;
 pub(crate) mod leaks;

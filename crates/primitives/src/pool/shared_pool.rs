@@ -7,13 +7,11 @@ use core::marker::PhantomData;
 use core::mem::MaybeUninit;
 use core::ptr::NonNull;
 
-use bento_pages::{AllocError, RawAlloc, impl_allocator};
+use bento_pages::impl_allocator;
 use bento_pages::{Misuse, MisuseHook, panic_on_misuse};
 
-use crate::pool::fixed_pool::{PoolCorruption, PoolReport};
-use crate::pool::geometry::{
-    Geometry, PoolError, alloc_chunk, dealloc_frees_chunk, panicking, report,
-};
+use crate::pool::free_list::{PoolCorruption, PoolReport};
+use crate::pool::geometry::{Carve, Geometry, PoolError, impl_chunk_raw_alloc, panicking, report};
 use crate::pool::leaks::{LeakList, Links, sort_list};
 use crate::sync::{AtomicU32, AtomicU64, Ordering};
 
@@ -200,18 +198,11 @@ impl<'buf> SharedPool<'buf> {
     /// assert_eq!(pool.capacity(), 60);
     /// ```
     pub fn new(buf: &'buf mut [MaybeUninit<u8>], chunk: Layout) -> Result<Self, PoolError> {
-        let (stride, align) = Geometry::stride(chunk, size_of::<usize>(), align_of::<usize>())?;
-        let len = buf.len();
-        let start = NonNull::from(buf).cast::<u8>();
-        let link = size_of::<AtomicU32>();
-        let no_fit = PoolError::NoChunkFits {
-            len,
-            chunk_size: stride,
-            chunk_align: align.get(),
-        };
-        let table_pad = start.as_ptr().align_offset(align_of::<AtomicU32>());
+        let carve = Carve::new(buf, chunk)?;
+        let (len, stride, link) = (carve.len, carve.stride, size_of::<AtomicU32>());
+        let table_pad = carve.start.as_ptr().align_offset(align_of::<AtomicU32>());
         if table_pad >= len {
-            return Err(no_fit);
+            return Err(carve.no_fit());
         }
         // The most chunks that could fit, then fewer while the padding before the
         // first chunk does not (each step frees `link + stride` bytes, so the padding,
@@ -219,24 +210,21 @@ impl<'buf> SharedPool<'buf> {
         let mut capacity = ((len - table_pad) / (link + stride)).min(SHARED_POOL_MAX_CHUNKS);
         let chunks_at = loop {
             if capacity == 0 {
-                return Err(no_fit);
+                return Err(carve.no_fit());
             }
             let table_end = table_pad + capacity * link;
-            // SAFETY: `table_end <= len`: the table and the chunks fit without padding.
-            let after = unsafe { start.add(table_end) };
-            let pad = after.as_ptr().align_offset(align.get());
+            // `table_end <= len`: the table and the chunks fit without padding.
+            let pad = carve.at(table_end).as_ptr().align_offset(carve.align.get());
             if pad != usize::MAX && table_end + pad + capacity * stride <= len {
                 break table_end + pad;
             }
             capacity -= 1;
         };
-        // SAFETY: both offsets lie inside the buffer (checked just above).
-        let (links, base) = unsafe { (start.add(table_pad).cast(), start.add(chunks_at)) };
         Ok(Self {
             head: CacheLine(AtomicU64::new(pack(NIL, 0))),
             fresh: AtomicU32::new(0),
-            links,
-            geo: Geometry::new(base, stride, align, capacity),
+            links: carve.at(table_pad).cast(),
+            geo: carve.chunks(chunks_at, capacity),
             hook: panic_on_misuse,
             _buf: PhantomData,
         })
@@ -676,7 +664,7 @@ impl<'buf> SharedPool<'buf> {
     /// ```
     #[must_use]
     pub fn chunk_layout(&self) -> Layout {
-        Layout::from_size_align(self.geo.stride, self.geo.align.get()).expect("checked")
+        self.geo.layout()
     }
 
     /// Sets what the debug checks call on misuse (see
@@ -780,12 +768,7 @@ impl<'buf> SharedPool<'buf> {
                 });
             }
         }
-        Ok(PoolReport {
-            capacity: self.geo.capacity,
-            in_use,
-            free_listed: listed,
-            untouched: self.geo.capacity - touched,
-        })
+        Ok(PoolReport::new(self.geo.capacity, touched, listed))
     }
 
     /// The chunks in use, in address order (see [`Pool::live_chunks`](crate::Pool::live_chunks)).
@@ -859,26 +842,6 @@ impl Drop for SharedPool<'_> {
     }
 }
 
-// SAFETY: chunks of `fits` layouts satisfy the layout, stay valid until freed, and
-// never overlap (each is handed to one owner at a time); a chunk holds any size up to
-// the stride, so resizing within it keeps the data in place.
-unsafe impl RawAlloc for SharedPool<'_> {
-    #[inline]
-    fn alloc_raw(&self, layout: Layout) -> Result<NonNull<u8>, AllocError> {
-        alloc_chunk(&self.geo, layout, || self.alloc())
-    }
-
-    #[inline]
-    unsafe fn dealloc_raw(&self, ptr: NonNull<u8>, layout: Layout) {
-        if dealloc_frees_chunk(&self.geo, self.hook, ptr, layout) {
-            // SAFETY: the caller guarantees `ptr` is a live block of ours, so a chunk.
-            unsafe { self.free(ptr) }
-        }
-    }
-
-    unsafe fn resize_in_place(&self, _: NonNull<u8>, _: Layout, new_size: usize) -> bool {
-        new_size <= self.geo.stride
-    }
-}
+impl_chunk_raw_alloc!(impl['buf] for SharedPool<'buf>);
 
 impl_allocator!(impl['a, 'buf] for &'a SharedPool<'buf>);

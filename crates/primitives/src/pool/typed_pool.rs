@@ -10,7 +10,8 @@ use core::ptr::NonNull;
 
 use bento_pages::MisuseHook;
 
-use crate::pool::fixed_pool::{Pool, PoolCorruption, PoolReport};
+use crate::pool::fixed_pool::Pool;
+use crate::pool::free_list::{PoolCorruption, PoolReport};
 use crate::pool::geometry::PoolError;
 use crate::pool::leaks::LeakList;
 

@@ -148,12 +148,7 @@ fn reset_keeps_pages_and_reset_and_decommit_keeps_the_retained_part() {
     assert_eq!(pages.stats().committed, 8192);
     assert_eq!(arena.peak(), 50_000);
     drop(arena);
-    let s = pages.stats();
-    assert_eq!(
-        (s.reserved, s.committed),
-        (0, 0),
-        "the drop gives everything back"
-    );
+    crate::assert_all_given_back(&pages);
 }
 
 #[test]

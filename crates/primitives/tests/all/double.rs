@@ -335,12 +335,7 @@ fn double_arena_commits_from_both_sides_and_gives_back() {
         assert_eq!(pages.stats().committed, 2 * 4096);
         arena.validate().unwrap();
     }
-    let s = pages.stats();
-    assert_eq!(
-        (s.reserved, s.committed),
-        (0, 0),
-        "the drop gives everything back"
-    );
+    crate::assert_all_given_back(&pages);
 }
 
 #[test]

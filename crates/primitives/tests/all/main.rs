@@ -31,3 +31,15 @@ impl Buffer {
         unsafe { core::slice::from_raw_parts_mut(self.0.as_mut_ptr().cast(), len) }
     }
 }
+
+/// Checks that `pages` holds nothing any more: after an allocator over it is dropped,
+/// every reservation released and every commit given back.
+#[track_caller]
+pub(crate) fn assert_all_given_back<P: bento_pages::PageSource>(pages: &bento_pages::Metered<P>) {
+    let s = pages.stats();
+    assert_eq!(
+        (s.reserved, s.committed),
+        (0, 0),
+        "the drop gives everything back"
+    );
+}

@@ -561,12 +561,7 @@ fn growing_pool_commits_as_it_grows_and_shrink_gives_whole_pages_back() {
         }
     }
     drop(pool);
-    let stats = pages.stats();
-    assert_eq!(
-        (stats.committed, stats.reserved),
-        (0, 0),
-        "drop gives everything back"
-    );
+    crate::assert_all_given_back(&pages);
 }
 
 #[test]

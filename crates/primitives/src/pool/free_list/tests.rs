@@ -1,12 +1,25 @@
 use std::prelude::rust_2024::*;
 
+use core::alloc::Layout;
+use core::mem::MaybeUninit;
+
 use super::*;
+use crate::Pool;
 
 #[repr(C, align(64))]
 struct Buf([MaybeUninit<u8>; 1024]);
 
 fn buf() -> Buf {
     Buf([MaybeUninit::uninit(); 1024])
+}
+
+/// A pool of 32-byte chunks in `b` whose misuse reports go nowhere (the tests break
+/// its list on purpose).
+fn quiet_pool(b: &mut Buf) -> Pool<'_> {
+    fn ignore(_: &Misuse<'_>) {}
+    let mut pool = Pool::new(&mut b.0, Layout::new::<[u8; 32]>()).unwrap();
+    pool.set_misuse_hook(ignore);
+    pool
 }
 
 #[test]
@@ -59,10 +72,8 @@ fn lowering_keeps_the_mark_when_the_top_chunk_is_live() {
 
 #[test]
 fn validate_finds_a_cycle_and_a_foreign_link() {
-    fn ignore(_: &Misuse<'_>) {}
     let mut b = buf();
-    let mut pool = Pool::new(&mut b.0, Layout::new::<[u8; 32]>()).unwrap();
-    pool.set_misuse_hook(ignore);
+    let pool = quiet_pool(&mut b);
     let a = pool.alloc().unwrap();
     let c = pool.alloc().unwrap();
     // SAFETY: `a` is live; then its link is pointed at itself, as a release-build
@@ -96,10 +107,8 @@ fn validate_finds_a_cycle_and_a_foreign_link() {
 
 #[test]
 fn without_a_count_the_walk_gives_the_figures_and_finds_the_cycle() {
-    fn ignore(_: &Misuse<'_>) {}
     let mut b = buf();
-    let mut pool = Pool::new(&mut b.0, Layout::new::<[u8; 32]>()).unwrap();
-    pool.set_misuse_hook(ignore);
+    let pool = quiet_pool(&mut b);
     let chunks: Vec<_> = (0..6).map(|_| pool.alloc().unwrap()).collect();
     // SAFETY: live chunks of `pool`, freed once.
     unsafe {
