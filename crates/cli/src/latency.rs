@@ -8,11 +8,9 @@
 //! each operation. A timed replay runs in a process of its own, after the untimed one
 //! that gives the table's time, memory and fault figures.
 
-use std::alloc::Layout;
-use std::ptr::NonNull;
 use std::time::Instant;
 
-use bento_trace::{Footprint, ReplayTarget};
+use bento_trace::{ReplayTarget, Wrapper};
 use serde::{Deserialize, Serialize};
 
 use crate::setup::Kept;
@@ -174,48 +172,26 @@ impl<'a, T> Timed<'a, T> {
         };
         self.histogram.summary(ns_per_tick)
     }
+}
 
-    fn time<R>(&mut self, op: impl FnOnce(&mut T) -> R) -> R {
+impl<T: ReplayTarget> Wrapper for Timed<'_, T> {
+    type Inner = T;
+
+    fn inner(&mut self) -> &mut T {
+        self.inner
+    }
+
+    fn inner_ref(&self) -> &T {
+        self.inner
+    }
+
+    fn around<R>(&mut self, call: impl FnOnce(&mut T) -> R) -> R {
         let t0 = ticks();
-        let r = op(self.inner);
+        let r = call(self.inner);
         let t1 = ticks();
         self.histogram
             .add(t1.wrapping_sub(t0).saturating_sub(self.overhead));
         r
-    }
-}
-
-impl<T: ReplayTarget> ReplayTarget for Timed<'_, T> {
-    fn alloc(&mut self, layout: Layout, tag: u32) -> Option<NonNull<u8>> {
-        self.time(|t| t.alloc(layout, tag))
-    }
-
-    unsafe fn realloc(
-        &mut self,
-        ptr: NonNull<u8>,
-        old: Layout,
-        new: usize,
-        tag: u32,
-    ) -> Option<NonNull<u8>> {
-        // SAFETY: the caller's contract, passed on.
-        self.time(|t| unsafe { t.realloc(ptr, old, new, tag) })
-    }
-
-    unsafe fn free(&mut self, ptr: NonNull<u8>, layout: Layout, tag: u32) {
-        // SAFETY: the caller's contract, passed on.
-        self.time(|t| unsafe { t.free(ptr, layout, tag) });
-    }
-
-    fn frame(&mut self) -> Result<(), String> {
-        self.inner.frame()
-    }
-
-    fn phase(&mut self, name: &str) {
-        self.inner.phase(name);
-    }
-
-    fn footprint(&self) -> Option<Footprint> {
-        self.inner.footprint()
     }
 }
 

@@ -1,5 +1,6 @@
 #![doc = include_str!("../README.md")]
 
+mod allocators;
 mod chart;
 mod child;
 mod demo;

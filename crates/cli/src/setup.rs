@@ -13,20 +13,9 @@ use bento_pages::{Metered, PageSource, Phase, SystemPages};
 use bento_primitives::{ArenaConfig, Frame, FrameArena, GrowingPool};
 use bento_space::{MemorySpace, SpaceConfig};
 use bento_trace::workload::{PARTICLE_SIZE, tags};
-use bento_trace::{ApiTarget, Footprint, ReplayTarget};
+use bento_trace::{ApiTarget, Footprint, ReplayTarget, Wrapper};
 
-/// The allocators `demo` runs and `replay` knows, in the order their tables list
-/// them.
-pub(crate) const ALLOCATORS: &[&str] = &[
-    "system",
-    #[cfg(feature = "mimalloc")]
-    "mimalloc",
-    #[cfg(all(feature = "jemalloc", unix))]
-    "jemalloc",
-    "space",
-    "common",
-    "bento",
-];
+pub(crate) use crate::allocators::ALLOCATORS;
 
 /// The allocators `replay` runs when none are named: all but the bento set-up (the
 /// last of [`ALLOCATORS`]), whose routing and budgets fit bento's own workloads.
@@ -161,41 +150,31 @@ impl<'a, A: ?Sized, F: Fn() -> Figures> Measured<'a, A, F> {
     }
 }
 
-impl<A: Allocator + ?Sized, F: Fn() -> Figures> ReplayTarget for Measured<'_, A, F> {
-    fn alloc(&mut self, layout: Layout, tag: u32) -> Option<NonNull<u8>> {
-        self.api.alloc(layout, tag)
+impl<'a, A: Allocator + ?Sized, F: Fn() -> Figures> Wrapper for Measured<'a, A, F> {
+    type Inner = ApiTarget<'a, A>;
+
+    fn inner(&mut self) -> &mut ApiTarget<'a, A> {
+        &mut self.api
     }
 
-    unsafe fn realloc(
-        &mut self,
-        ptr: NonNull<u8>,
-        old: Layout,
-        new: usize,
-        tag: u32,
-    ) -> Option<NonNull<u8>> {
-        // SAFETY: the caller's contract, passed on.
-        unsafe { self.api.realloc(ptr, old, new, tag) }
+    fn inner_ref(&self) -> &ApiTarget<'a, A> {
+        &self.api
     }
 
-    unsafe fn free(&mut self, ptr: NonNull<u8>, layout: Layout, tag: u32) {
-        // SAFETY: the caller's contract, passed on.
-        unsafe { self.api.free(ptr, layout, tag) }
-    }
-
-    fn frame(&mut self) -> Result<(), String> {
+    fn on_frame(&mut self) -> Result<(), String> {
         let before = (self.figures)().footprint.os_calls;
         self.retention.tick();
         self.end_calls = (self.figures)().footprint.os_calls.saturating_sub(before);
         Ok(())
     }
 
-    fn phase(&mut self, name: &str) {
+    fn on_phase(&mut self, name: &str) {
         if let Some(phase) = phase_of(name) {
             self.retention.phase(phase);
         }
     }
 
-    fn footprint(&self) -> Option<Footprint> {
+    fn report_footprint(&self) -> Option<Footprint> {
         Some((self.figures)().footprint)
     }
 }
@@ -317,29 +296,6 @@ impl<'a> Linear<'a> {
             .map_err(|e| format!("cannot reserve the particle pool: {e}"))?;
         Ok(Self { frames, particles })
     }
-}
-
-/// Resizes a block of `allocator` with `grow` or `shrink`, keeping its alignment.
-///
-/// # Safety
-///
-/// The caller must pass a live block of `allocator` made for `old`; `new` has `old`'s
-/// alignment.
-unsafe fn resize_in<A: Allocator>(
-    allocator: A,
-    ptr: NonNull<u8>,
-    old: Layout,
-    new: Layout,
-) -> Option<NonNull<u8>> {
-    // SAFETY: the caller's contract; each call gets a size on its side of `old`'s.
-    let block = unsafe {
-        if new.size() >= old.size() {
-            allocator.grow(ptr, old, new)
-        } else {
-            allocator.shrink(ptr, old, new)
-        }
-    };
-    Some(block.ok()?.cast())
 }
 
 /// Where a block goes.
@@ -483,11 +439,11 @@ impl ReplayTarget for Bento<'_> {
             let arena: &bento_primitives::Arena<&Pages> = frame.as_ref()?;
             // SAFETY: the caller's contract: `ptr` is live with `old` in this arena
             // (the frame that holds it is alive).
-            return unsafe { resize_in(arena, ptr, old, new_layout) };
+            return unsafe { ApiTarget(&arena).realloc(ptr, old, new, tag) };
         }
         if from == to && from != Route::Pool {
             // SAFETY: the caller's contract: `ptr` is live with `old` in this heap.
-            return unsafe { resize_in(self.heap(from), ptr, old, new_layout) };
+            return unsafe { ApiTarget(&self.heap(from)).realloc(ptr, old, new, tag) };
         }
         if from == Route::Pool && to == Route::Pool {
             // A chunk holds any size that routes to the pool.

@@ -2,44 +2,15 @@
 //! charts parsed as XML with the series they must hold, and each mistake a user makes
 //! answered with one line and a non-zero exit, never a panic.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
-fn bento(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_bento"))
-        .args(args)
-        .env("RUST_BACKTRACE", "1")
-        .output()
-        .expect("the bento binary runs")
-}
+#[path = "../src/allocators.rs"]
+mod allocators;
 
-/// A fresh directory for one test.
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("bento-alloc-cli-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
+mod common;
 
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-/// Checks a run succeeded, showing its output when it did not.
-fn ok(o: &Output) -> String {
-    assert!(
-        o.status.success(),
-        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
-        o.status,
-        stdout(o),
-        stderr(o)
-    );
-    stdout(o)
-}
+use common::{bento, command, ok, scratch, stderr, stdout};
 
 /// Checks a run failed naming `what`, and no panic: a mistake in the arguments with
 /// clap's whole message and exit 2 (what was wrong, its suggestion, the usage), any
@@ -94,30 +65,22 @@ fn svg(path: &Path) -> Svg {
 }
 
 /// The allocators `demo` runs, in the order of its rows.
-const DEMO_ROWS: &[&str] = &[
-    "system",
-    #[cfg(feature = "mimalloc")]
-    "mimalloc",
-    #[cfg(all(feature = "jemalloc", unix))]
-    "jemalloc",
-    "space",
-    "common",
-    "bento",
-];
+const DEMO_ROWS: &[&str] = allocators::ALLOCATORS;
 
 /// The allocators that count their OS calls.
 const COUNTING: &[&str] = &["space", "common", "bento"];
 
+/// `bento demo --levels 2 -o DIR EXTRA…`'s output.
+fn demo(dir: &Path, extra: &[&str]) -> String {
+    let mut args = vec!["demo", "--levels", "2", "-o", dir.to_str().unwrap()];
+    args.extend(extra);
+    ok(&bento(&args))
+}
+
 #[test]
 fn demo_prints_a_table_per_allocator_and_writes_both_charts() {
     let dir = scratch("demo");
-    let out = ok(&bento(&[
-        "demo",
-        "--levels",
-        "2",
-        "-o",
-        dir.to_str().unwrap(),
-    ]));
+    let out = demo(&dir, &[]);
     // The first table's rows (the latency table lists them again).
     let rows: Vec<&str> = out
         .lines()
@@ -188,14 +151,7 @@ fn demo_prints_a_table_per_allocator_and_writes_both_charts() {
 #[test]
 fn demo_json_has_the_same_figures_for_scripts() {
     let dir = scratch("json");
-    let out = ok(&bento(&[
-        "demo",
-        "--levels",
-        "2",
-        "-o",
-        dir.to_str().unwrap(),
-        "--json",
-    ]));
+    let out = demo(&dir, &["--json"]);
     let doc: serde_json::Value = serde_json::from_str(&out).expect("stdout is JSON");
     let runs = doc["runs"].as_array().unwrap();
     let names: Vec<&str> = runs
@@ -253,19 +209,10 @@ fn gen_inspect_replay_and_map_agree_on_a_trace() {
     let dir = scratch("tools");
     let trace = dir.join("world.trace");
     let t = trace.to_str().unwrap();
-    let out = ok(&bento(&[
-        "gen",
-        "--profile",
-        "world",
-        "--scale",
-        "0.05",
-        "-o",
-        t,
-    ]));
+    let out = ok(&gen_scale("world", "0.05", t));
     assert!(out.starts_with("wrote "), "{out}");
 
-    let inspect = ok(&bento(&["inspect", t, "--json"]));
-    let scan: serde_json::Value = serde_json::from_str(&inspect).unwrap();
+    let scan = inspect_json(t);
     let peak = scan["peak_live"].as_u64().unwrap();
     assert_eq!(scan["allocs"], scan["frees"]);
     assert_eq!(scan["never_freed"].as_u64(), Some(0));
@@ -313,14 +260,7 @@ fn gen_inspect_replay_and_map_agree_on_a_trace() {
     assert_eq!(names, expected);
 
     let map = dir.join("map.svg");
-    let out = ok(&bento(&[
-        "map",
-        t,
-        "--at",
-        "peak",
-        "-o",
-        map.to_str().unwrap(),
-    ]));
+    let out = map_at(t, "peak", &map);
     assert!(out.contains("segments:"), "{out}");
     assert!(svg(&map).texts.iter().any(|t| t.contains("after record")));
     let _ = std::fs::remove_dir_all(&dir);
@@ -331,15 +271,7 @@ fn mistakes_get_one_line_and_a_non_zero_exit() {
     let dir = scratch("mistakes");
     let trace = dir.join("t.trace");
     let t = trace.to_str().unwrap();
-    ok(&bento(&[
-        "gen",
-        "--profile",
-        "mixed",
-        "--scale",
-        "0.025",
-        "-o",
-        t,
-    ]));
+    ok(&gen_scale("mixed", "0.025", t));
 
     fails_with(
         &bento(&["replay", "/no/such/file.trace"]),
@@ -375,15 +307,7 @@ fn a_corrupted_trace_exits_non_zero_with_the_offset() {
     let dir = scratch("corrupt");
     let trace = dir.join("t.trace");
     let t = trace.to_str().unwrap();
-    ok(&bento(&[
-        "gen",
-        "--profile",
-        "lifo",
-        "--scale",
-        "0.05",
-        "-o",
-        t,
-    ]));
+    ok(&gen_scale("lifo", "0.05", t));
     let mut bytes = std::fs::read(&trace).unwrap();
     let cut = bytes.len() / 2;
     bytes.truncate(cut);
@@ -435,15 +359,7 @@ fn a_write_stopped_by_an_error_leaves_no_file_and_the_old_one_untouched() {
     assert!(left.is_empty(), "left behind: {left:?}");
 
     // An existing output stays as it was, for a trace and for a chart.
-    ok(&bento(&[
-        "gen",
-        "--profile",
-        "world",
-        "--scale",
-        "0.025",
-        "-o",
-        t,
-    ]));
+    ok(&gen_scale("world", "0.025", t));
     let before = std::fs::read(&trace).unwrap();
     let o = bento_with_small_file_limit(&["gen", "--profile", "lifo", "--scale", "0.05", "-o", t]);
     fails_with(&o, &format!("cannot write {t}"));
@@ -572,8 +488,7 @@ fn sizes_past_isize_max_are_refused_and_no_sum_wraps() {
         "{table}"
     );
     assert!(!table.contains("– 0 B"), "{table}");
-    let scan: serde_json::Value =
-        serde_json::from_str(&ok(&bento(&["inspect", t, "--json"]))).unwrap();
+    let scan = inspect_json(t);
     assert_eq!(scan["impossible"].as_u64(), Some(3));
     assert!(scan["peak_live"].as_f64().unwrap() > 2.7e19, "{scan}");
 
@@ -591,14 +506,7 @@ fn sizes_past_isize_max_are_refused_and_no_sum_wraps() {
     let runs: serde_json::Value = serde_json::from_str(&ok(&o)).unwrap();
     assert!(runs[0]["failures"].as_u64().unwrap() >= 3, "{runs}");
     let map = dir.join("map.svg");
-    ok(&bento(&[
-        "map",
-        t,
-        "--at",
-        "end",
-        "-o",
-        map.to_str().unwrap(),
-    ]));
+    map_at(t, "end", &map);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -626,12 +534,11 @@ fn every_number_a_user_types_is_bounded() {
     assert!(ok(&bento(&["gen", "--help"])).contains("0.01 to 100"));
     assert!(ok(&bento(&["demo", "--help"])).contains("1 to 1000"));
     ok(&gen_scale("lifo", "0.05", t));
-    let scan: serde_json::Value =
-        serde_json::from_str(&ok(&bento(&["inspect", t, "--json"]))).unwrap();
+    let scan = inspect_json(t);
     let last = scan["last_seq"].as_u64().unwrap();
     let map = dir.join("map.svg");
+    map_at(t, &last.to_string(), &map);
     let m = map.to_str().unwrap();
-    ok(&bento(&["map", t, "--at", &last.to_string(), "-o", m]));
     for at in [last + 1, 99_999_999, u64::MAX] {
         fails_with(
             &bento(&["map", t, "--at", &at.to_string(), "-o", m]),
@@ -639,6 +546,23 @@ fn every_number_a_user_types_is_bounded() {
         );
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `bento map TRACE --at AT -o OUT`'s output.
+fn map_at(trace: &str, at: &str, out: &Path) -> String {
+    ok(&bento(&[
+        "map",
+        trace,
+        "--at",
+        at,
+        "-o",
+        out.to_str().unwrap(),
+    ]))
+}
+
+/// `bento inspect TRACE --json`'s figures.
+fn inspect_json(trace: &str) -> serde_json::Value {
+    serde_json::from_str(&ok(&bento(&["inspect", trace, "--json"]))).unwrap()
 }
 
 /// `bento gen --profile PROFILE --scale SCALE -o OUT`.
@@ -660,8 +584,7 @@ fn a_scale_is_a_multiple_of_the_profiles_default_for_every_profile() {
     let t = t.to_str().unwrap();
     let allocs = |profile: &str, scale: &str| -> u64 {
         ok(&gen_scale(profile, scale, t));
-        let scan: serde_json::Value =
-            serde_json::from_str(&ok(&bento(&["inspect", t, "--json"]))).unwrap();
+        let scan = inspect_json(t);
         scan["allocs"].as_u64().unwrap()
     };
     for profile in ["game", "world", "mixed", "lifo"] {
@@ -721,8 +644,7 @@ fn a_bare_bento_prints_the_usage_and_mistakes_keep_clap_s_words() {
 fn every_command_writes_to_its_output_and_says_so() {
     let dir = scratch("outputs");
     // `gen` without `-o`: PROFILE.trace in the working directory.
-    let o = Command::new(env!("CARGO_BIN_EXE_bento"))
-        .args(["gen", "--profile", "mixed", "--scale", "0.01"])
+    let o = command(&["gen", "--profile", "mixed", "--scale", "0.01"])
         .current_dir(&dir)
         .output()
         .unwrap();
@@ -732,8 +654,7 @@ fn every_command_writes_to_its_output_and_says_so() {
     assert!(trace.is_file());
     let t = trace.to_str().unwrap();
     // `map` without `-o`: map.svg in the working directory.
-    let o = Command::new(env!("CARGO_BIN_EXE_bento"))
-        .args(["map", "mixed.trace"])
+    let o = command(&["map", "mixed.trace"])
         .current_dir(&dir)
         .output()
         .unwrap();
@@ -767,8 +688,7 @@ fn an_empty_trace_inspects_as_one_with_no_records() {
         let t = trace.to_str().unwrap();
         let out = ok(&bento(&["inspect", t]));
         assert!(out.contains("holds no records"), "{out}");
-        let scan: serde_json::Value =
-            serde_json::from_str(&ok(&bento(&["inspect", t, "--json"]))).unwrap();
+        let scan = inspect_json(t);
         assert_eq!(scan["records"].as_u64(), Some(0));
         fails_with(&bento(&["replay", t]), "an empty trace");
         fails_with(&bento(&["map", t]), "an empty trace");

@@ -2,56 +2,16 @@
 //! then `bento replay` of what it recorded on every allocator this build has.
 #![cfg(target_os = "linux")]
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-use std::sync::OnceLock;
+use std::path::Path;
+use std::process::Command;
 
-/// bento-malloc's library, built once per test run as its README says (release, on
-/// its own, `panic = "abort"`) into a target directory of its own.
-fn library() -> &'static Path {
-    static LIBRARY: OnceLock<PathBuf> = OnceLock::new();
-    LIBRARY.get_or_init(|| {
-        let target = Path::new(env!("CARGO_TARGET_TMPDIR")).join("bento-malloc");
-        let status = Command::new(env!("CARGO"))
-            .args(["build", "--release", "-p", "bento-malloc", "--target-dir"])
-            .arg(&target)
-            .env("CARGO_PROFILE_RELEASE_PANIC", "abort")
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .status()
-            .expect("cargo runs");
-        assert!(status.success(), "building bento-malloc failed");
-        target.join("release").join("libbento_malloc.so")
-    })
-}
+#[path = "../../malloc/tests/all/library.rs"]
+mod library;
 
-fn bento(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_bento"))
-        .args(args)
-        .env_remove("BENTO_MALLOC")
-        .output()
-        .expect("the bento binary runs")
-}
+mod common;
 
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("bento-record-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
-        o.status,
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-fn ok(o: &Output) -> String {
-    assert!(o.status.success(), "{}", text(o));
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
+use common::{bento, command, ok, scratch, text};
+use library::library;
 
 /// The allocators of this build: all six, less those whose features are off.
 fn allocators() -> Vec<&'static str> {
@@ -202,61 +162,45 @@ fn record_says_what_went_wrong() {
     let trace = dir.join("t.trace");
     let t = trace.to_str().unwrap();
     let lib = library().to_str().unwrap();
-    // A program that fails: its trace is kept, and the exit is an error.
-    let o = bento(&[
-        "record",
-        "--library",
-        lib,
-        "-o",
-        t,
-        "--",
-        "sh",
-        "-c",
-        "exit 3",
-    ]);
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    assert!(
-        text(&o).contains("ended with exit status: 3"),
-        "{}",
-        text(&o)
-    );
-    assert!(trace.is_file());
-    ok(&bento(&["inspect", t]));
-    // No such program: nothing written.
-    std::fs::remove_file(&trace).unwrap();
-    let o = bento(&[
-        "record",
-        "--library",
-        lib,
-        "-o",
-        t,
-        "--",
-        "/no/such/program",
-    ]);
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    assert!(
-        text(&o).contains("cannot run /no/such/program"),
-        "{}",
-        text(&o)
-    );
-    assert!(!trace.exists());
+    // A program that fails: its trace is kept, and the exit is an error. No such
+    // program: nothing written.
+    for (program, what, kept) in [
+        (
+            &["sh", "-c", "exit 3"][..],
+            "ended with exit status: 3",
+            true,
+        ),
+        (
+            &["/no/such/program"][..],
+            "cannot run /no/such/program",
+            false,
+        ),
+    ] {
+        let mut args = vec!["record", "--library", lib, "-o", t, "--"];
+        args.extend(program);
+        let o = bento(&args);
+        assert_eq!(o.status.code(), Some(1), "{program:?}: {}", text(&o));
+        assert!(text(&o).contains(what), "{program:?}: {}", text(&o));
+        let left = (trace.exists(), trace.is_file());
+        assert_eq!(left, (kept, kept), "{program:?}");
+        if kept {
+            ok(&bento(&["inspect", t]));
+            std::fs::remove_file(&trace).unwrap();
+        }
+    }
     // No library where named, by flag or by environment.
-    let o = bento(&["record", "--library", "/no/lib.so", "-o", t, "--", "true"]);
-    assert!(
-        text(&o).contains("no bento-malloc library at /no/lib.so"),
-        "{}",
-        text(&o)
-    );
-    let o = Command::new(env!("CARGO_BIN_EXE_bento"))
-        .args(["record", "-o", t, "--", "true"])
+    let by_flag = bento(&["record", "--library", "/no/lib.so", "-o", t, "--", "true"]);
+    let by_environment = command(&["record", "-o", t, "--", "true"])
         .env("BENTO_MALLOC", "/no/lib.so")
         .output()
         .unwrap();
-    assert!(
-        text(&o).contains("no bento-malloc library at /no/lib.so"),
-        "{}",
-        text(&o)
-    );
+    for (how, o) in [("by flag", by_flag), ("by environment", by_environment)] {
+        assert!(
+            text(&o).contains("no bento-malloc library at /no/lib.so"),
+            "{how}: {}",
+            text(&o)
+        );
+    }
     assert!(!trace.exists());
     // Only a dir and no trace left behind: no temporary files.
     let left: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();

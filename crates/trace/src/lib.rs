@@ -7,16 +7,15 @@ mod replay;
 mod rng;
 #[cfg(feature = "heap")]
 mod sink;
+mod target;
 pub mod workload;
 mod writer;
 
 pub use crate::format::{Event, MAGIC, MAX_PHASE, Record, VERSION};
 pub use crate::reader::{TraceError, TraceReader};
-pub use crate::replay::{
-    ApiTarget, Footprint, GlobalTarget, Moment, ReplayError, ReplayOptions, ReplayReport,
-    ReplayTarget, replay,
-};
+pub use crate::replay::{Moment, ReplayError, ReplayOptions, ReplayReport, replay};
 pub use crate::rng::Rng;
 #[cfg(feature = "heap")]
 pub use crate::sink::TraceSink;
+pub use crate::target::{ApiTarget, Footprint, GlobalTarget, ReplayTarget, Wrapper};
 pub use crate::writer::TraceWriter;

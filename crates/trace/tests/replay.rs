@@ -13,13 +13,22 @@ use bento_trace::workload::{
 };
 use bento_trace::{
     ApiTarget, Event, GlobalTarget, ReplayError, ReplayOptions, ReplayReport, ReplayTarget,
-    TraceReader, TraceWriter, replay,
+    TraceReader, TraceWriter, Wrapper, replay,
 };
 
 fn trace(workload: impl Workload) -> (Vec<u8>, Recorded) {
     let mut w = TraceWriter::new(Vec::new()).unwrap();
     let counts = record(workload, &mut w).unwrap();
     (w.finish().unwrap(), counts)
+}
+
+/// A trace of `ops` operations of [`Mixed`] around `live` blocks.
+fn mixed(ops: usize, live: usize) -> (Vec<u8>, Recorded) {
+    trace(Mixed::new(MixedConfig {
+        ops,
+        live,
+        ..MixedConfig::DEFAULT
+    }))
 }
 
 /// The system allocator, counting its live blocks, with the phases it was told (each
@@ -70,6 +79,23 @@ impl ReplayTarget for Counting {
     }
 }
 
+/// Replays `bytes` on `target` with `options`, observing nothing.
+fn replay_on<T: ReplayTarget>(
+    target: &mut T,
+    bytes: &[u8],
+    options: ReplayOptions,
+) -> Result<ReplayReport, ReplayError> {
+    replay(target, TraceReader::new(bytes).unwrap(), options, |_, _| {})
+}
+
+/// Options that stop after the record `seq`.
+fn stop_after(seq: u64) -> ReplayOptions {
+    ReplayOptions {
+        stop_after: seq,
+        ..ReplayOptions::default()
+    }
+}
+
 fn check_counts(report: &ReplayReport, counts: &Recorded) {
     assert_eq!(report.records, counts.records);
     assert_eq!(report.allocs, counts.allocs);
@@ -99,11 +125,7 @@ fn every_workload_replays_to_the_counts_its_generator_knows() {
             cell_blocks: 300,
             ..WorldConfig::WORLD
         })),
-        trace(Mixed::new(MixedConfig {
-            ops: 3000,
-            live: 200,
-            ..MixedConfig::DEFAULT
-        })),
+        mixed(3000, 200),
         trace(LifoBatches::new(LifoConfig {
             batches: 30,
             ..LifoConfig::DEFAULT
@@ -130,24 +152,12 @@ fn every_workload_replays_to_the_counts_its_generator_knows() {
             assert_eq!(last.unwrap().1, counts.frames);
         }
         // The same trace through the allocator-api2 adaptor.
-        let again = replay(
-            &mut ApiTarget(&Global),
-            TraceReader::new(&bytes[..]).unwrap(),
-            ReplayOptions::default(),
-            |_, _| {},
-        )
-        .unwrap();
+        let again = replay_on(&mut ApiTarget(&Global), bytes, ReplayOptions::default()).unwrap();
         check_counts(&again, counts);
     }
     // The session's tags reach the target.
     let mut target = Counting::default();
-    replay(
-        &mut target,
-        TraceReader::new(&traces[0].0[..]).unwrap(),
-        ReplayOptions::default(),
-        |_, _| {},
-    )
-    .unwrap();
+    replay_on(&mut target, &traces[0].0, ReplayOptions::default()).unwrap();
     for tag in [
         tags::LEVEL,
         tags::FRAME,
@@ -224,11 +234,7 @@ fn the_target_hears_each_level_load_play_and_unload_in_order() {
 
 #[test]
 fn samples_come_every_n_records_and_at_each_frame_and_phase() {
-    let (bytes, counts) = trace(Mixed::new(MixedConfig {
-        ops: 1000,
-        live: 50,
-        ..MixedConfig::DEFAULT
-    }));
+    let (bytes, counts) = mixed(1000, 50);
     let mut seqs = Vec::new();
     let options = ReplayOptions {
         sample_every: 100,
@@ -253,23 +259,9 @@ fn samples_come_every_n_records_and_at_each_frame_and_phase() {
 
 #[test]
 fn stop_after_leaves_the_blocks_live_then() {
-    let (bytes, _) = trace(Mixed::new(MixedConfig {
-        ops: 500,
-        live: 40,
-        ..MixedConfig::DEFAULT
-    }));
-    let options = ReplayOptions {
-        stop_after: 299,
-        ..ReplayOptions::default()
-    };
+    let (bytes, _) = mixed(500, 40);
     let mut target = Counting::default();
-    let report = replay(
-        &mut target,
-        TraceReader::new(&bytes[..]).unwrap(),
-        options,
-        |_, _| {},
-    )
-    .unwrap();
+    let report = replay_on(&mut target, &bytes, stop_after(299)).unwrap();
     assert_eq!(report.records, 300);
     // A limit on a frame record stops there too.
     let bytes = hand(|w| {
@@ -277,56 +269,31 @@ fn stop_after_leaves_the_blocks_live_then() {
         w.frame().unwrap();
         w.alloc(2, 10, 8, 0).unwrap();
     });
-    let options = ReplayOptions {
-        stop_after: 1,
-        ..ReplayOptions::default()
-    };
     let mut frames = 0;
     let mut target = Counting::default();
     let report = replay(
         &mut target,
         TraceReader::new(&bytes[..]).unwrap(),
-        options,
+        stop_after(1),
         |m, _| frames = m.frames,
     )
     .unwrap();
     assert_eq!((report.records, report.allocs, frames), (2, 1, 1));
     assert_eq!(report.left.len(), 1);
     // A limit that sequence numbers skip stops before the first record past it.
-    let mut w = TraceWriter::new(Vec::new()).unwrap();
-    w.record(
-        0,
-        &Event::Alloc {
-            id: 1,
-            size: 10,
-            align: 8,
-            tag: 0,
-        },
-    )
-    .unwrap();
-    w.record(
-        10,
-        &Event::Alloc {
-            id: 2,
-            size: 10,
-            align: 8,
-            tag: 0,
-        },
-    )
-    .unwrap();
-    let bytes = w.finish().unwrap();
-    let options = ReplayOptions {
-        stop_after: 5,
-        ..ReplayOptions::default()
-    };
+    let bytes = hand(|w| {
+        for (seq, id) in [(0, 1), (10, 2)] {
+            let event = Event::Alloc {
+                id,
+                size: 10,
+                align: 8,
+                tag: 0,
+            };
+            w.record(seq, &event).unwrap();
+        }
+    });
     let mut target = Counting::default();
-    let report = replay(
-        &mut target,
-        TraceReader::new(&bytes[..]).unwrap(),
-        options,
-        |_, _| {},
-    )
-    .unwrap();
+    let report = replay_on(&mut target, &bytes, stop_after(5)).unwrap();
     assert_eq!(
         (report.records, report.allocs, report.left.len()),
         (1, 1, 1)
@@ -373,13 +340,7 @@ fn bad_ids_are_errors_naming_the_record_and_nothing_is_left() {
     ];
     for (bytes, message) in cases {
         let mut target = Counting::default();
-        let err = replay(
-            &mut target,
-            TraceReader::new(&bytes[..]).unwrap(),
-            ReplayOptions::default(),
-            |_, _| {},
-        )
-        .unwrap_err();
+        let err = replay_on(&mut target, &bytes, ReplayOptions::default()).unwrap_err();
         assert_eq!(err.to_string(), message);
         assert_eq!(target.live.get(), 0);
     }
@@ -387,22 +348,12 @@ fn bad_ids_are_errors_naming_the_record_and_nothing_is_left() {
 
 #[test]
 fn a_corrupt_trace_is_an_error_with_its_offset_and_nothing_is_left() {
-    let (mut bytes, _) = trace(Mixed::new(MixedConfig {
-        ops: 200,
-        live: 20,
-        ..MixedConfig::DEFAULT
-    }));
+    let (mut bytes, _) = mixed(200, 20);
     let at = bytes.len() / 2;
     bytes.truncate(at);
     bytes.push(0x7f); // not a record kind
     let mut target = Counting::default();
-    let err = replay(
-        &mut target,
-        TraceReader::new(&bytes[..]).unwrap(),
-        ReplayOptions::default(),
-        |_, _| {},
-    )
-    .unwrap_err();
+    let err = replay_on(&mut target, &bytes, ReplayOptions::default()).unwrap_err();
     let ReplayError::Trace(e) = &err else {
         panic!("{err}");
     };
@@ -425,13 +376,7 @@ fn refused_and_impossible_requests_are_failures_and_their_frees_are_skipped() {
         w.free(3).unwrap();
     });
     let mut target = Counting::default();
-    let report = replay(
-        &mut target,
-        TraceReader::new(&bytes[..]).unwrap(),
-        ReplayOptions::default(),
-        |_, _| {},
-    )
-    .unwrap();
+    let report = replay_on(&mut target, &bytes, ReplayOptions::default()).unwrap();
     assert_eq!((report.allocs, report.reallocs, report.frees), (3, 2, 3));
     assert_eq!(report.failures, 3);
     assert_eq!((report.peak_live, report.live_at_end), (1, 0));
@@ -441,28 +386,18 @@ fn refused_and_impossible_requests_are_failures_and_their_frees_are_skipped() {
 /// A target that refuses every frame end.
 struct Stubborn(Counting);
 
-impl ReplayTarget for Stubborn {
-    fn alloc(&mut self, layout: Layout, tag: u32) -> Option<NonNull<u8>> {
-        self.0.alloc(layout, tag)
+impl Wrapper for Stubborn {
+    type Inner = Counting;
+
+    fn inner(&mut self) -> &mut Counting {
+        &mut self.0
     }
 
-    unsafe fn realloc(
-        &mut self,
-        ptr: NonNull<u8>,
-        old: Layout,
-        new: usize,
-        tag: u32,
-    ) -> Option<NonNull<u8>> {
-        // SAFETY: the caller's contract.
-        unsafe { self.0.realloc(ptr, old, new, tag) }
+    fn inner_ref(&self) -> &Counting {
+        &self.0
     }
 
-    unsafe fn free(&mut self, ptr: NonNull<u8>, layout: Layout, tag: u32) {
-        // SAFETY: the caller's contract.
-        unsafe { self.0.free(ptr, layout, tag) }
-    }
-
-    fn frame(&mut self) -> Result<(), String> {
+    fn on_frame(&mut self) -> Result<(), String> {
         Err("frame memory is still live".into())
     }
 }
@@ -475,13 +410,7 @@ fn a_refused_frame_end_stops_the_replay_and_frees_what_is_live() {
         w.free(1).unwrap();
     });
     let mut target = Stubborn(Counting::default());
-    let err = replay(
-        &mut target,
-        TraceReader::new(&bytes[..]).unwrap(),
-        ReplayOptions::default(),
-        |_, _| {},
-    )
-    .unwrap_err();
+    let err = replay_on(&mut target, &bytes, ReplayOptions::default()).unwrap_err();
     assert_eq!(err.to_string(), "record 1: frame memory is still live");
     assert_eq!(target.0.live.get(), 0);
 }
@@ -522,10 +451,5 @@ fn a_target_handing_out_overlapping_blocks_is_caught() {
     let mut target = Overlapping {
         block: NonNull::from(&mut buf).cast(),
     };
-    let _ = replay(
-        &mut target,
-        TraceReader::new(&bytes[..]).unwrap(),
-        ReplayOptions::default(),
-        |_, _| {},
-    );
+    let _ = replay_on(&mut target, &bytes, ReplayOptions::default());
 }

@@ -305,17 +305,16 @@ struct Retained {
     purgers: u64,
 }
 
-/// Runs `retain MODE WAIT_MS LIMIT_MS` with `BENTO_RETAIN=retain` (a deadlock ends
-/// the test) and reads its line.
-fn retained(
-    program: &std::path::Path,
-    mode: &str,
-    retain: &str,
-    wait_ms: u64,
-    limit_ms: u64,
-) -> Retained {
+/// `tests/c/retain.c`, compiled into the scratch directory of test `test`.
+fn retain_program(test: &str) -> std::path::PathBuf {
+    compile("retain", &scratch(test))
+}
+
+/// Runs `retain MODE WAIT_MS LIMIT_MS` (compiled for test `test`) with
+/// `BENTO_RETAIN=retain` (a deadlock ends the test) and reads its line.
+fn retained(test: &str, mode: &str, retain: &str, wait_ms: u64, limit_ms: u64) -> Retained {
     let o = run_within(
-        preloaded(program)
+        preloaded(retain_program(test))
             .args([mode, &wait_ms.to_string(), &limit_ms.to_string()])
             .env("BENTO_RETAIN", retain),
         std::time::Duration::from_secs(120),
@@ -344,13 +343,23 @@ fn retained(
 /// KiB in a MiB.
 const MIB: u64 = 1024;
 
+/// Checks that the one purger gave back the memory kept (`whose`: where, for the
+/// message), within a few MiB.
+fn assert_given_back(r: &Retained, whose: &str) {
+    assert!(
+        r.after <= r.base + 6 * MIB,
+        "{r:?}: {} KiB still resident{whose} after {} ms",
+        r.after.saturating_sub(r.base),
+        r.waited
+    );
+    assert_eq!(r.purgers, 1, "{r:?}");
+}
+
 #[test]
 fn an_idle_program_gets_its_kept_memory_back_from_the_purger() {
-    let dir = scratch("retain-idle");
-    let program = compile("retain", &dir);
     // Decay after 200 ms; the program sleeps four times that, then polls its resident
     // set (up to 30 s, so that a loaded machine only makes the test slower).
-    let r = retained(&program, "idle", "200", 800, 30_000);
+    let r = retained("retain-idle", "idle", "200", 800, 30_000);
     assert!(
         r.peak >= r.base + 60 * MIB,
         "{r:?}: the 64 MiB were not resident"
@@ -362,20 +371,12 @@ fn an_idle_program_gets_its_kept_memory_back_from_the_purger() {
         r.freed - r.base
     );
     // ...and with no call to malloc since, the purger gave it back.
-    assert!(
-        r.after <= r.base + 6 * MIB,
-        "{r:?}: {} KiB still resident after {} ms",
-        r.after.saturating_sub(r.base),
-        r.waited
-    );
-    assert_eq!(r.purgers, 1, "{r:?}");
+    assert_given_back(&r, "");
 }
 
 #[test]
 fn bento_retain_eager_gives_memory_back_at_once_with_no_thread() {
-    let dir = scratch("retain-eager");
-    let program = compile("retain", &dir);
-    let r = retained(&program, "idle", "eager", 0, 0);
+    let r = retained("retain-eager", "idle", "eager", 0, 0);
     assert!(r.peak >= r.base + 60 * MIB, "{r:?}");
     // At most the commit cache's floor (8 MiB) stays, with no wait.
     assert!(
@@ -388,8 +389,7 @@ fn bento_retain_eager_gives_memory_back_at_once_with_no_thread() {
 
 #[test]
 fn a_bad_bento_retain_is_said_once_and_the_default_holds() {
-    let dir = scratch("retain-bad");
-    let program = compile("retain", &dir);
+    let program = retain_program("retain-bad");
     for bad in ["banana", "0", "3600001", "12ms", "-1", "99999999999"] {
         let o = run_ok(preloaded(&program).arg("quick").env("BENTO_RETAIN", bad));
         assert_eq!(String::from_utf8_lossy(&o.stdout), "quick: ok\n");
@@ -410,26 +410,17 @@ fn a_bad_bento_retain_is_said_once_and_the_default_holds() {
 
 #[test]
 fn a_forked_child_starts_a_purger_of_its_own() {
-    let dir = scratch("retain-fork");
-    let program = compile("retain", &dir);
     // The parent keeps its freed 64 MiB and forks; the child allocates and frees
     // 64 MiB of its own, then waits: its purger gives back its memory and the kept
     // pages it inherited. Twenty more children fork from the parent meanwhile.
-    let r = retained(&program, "fork", "200", 800, 30_000);
+    let r = retained("retain-fork", "fork", "200", 800, 30_000);
     assert!(r.peak >= r.base + 60 * MIB, "{r:?}");
-    assert!(
-        r.after <= r.base + 6 * MIB,
-        "{r:?}: {} KiB still resident in the child after {} ms",
-        r.after.saturating_sub(r.base),
-        r.waited
-    );
-    assert_eq!(r.purgers, 1, "{r:?}");
+    assert_given_back(&r, " in the child");
 }
 
 #[test]
 fn a_program_exits_while_its_purger_ticks() {
-    let dir = scratch("retain-exit");
-    let program = compile("retain", &dir);
+    let program = retain_program("retain-exit");
     // The purger ticks every millisecond while `exit` runs the report, which takes
     // the allocator's locks: neither waits on the other for long.
     for _ in 0..20 {

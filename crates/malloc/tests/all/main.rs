@@ -3,31 +3,13 @@
 //! everyday tools run with it in `LD_PRELOAD`.
 
 mod c_programs;
+mod library;
 mod real_programs;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::OnceLock;
 
-/// The library, built once per test run into a target directory of its own.
-pub(crate) fn library() -> &'static Path {
-    static LIBRARY: OnceLock<PathBuf> = OnceLock::new();
-    LIBRARY.get_or_init(|| {
-        let target = Path::new(env!("CARGO_TARGET_TMPDIR")).join("bento-malloc");
-        // As its README says to build it: on its own, with `panic = "abort"`.
-        let status = Command::new(env!("CARGO"))
-            .args(["build", "--release", "-p", "bento-malloc", "--target-dir"])
-            .arg(&target)
-            .env("CARGO_PROFILE_RELEASE_PANIC", "abort")
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .status()
-            .expect("cargo runs");
-        assert!(status.success(), "building bento-malloc failed");
-        let so = target.join("release").join("libbento_malloc.so");
-        assert!(so.exists(), "{} was not built", so.display());
-        so
-    })
-}
+pub(crate) use crate::library::library;
 
 /// A scratch directory for one test.
 pub(crate) fn scratch(name: &str) -> PathBuf {

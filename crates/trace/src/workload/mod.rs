@@ -36,9 +36,33 @@
 use std::alloc::Layout;
 use std::collections::VecDeque;
 
-use crate::replay::{self, Live, ReplayTarget};
+use crate::replay::{self, Live};
 pub use crate::rng::Rng;
 use crate::rng::log_uniform;
+use crate::target::ReplayTarget;
+
+/// `Iterator` for a workload that makes its steps a stretch at a time (a level's load,
+/// a frame, a batch): `next` yields the front of its queue (the field named) of steps
+/// made and not yet yielded, calling its `refill` (which makes the next stretch, or
+/// returns false, making none, once the workload is over) until the queue holds one.
+macro_rules! refilled_iterator {
+    ($workload:ty, $($queue:ident).+) => {
+        impl Iterator for $workload {
+            type Item = Step;
+
+            fn next(&mut self) -> Option<Step> {
+                loop {
+                    if let Some(step) = self.$($queue).+.pop_front() {
+                        return Some(step);
+                    }
+                    if !self.refill() {
+                        return None;
+                    }
+                }
+            }
+        }
+    };
+}
 
 mod session;
 mod synthetic;
@@ -200,28 +224,52 @@ pub trait Workload: Iterator<Item = Step> {
     fn ids(&self) -> usize;
 }
 
-/// How a workload makes its steps: a queue it refills a stretch at a time (a level's
-/// load, a frame, a batch), drained by [`next_step`], the one `Iterator::next` of
-/// every workload.
-trait Refill {
-    /// The steps made and not yet yielded.
-    fn queue(&mut self) -> &mut VecDeque<Step>;
-
-    /// Makes the next stretch of steps; false, making none, when the workload is over.
-    fn refill(&mut self) -> bool;
+/// The steps a workload has made and not yet yielded, and the ids of its blocks: an id
+/// freed is taken again (the last freed first) before a new one.
+#[derive(Debug, Default)]
+struct Steps {
+    queue: VecDeque<Step>,
+    free_ids: Vec<usize>,
+    next_id: usize,
 }
 
-/// The next step of `w`: the front of its queue, refilled until it holds one or `w`
-/// is over.
-fn next_step(w: &mut impl Refill) -> Option<Step> {
-    loop {
-        if let Some(step) = w.queue().pop_front() {
-            return Some(step);
-        }
-        if !w.refill() {
-            return None;
+impl Steps {
+    /// Allocates a block, with the id next in turn; returns the id.
+    fn alloc(&mut self, size: usize, align: usize, tag: u32) -> usize {
+        let id = self.free_ids.pop().unwrap_or_else(|| {
+            self.next_id += 1;
+            self.next_id - 1
+        });
+        self.queue.push_back(Step::Alloc {
+            id,
+            size,
+            align,
+            tag,
+        });
+        id
+    }
+
+    /// Frees block `id`.
+    fn free(&mut self, id: usize) {
+        self.queue.push_back(Step::Free { id });
+        self.free_ids.push(id);
+    }
+}
+
+/// Removes the entries of `list` (each an id and the clock at which its time is up)
+/// whose time is up at `clock`, and returns their ids, in the order a scan from the
+/// front meets them (each removed entry's place taken by the last one).
+fn expired(list: &mut Vec<(usize, usize)>, clock: usize) -> Vec<usize> {
+    let mut ids = Vec::new();
+    let mut i = 0;
+    while i < list.len() {
+        if list[i].1 <= clock {
+            ids.push(list.swap_remove(i).0);
+        } else {
+            i += 1;
         }
     }
+    ids
 }
 
 /// What a workload asked for, counted by [`record`] as it wrote the trace: what a

@@ -1,11 +1,6 @@
 //! [`Session`]: a game session of levels, frames, streams, growers and particles.
 
-use std::collections::VecDeque;
-
-use super::{
-    Checkpoint, LevelPhase, PARTICLE_SIZE, Refill, Rng, Step, Workload, log_uniform, next_step,
-    tags,
-};
+use super::{Checkpoint, LevelPhase, PARTICLE_SIZE, Rng, Step, Steps, Workload, expired, tags};
 
 /// The shape of a session.
 ///
@@ -74,11 +69,8 @@ pub struct Session {
     rng: Rng,
     level: usize,
     frame: usize,
-    /// Events generated and not yet yielded.
-    queue: VecDeque<Step>,
-    /// Ids free for reuse, and the next never-used id.
-    free_ids: Vec<usize>,
-    next_id: usize,
+    /// Steps generated and not yet yielded, and the blocks' ids.
+    steps: Steps,
     /// The level's resident blocks and assets.
     resident: Vec<usize>,
     /// Streamed assets with the frame (counted over the session) they end on.
@@ -102,9 +94,7 @@ impl Session {
             rng: Rng::new(config.seed | 1),
             level: 0,
             frame: 0,
-            queue: VecDeque::new(),
-            free_ids: Vec::new(),
-            next_id: 0,
+            steps: Steps::default(),
             resident: Vec::new(),
             streams: Vec::new(),
             growers: Vec::new(),
@@ -132,17 +122,8 @@ impl Session {
             + c.particles
     }
 
-    fn next(&mut self) -> u64 {
-        self.rng.next_u64()
-    }
-
-    /// A size log-uniform in `[lo, hi]`.
-    fn size(&mut self, lo: usize, hi: usize) -> usize {
-        log_uniform(self.next(), lo, hi)
-    }
-
     fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
+        (self.rng.next_u64() % n as u64) as usize
     }
 
     fn align(&mut self) -> usize {
@@ -155,45 +136,23 @@ impl Session {
         }
     }
 
-    fn id(&mut self) -> usize {
-        self.free_ids.pop().unwrap_or_else(|| {
-            self.next_id += 1;
-            self.next_id - 1
-        })
-    }
-
-    fn alloc(&mut self, size: usize, align: usize, tag: u32) -> usize {
-        let id = self.id();
-        self.queue.push_back(Step::Alloc {
-            id,
-            size,
-            align,
-            tag,
-        });
-        id
-    }
-
-    fn free(&mut self, id: usize) {
-        self.queue.push_back(Step::Free { id });
-        self.free_ids.push(id);
-    }
-
     /// The session's start: globals and growers.
     fn start(&mut self) {
         for _ in 0..16 {
-            let (size, align) = (self.size(64, 256 << 10), self.align());
-            let id = self.alloc(size, align, tags::GLOBAL);
+            let (size, align) = (self.rng.log_uniform(64, 256 << 10), self.align());
+            let id = self.steps.alloc(size, align, tags::GLOBAL);
             self.globals.push(id);
         }
         for _ in 0..self.config.growers {
-            let id = self.alloc(1024, 16, tags::GROWER);
+            let id = self.steps.alloc(1024, 16, tags::GROWER);
             self.growers.push((id, 1024));
         }
         self.load_level();
     }
 
     fn load_level(&mut self) {
-        self.queue
+        self.steps
+            .queue
             .push_back(Step::Phase(LevelPhase::Loading(self.level)));
         // The level's kind decides what it does: the same each time it comes round.
         let kind = self.level % self.config.level_kinds.max(1);
@@ -205,46 +164,42 @@ impl Session {
             for g in 0..self.growers.len() {
                 let id = self.growers[g].0;
                 self.growers[g].1 = 1024;
-                self.queue.push_back(Step::Realloc { id, size: 1024 });
+                self.steps.queue.push_back(Step::Realloc { id, size: 1024 });
             }
         }
         let n = self.config.resident_blocks;
         let n = n / 2 + self.below(n / 2 + 1);
         // Each kind has its own taste in sizes: the top of the range moves.
-        let top = self.size(4 << 10, 64 << 10);
+        let top = self.rng.log_uniform(4 << 10, 64 << 10);
         for _ in 0..n {
-            let (size, align) = (self.size(32, top), self.align());
-            let id = self.alloc(size, align, tags::LEVEL);
+            let (size, align) = (self.rng.log_uniform(32, top), self.align());
+            let id = self.steps.alloc(size, align, tags::LEVEL);
             self.resident.push(id);
         }
         for _ in 0..self.config.level_assets {
-            let size = self.size(256 << 10, 2 << 20);
-            let id = self.alloc(size, 4096, tags::LEVEL);
+            let size = self.rng.log_uniform(256 << 10, 2 << 20);
+            let id = self.steps.alloc(size, 4096, tags::LEVEL);
             self.resident.push(id);
         }
-        self.queue.push_back(Step::Checkpoint(Checkpoint {
+        self.steps.queue.push_back(Step::Checkpoint(Checkpoint {
             level: self.level,
             frame: None,
         }));
     }
 
     fn unload_level(&mut self) {
-        self.queue
+        self.steps
+            .queue
             .push_back(Step::Phase(LevelPhase::Unloading(self.level)));
-        let streams: Vec<usize> = self
-            .streams
-            .drain(..)
-            .chain(self.particles.drain(..))
-            .map(|(id, _)| id)
-            .collect();
+        let streams = self.drain_streams_and_particles();
         for id in streams {
-            self.free(id);
+            self.steps.free(id);
         }
         // In random order, as a level's objects die.
         while !self.resident.is_empty() {
             let i = self.below(self.resident.len());
             let id = self.resident.swap_remove(i);
-            self.free(id);
+            self.steps.free(id);
         }
     }
 
@@ -254,24 +209,18 @@ impl Session {
         let n = n / 2 + self.below(n / 2 + 1);
         let temps: Vec<usize> = (0..n)
             .map(|_| {
-                let size = self.size(16, 4096);
-                self.alloc(size, 16, tags::FRAME)
+                let size = self.rng.log_uniform(16, 4096);
+                self.steps.alloc(size, 16, tags::FRAME)
             })
             .collect();
         // Streaming: finished assets go, and now and then a new one starts.
         let clock = self.clock;
-        let mut i = 0;
-        while i < self.streams.len() {
-            if self.streams[i].1 <= clock {
-                let (id, _) = self.streams.swap_remove(i);
-                self.free(id);
-            } else {
-                i += 1;
-            }
+        for id in expired(&mut self.streams, clock) {
+            self.steps.free(id);
         }
         if self.streams.len() < self.config.streams && self.below(4) == 0 {
-            let size = self.size(64 << 10, 4 << 20);
-            let id = self.alloc(size, 4096, tags::STREAM);
+            let size = self.rng.log_uniform(64 << 10, 4 << 20);
+            let id = self.steps.alloc(size, 4096, tags::STREAM);
             let life = 10 + self.below(90);
             self.streams.push((id, clock + life));
         }
@@ -285,9 +234,9 @@ impl Session {
                 size + size / 2
             };
             self.growers[g].1 = new;
-            self.queue.push_back(Step::Realloc { id, size: new });
+            self.steps.queue.push_back(Step::Realloc { id, size: new });
         }
-        self.queue.push_back(Step::Checkpoint(Checkpoint {
+        self.steps.queue.push_back(Step::Checkpoint(Checkpoint {
             level: self.level,
             frame: Some(self.frame),
         }));
@@ -296,10 +245,10 @@ impl Session {
         let (late, soon): (Vec<_>, Vec<_>) =
             temps.into_iter().enumerate().partition(|(k, _)| k % 7 == 3);
         for (_, id) in soon.into_iter().rev().chain(late) {
-            self.free(id);
+            self.steps.free(id);
         }
         self.run_particles();
-        self.queue.push_back(Step::FrameEnd);
+        self.steps.queue.push_back(Step::FrameEnd);
     }
 
     /// Particles whose time is up die; a few new ones spawn while there is room.
@@ -308,46 +257,48 @@ impl Session {
             return;
         }
         let clock = self.clock;
-        let mut i = 0;
-        while i < self.particles.len() {
-            if self.particles[i].1 <= clock {
-                let (id, _) = self.particles.swap_remove(i);
-                self.free(id);
-            } else {
-                i += 1;
-            }
+        for id in expired(&mut self.particles, clock) {
+            self.steps.free(id);
         }
         let r = self.particle_rng.next_u64();
         let room = self.config.particles - self.particles.len();
         let spawn = ((r % (self.config.particles as u64 / 16 + 1)) as usize).min(room);
         for k in 0..spawn {
             let life = 10 + ((r >> 20).wrapping_add(k as u64 * 0x9e37) % 91) as usize;
-            let id = self.alloc(PARTICLE_SIZE, 16, tags::PARTICLE);
+            let id = self.steps.alloc(PARTICLE_SIZE, 16, tags::PARTICLE);
             self.particles.push((id, clock + life));
         }
     }
 
-    /// Frees what the session still holds: streams, growers, globals.
-    fn finish(&mut self) {
-        let streams: Vec<usize> = self
-            .streams
+    /// Takes the streams and the particles out of the session; returns their ids.
+    fn drain_streams_and_particles(&mut self) -> Vec<usize> {
+        self.streams
             .drain(..)
             .chain(self.particles.drain(..))
             .map(|(id, _)| id)
-            .collect();
+            .collect()
+    }
+
+    /// Frees what the session still holds: streams, growers, globals.
+    fn finish(&mut self) {
+        let streams = self.drain_streams_and_particles();
         let growers: Vec<usize> = self.growers.drain(..).map(|(id, _)| id).collect();
         let globals: Vec<usize> = self.globals.drain(..).collect();
         for id in streams.into_iter().chain(growers).chain(globals) {
-            self.free(id);
+            self.steps.free(id);
         }
     }
 
-    /// Generates the next batch of events.
-    fn advance(&mut self) {
+    /// Generates the next batch of events; false, generating none, once the session
+    /// is over.
+    fn refill(&mut self) -> bool {
+        if self.done {
+            return false;
+        }
         if self.frame < self.config.frames_per_level {
             self.run_frame();
             self.frame += 1;
-            return;
+            return true;
         }
         self.unload_level();
         self.level += 1;
@@ -358,30 +309,11 @@ impl Session {
             self.finish();
             self.done = true;
         }
-    }
-}
-
-impl Refill for Session {
-    fn queue(&mut self) -> &mut VecDeque<Step> {
-        &mut self.queue
-    }
-
-    fn refill(&mut self) -> bool {
-        if self.done {
-            return false;
-        }
-        self.advance();
         true
     }
 }
 
-impl Iterator for Session {
-    type Item = Step;
-
-    fn next(&mut self) -> Option<Step> {
-        next_step(self)
-    }
-}
+refilled_iterator!(Session, steps.queue);
 
 impl Workload for Session {
     fn ids(&self) -> usize {

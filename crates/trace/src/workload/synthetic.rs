@@ -3,7 +3,7 @@
 
 use std::collections::VecDeque;
 
-use super::{Checkpoint, Refill, Rng, Step, Workload, log_uniform, next_step, tags};
+use super::{Checkpoint, Rng, Step, Workload, log_uniform, tags};
 
 /// The shape of a [`Mixed`] workload.
 ///
@@ -70,14 +70,19 @@ impl Mixed {
         self.rng.next_u64()
     }
 
-    fn advance(&mut self) {
+    /// One operation (or, at the end, the frees of what is live); false, making
+    /// nothing, once the workload is over.
+    fn refill(&mut self) -> bool {
+        if self.finished {
+            return false;
+        }
         let c = self.config;
         if self.done == c.ops {
             for id in self.live.drain(..) {
                 self.queue.push_back(Step::Free { id });
             }
             self.finished = true;
-            return;
+            return true;
         }
         self.done += 1;
         let r = self.next_u64();
@@ -107,30 +112,11 @@ impl Mixed {
                 frame: Some(self.done / 1024),
             }));
         }
-    }
-}
-
-impl Refill for Mixed {
-    fn queue(&mut self) -> &mut VecDeque<Step> {
-        &mut self.queue
-    }
-
-    fn refill(&mut self) -> bool {
-        if self.finished {
-            return false;
-        }
-        self.advance();
         true
     }
 }
 
-impl Iterator for Mixed {
-    type Item = Step;
-
-    fn next(&mut self) -> Option<Step> {
-        next_step(self)
-    }
-}
+refilled_iterator!(Mixed, queue);
 
 impl Workload for Mixed {
     fn ids(&self) -> usize {
@@ -195,11 +181,7 @@ impl LifoBatches {
     }
 }
 
-impl Refill for LifoBatches {
-    fn queue(&mut self) -> &mut VecDeque<Step> {
-        &mut self.queue
-    }
-
+impl LifoBatches {
     /// One batch: its allocations, a checkpoint, its frees in reverse, a frame end.
     fn refill(&mut self) -> bool {
         if self.batch == self.config.batches {
@@ -230,13 +212,7 @@ impl Refill for LifoBatches {
     }
 }
 
-impl Iterator for LifoBatches {
-    type Item = Step;
-
-    fn next(&mut self) -> Option<Step> {
-        next_step(self)
-    }
-}
+refilled_iterator!(LifoBatches, queue);
 
 impl Workload for LifoBatches {
     fn ids(&self) -> usize {

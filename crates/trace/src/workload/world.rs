@@ -2,7 +2,7 @@
 
 use std::collections::VecDeque;
 
-use super::{Checkpoint, Refill, Rng, Step, Workload, log_uniform, next_step, tags};
+use super::{Checkpoint, Rng, Step, Steps, Workload, tags};
 
 /// The shape of an [`OpenWorld`] session.
 ///
@@ -56,9 +56,8 @@ pub struct OpenWorld {
     rng: Rng,
     cell: usize,
     frame: usize,
-    queue: VecDeque<Step>,
-    free_ids: Vec<usize>,
-    next_id: usize,
+    /// Steps generated and not yet yielded, and the blocks' ids.
+    steps: Steps,
     /// The loaded cells' blocks, oldest cell first.
     cells: VecDeque<Vec<usize>>,
     /// The previous frame's blocks, freed at the end of this one.
@@ -81,9 +80,7 @@ impl OpenWorld {
             rng: Rng::new(config.seed | 1),
             cell: 0,
             frame: 0,
-            queue: VecDeque::new(),
-            free_ids: Vec::new(),
-            next_id: 0,
+            steps: Steps::default(),
             cells: VecDeque::new(),
             last_frame: Vec::new(),
             growers: Vec::new(),
@@ -91,7 +88,7 @@ impl OpenWorld {
         };
         if !w.done {
             for _ in 0..config.growers {
-                let id = w.alloc(GROWER_START, 16, tags::GROWER);
+                let id = w.steps.alloc(GROWER_START, 16, tags::GROWER);
                 w.growers.push((id, GROWER_START));
             }
             w.load_cell();
@@ -99,36 +96,8 @@ impl OpenWorld {
         w
     }
 
-    fn next(&mut self) -> u64 {
-        self.rng.next_u64()
-    }
-
-    /// A size log-uniform in `[lo, hi]`.
-    fn size(&mut self, lo: usize, hi: usize) -> usize {
-        log_uniform(self.next(), lo, hi)
-    }
-
     fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
-    fn alloc(&mut self, size: usize, align: usize, tag: u32) -> usize {
-        let id = self.free_ids.pop().unwrap_or_else(|| {
-            self.next_id += 1;
-            self.next_id - 1
-        });
-        self.queue.push_back(Step::Alloc {
-            id,
-            size,
-            align,
-            tag,
-        });
-        id
-    }
-
-    fn free(&mut self, id: usize) {
-        self.queue.push_back(Step::Free { id });
-        self.free_ids.push(id);
+        (self.rng.next_u64() % n as u64) as usize
     }
 
     /// Streams a cell in (unloading the oldest when too many are loaded): its
@@ -141,37 +110,37 @@ impl OpenWorld {
             while !old.is_empty() {
                 let i = self.below(old.len());
                 let id = old.swap_remove(i);
-                self.free(id);
+                self.steps.free(id);
             }
         }
         let mut cell = Vec::with_capacity(self.config.cell_blocks);
         // Temporaries with the allocation count they die at.
         let mut temps: Vec<(usize, usize)> = Vec::new();
         for k in 0..self.config.cell_blocks {
-            let size = self.size(16, 2048);
+            let size = self.rng.log_uniform(16, 2048);
             let align = if self.below(4) == 0 { 16 } else { 8 };
-            cell.push(self.alloc(size, align, tags::LEVEL));
+            cell.push(self.steps.alloc(size, align, tags::LEVEL));
             if self.config.temporary_every != 0 && k % self.config.temporary_every == 0 {
-                let size = self.size(64, 64 << 10);
+                let size = self.rng.log_uniform(64, 64 << 10);
                 let dies = k + 1 + self.below(32);
-                let id = self.alloc(size, 16, tags::LOAD);
+                let id = self.steps.alloc(size, 16, tags::LOAD);
                 temps.push((id, dies));
             }
             let mut i = 0;
             while i < temps.len() {
                 if temps[i].1 <= k {
                     let (id, _) = temps.swap_remove(i);
-                    self.free(id);
+                    self.steps.free(id);
                 } else {
                     i += 1;
                 }
             }
         }
         for (id, _) in temps {
-            self.free(id);
+            self.steps.free(id);
         }
         self.cells.push_back(cell);
-        self.queue.push_back(Step::Checkpoint(Checkpoint {
+        self.steps.queue.push_back(Step::Checkpoint(Checkpoint {
             level: self.cell,
             frame: None,
         }));
@@ -182,8 +151,8 @@ impl OpenWorld {
     fn run_frame(&mut self) {
         let blocks: Vec<usize> = (0..self.config.frame_blocks)
             .map(|_| {
-                let size = self.size(8, 520);
-                self.alloc(size, 8, tags::FRAME)
+                let size = self.rng.log_uniform(8, 520);
+                self.steps.alloc(size, 8, tags::FRAME)
             })
             .collect();
         if !self.growers.is_empty() && self.below(6) == 0 {
@@ -195,62 +164,48 @@ impl OpenWorld {
                 size * 2
             };
             self.growers[g].1 = new;
-            self.queue.push_back(Step::Realloc { id, size: new });
+            self.steps.queue.push_back(Step::Realloc { id, size: new });
         }
-        self.queue.push_back(Step::Checkpoint(Checkpoint {
+        self.steps.queue.push_back(Step::Checkpoint(Checkpoint {
             level: self.cell,
             frame: Some(self.frame),
         }));
         let old = core::mem::replace(&mut self.last_frame, blocks);
         for id in old {
-            self.free(id);
+            self.steps.free(id);
         }
-        self.queue.push_back(Step::FrameEnd);
+        self.steps.queue.push_back(Step::FrameEnd);
     }
 
-    fn advance(&mut self) {
+    /// Generates the next frame or cell; false, generating nothing, once the world is
+    /// over.
+    fn refill(&mut self) -> bool {
+        if self.done {
+            return false;
+        }
         if self.frame < self.config.frames_per_cell {
             self.run_frame();
             self.frame += 1;
-            return;
+            return true;
         }
         self.cell += 1;
         self.frame = 0;
         if self.cell < self.config.cells {
             self.load_cell();
-            return;
+            return true;
         }
         let mut rest: Vec<usize> = core::mem::take(&mut self.last_frame);
         rest.extend(self.cells.drain(..).flatten());
         rest.extend(self.growers.drain(..).map(|(id, _)| id));
         for id in rest {
-            self.free(id);
+            self.steps.free(id);
         }
         self.done = true;
-    }
-}
-
-impl Refill for OpenWorld {
-    fn queue(&mut self) -> &mut VecDeque<Step> {
-        &mut self.queue
-    }
-
-    fn refill(&mut self) -> bool {
-        if self.done {
-            return false;
-        }
-        self.advance();
         true
     }
 }
 
-impl Iterator for OpenWorld {
-    type Item = Step;
-
-    fn next(&mut self) -> Option<Step> {
-        next_step(self)
-    }
-}
+refilled_iterator!(OpenWorld, steps.queue);
 
 impl Workload for OpenWorld {
     fn ids(&self) -> usize {
