@@ -100,12 +100,41 @@ pub unsafe trait RawAlloc {
     /// non-zero size.
     unsafe fn resize_in_place(&self, ptr: NonNull<u8>, old: Layout, new_size: usize) -> bool;
 
+    /// Whether a block that cannot shrink in place stays where it is (it still fits
+    /// the smaller layout): true, the default, where moving it would free nothing (a
+    /// linear allocator); false where moving gives memory back (a block alone in its
+    /// segment, whose segment goes back once it moves out).
+    ///
+    /// ```
+    /// use bento_pages::{AllocError, RawAlloc};
+    /// use core::alloc::Layout;
+    /// use core::ptr::NonNull;
+    ///
+    /// struct Empty;
+    ///
+    /// // SAFETY: it hands out no block, so it breaks no promise.
+    /// unsafe impl RawAlloc for Empty {
+    ///     fn alloc_raw(&self, _: Layout) -> Result<NonNull<u8>, AllocError> {
+    ///         Err(AllocError)
+    ///     }
+    ///     unsafe fn dealloc_raw(&self, _: NonNull<u8>, _: Layout) {}
+    ///     unsafe fn resize_in_place(&self, _: NonNull<u8>, _: Layout, _: usize) -> bool {
+    ///         false
+    ///     }
+    /// }
+    ///
+    /// assert!(Empty.keeps_unshrunk_blocks()); // the default
+    /// ```
+    #[inline]
+    fn keeps_unshrunk_blocks(&self) -> bool {
+        true
+    }
+
     /// `Allocator::grow` and `shrink` for non-zero sizes: in place when the block
     /// meets `new`'s alignment and can be resized where it is, else moved by
     /// [`relocate`](Self::relocate) — except a shrink that cannot give its tail back,
-    /// which keeps it (the block still fits `new`, and moving it would free nothing
-    /// in a linear allocator). An allocator for which moving gives memory back
-    /// overrides this. On `Err` nothing changes.
+    /// which stays where it is when [`keeps_unshrunk_blocks`](Self::keeps_unshrunk_blocks)
+    /// says so. On `Err` nothing changes.
     ///
     /// # Errors
     ///
@@ -124,7 +153,9 @@ pub unsafe trait RawAlloc {
         if ptr.addr().get() & (new.align() - 1) == 0 {
             // SAFETY: the caller guarantees `ptr` is live with `old`, both sizes
             // non-zero.
-            if unsafe { self.resize_in_place(ptr, old, new.size()) } || new.size() <= old.size() {
+            if unsafe { self.resize_in_place(ptr, old, new.size()) }
+                || (new.size() <= old.size() && self.keeps_unshrunk_blocks())
+            {
                 return Ok(ptr);
             }
         }
@@ -200,6 +231,11 @@ unsafe impl<T: RawAlloc + ?Sized> RawAlloc for &T {
     unsafe fn resize_in_place(&self, ptr: NonNull<u8>, old: Layout, new_size: usize) -> bool {
         // SAFETY: the caller's contract, for the same allocator.
         unsafe { (**self).resize_in_place(ptr, old, new_size) }
+    }
+
+    #[inline]
+    fn keeps_unshrunk_blocks(&self) -> bool {
+        (**self).keeps_unshrunk_blocks()
     }
 
     forward_moves!(resize_raw relocate);

@@ -176,14 +176,10 @@ unsafe impl<P: PageSource, R: RawMutex> RawAlloc for LockedSpace<P, R> {
         unsafe { self.space.lock().realloc_in_place(ptr, new_size) }
     }
 
-    unsafe fn resize_raw(
-        &self,
-        ptr: NonNull<u8>,
-        old: Layout,
-        new: Layout,
-    ) -> Result<NonNull<u8>, AllocError> {
-        // SAFETY: the caller's contract.
-        unsafe { crate::space::move_unless_resized(self, ptr, old, new) }
+    /// As a [`MemorySpace`](crate::MemorySpace)'s.
+    #[inline]
+    fn keeps_unshrunk_blocks(&self) -> bool {
+        false
     }
 }
 

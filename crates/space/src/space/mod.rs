@@ -683,39 +683,11 @@ unsafe impl<P: PageSource> RawAlloc for MemorySpace<P> {
         unsafe { self.realloc_in_place(ptr, new_size) }
     }
 
-    unsafe fn resize_raw(
-        &self,
-        ptr: NonNull<u8>,
-        old: Layout,
-        new: Layout,
-    ) -> Result<NonNull<u8>, AllocError> {
-        // SAFETY: the caller's contract.
-        unsafe { move_unless_resized(self, ptr, old, new) }
+    /// Moving a block out of a dedicated segment gives the segment back.
+    #[inline]
+    fn keeps_unshrunk_blocks(&self) -> bool {
+        false
     }
-}
-
-/// `RawAlloc::resize_raw` for a space: in place when the block meets `new`'s
-/// alignment and can be resized there, else moved — a shrink too, since moving a
-/// block out of a dedicated segment gives the segment back.
-///
-/// # Safety
-///
-/// `ptr` is a live block of `space` allocated (or last resized) with `old`; both
-/// sizes are non-zero.
-#[inline]
-pub(crate) unsafe fn move_unless_resized<A: RawAlloc + ?Sized>(
-    space: &A,
-    ptr: NonNull<u8>,
-    old: Layout,
-    new: Layout,
-) -> Result<NonNull<u8>, AllocError> {
-    let aligned = ptr.addr().get() & (new.align() - 1) == 0;
-    // SAFETY: the caller's contract.
-    if aligned && unsafe { space.resize_in_place(ptr, old, new.size()) } {
-        return Ok(ptr);
-    }
-    // SAFETY: the caller's contract.
-    unsafe { space.relocate(ptr, old, new) }
 }
 
 bento_pages::impl_allocator!(impl['a, P: PageSource] for &'a MemorySpace<P>);
