@@ -7,13 +7,10 @@
 
 use std::sync::mpsc;
 
-use bento_common::CommonAllocator;
+mod os_global;
 
-// Over the OS's pages, which Miri does not have: `global_transfer` is the Miri run,
-// over the system allocator's.
 #[cfg(not(miri))]
-#[global_allocator]
-static GLOBAL: CommonAllocator = CommonAllocator::new();
+use os_global::GLOBAL;
 
 #[cfg(miri)]
 fn main() {}
@@ -27,9 +24,7 @@ const PER_THREAD: usize = if cfg!(debug_assertions) {
 
 #[cfg(not(miri))]
 fn main() {
-    // Started now, so that the baseline below has every region in it (some
-    // targets' runtimes allocate nothing before `main`).
-    GLOBAL.init().expect("the allocator starts");
+    os_global::start();
     // Warm up what the standard library allocates once (thread bookkeeping, the
     // standard output buffer).
     std::thread::spawn(|| println!("global_threads: start"))

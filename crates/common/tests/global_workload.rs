@@ -7,13 +7,10 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use bento_common::CommonAllocator;
+mod os_global;
 
-// Over the OS's pages, which Miri does not have: `global_transfer` is the Miri run,
-// over the system allocator's.
 #[cfg(not(miri))]
-#[global_allocator]
-static GLOBAL: CommonAllocator = CommonAllocator::new();
+use os_global::GLOBAL;
 
 #[cfg(miri)]
 fn main() {}
@@ -35,9 +32,7 @@ fn settled() -> bento_common::CommonStats {
 
 #[cfg(not(miri))]
 fn main() {
-    // Started now, so that the baseline below has every region in it (some
-    // targets' runtimes allocate nothing before `main`).
-    GLOBAL.init().expect("the allocator starts");
+    os_global::start();
     let base = settled();
 
     // Exactly what the test holds shows in the figures.

@@ -19,7 +19,10 @@ pub use crate::generate::{AlignGen, SizeGen};
 pub use crate::op::{Caps, Op, Ops};
 pub use crate::oracle::{Failure, FailureKind, Report};
 pub use crate::seed::{cases, seeded, seeded_bytes};
-pub use crate::target::{Api02, Api04, End, Figures, Target, ValidateFn};
+pub use crate::target::{
+    AllocateFn, Api02, Api04, DeallocateFn, End, EntryPoints, Figures, InPlaceFn, ResizeFn, Takes,
+    Target, Turns, ValidateFn,
+};
 
 /// Runs one program drawn from `u` against `target` and checks every step against the
 /// live-block model; at the end frees every block and checks the target is empty.

@@ -156,6 +156,23 @@ pub struct Caps {
 }
 
 impl Caps {
+    /// The caps of a general-purpose allocator: the default ones with the optional
+    /// operations `ops`, and the huge requests and in-place resizes such an allocator
+    /// always has; sizes from `sizes`.
+    ///
+    /// ```
+    /// use bento_testkit::{Caps, Ops, SizeGen};
+    ///
+    /// let caps = Caps::general_purpose(Ops::TRIM, SizeGen::new(1 << 20));
+    /// assert!(caps.has(Ops::TRIM | Ops::HUGE | Ops::IN_PLACE | Ops::RESIZE));
+    /// ```
+    #[must_use]
+    pub fn general_purpose(ops: Ops, sizes: SizeGen) -> Self {
+        Self::default()
+            .with_ops(ops | Ops::HUGE | Ops::IN_PLACE)
+            .with_sizes(sizes)
+    }
+
     /// Replace the optional operations (resizing stays as set).
     #[must_use]
     pub fn with_ops(mut self, ops: Ops) -> Self {

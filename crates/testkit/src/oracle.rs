@@ -184,6 +184,31 @@ pub struct Report {
     pub peak_live_bytes: usize,
 }
 
+impl Report {
+    /// Checks that a run with failure injection (`Ops::FAIL_NEXT`) was not vacuous:
+    /// the source reports `injected` failures injected, and some allocations failed.
+    /// Not under Miri, whose runs are too short to count on either.
+    ///
+    /// # Panics
+    ///
+    /// When no failure was injected or no allocation failed.
+    ///
+    /// ```
+    /// use bento_testkit::Report;
+    ///
+    /// let report = Report { allocs_failed: 3, ..Report::default() };
+    /// report.assert_failures_injected(2);
+    /// ```
+    #[track_caller]
+    pub fn assert_failures_injected(&self, injected: usize) {
+        if cfg!(miri) {
+            return;
+        }
+        assert!(injected > 0, "no failure was injected");
+        assert!(self.allocs_failed > 0, "no allocation failed: {self:?}");
+    }
+}
+
 impl AddAssign for Report {
     fn add_assign(&mut self, rhs: Self) {
         self.steps += rhs.steps;

@@ -7,7 +7,8 @@ use alloc::collections::BTreeMap;
 use alloc::string::String;
 use alloc::vec::Vec;
 use bento_align::Alignment;
-use core::alloc::Layout;
+use core::alloc::{GlobalAlloc, Layout};
+use core::cell::Cell;
 use core::ptr::NonNull;
 
 #[test]
@@ -374,119 +375,42 @@ fn catch(bug: Bug) -> Failure {
     panic!("the oracle did not catch {bug:?}");
 }
 
-#[test]
-fn catches_overlap() {
-    let f = catch(Bug::Overlap);
-    assert!(matches!(f.kind, FailureKind::Overlap { .. }), "{f}");
+/// One test per bug: the toy with the bug fails with the kind of failure that names
+/// it, in the operation given after `in`.
+macro_rules! catches {
+    ($($name:ident: $bug:ident => $kind:pat $(in $op:pat)?,)*) => {$(
+        #[test]
+        fn $name() {
+            let f = catch(Bug::$bug);
+            assert!(matches!(f.kind, $kind), "{f}");
+            $(assert!(matches!(f.op, Some($op)), "{f}");)?
+        }
+    )*};
 }
 
-#[test]
-fn catches_misalignment() {
-    let f = catch(Bug::Misalign);
-    assert!(matches!(f.kind, FailureKind::Misaligned { .. }), "{f}");
-}
-
-#[test]
-fn catches_short_blocks() {
-    let f = catch(Bug::ShortBlock);
-    assert!(matches!(f.kind, FailureKind::TooShort { .. }), "{f}");
-}
-
-#[test]
-fn catches_a_write_into_a_live_block() {
-    let f = catch(Bug::ScribbleOnFree);
-    assert!(
-        matches!(f.kind, FailureKind::Corrupted { offset: 0, .. }),
-        "{f}"
-    );
-}
-
-#[test]
-fn catches_a_grow_that_loses_contents() {
-    let f = catch(Bug::GrowLosesPrefix);
-    assert!(matches!(f.kind, FailureKind::Corrupted { .. }), "{f}");
-    assert!(matches!(f.op, Some(Op::Grow { .. })), "{f}");
-}
-
-#[test]
-fn catches_a_shrink_that_ignores_a_new_alignment() {
-    let f = catch(Bug::ShrinkIgnoresAlignment);
-    assert!(matches!(f.kind, FailureKind::Misaligned { .. }), "{f}");
-    assert!(matches!(f.op, Some(Op::Shrink { .. })), "{f}");
-}
-
-#[test]
-fn catches_an_in_place_resize_that_moves() {
-    let f = catch(Bug::InPlaceMoves);
-    assert!(matches!(f.kind, FailureKind::MovedInPlace { .. }), "{f}");
-    assert!(matches!(f.op, Some(Op::ResizeInPlace { .. })), "{f}");
-}
-
-#[test]
-fn catches_memory_not_zeroed() {
-    let f = catch(Bug::DirtyZeroed);
-    assert!(matches!(f.kind, FailureKind::NotZeroed { .. }), "{f}");
-}
-
-#[test]
-fn catches_wrong_figures() {
-    let f = catch(Bug::MiscountFigures);
-    assert!(
-        matches!(
-            f.kind,
-            FailureKind::Figures {
-                what: "live blocks",
-                ..
-            }
-        ),
-        "{f}"
-    );
-}
-
-#[test]
-fn catches_a_stale_marker_accepted() {
-    let f = catch(Bug::KeepsStaleMarkers);
-    assert_eq!(f.kind, FailureKind::StaleMarkerAccepted, "{f}");
-}
-
-#[test]
-fn catches_a_huge_request_that_succeeds() {
-    let f = catch(Bug::HugeSucceeds);
-    assert!(matches!(f.kind, FailureKind::HugeSucceeded { .. }), "{f}");
+catches! {
+    catches_overlap: Overlap => FailureKind::Overlap { .. },
+    catches_misalignment: Misalign => FailureKind::Misaligned { .. },
+    catches_short_blocks: ShortBlock => FailureKind::TooShort { .. },
+    catches_a_write_into_a_live_block: ScribbleOnFree => FailureKind::Corrupted { offset: 0, .. },
+    catches_a_grow_that_loses_contents:
+        GrowLosesPrefix => FailureKind::Corrupted { .. } in Op::Grow { .. },
+    catches_a_shrink_that_ignores_a_new_alignment:
+        ShrinkIgnoresAlignment => FailureKind::Misaligned { .. } in Op::Shrink { .. },
+    catches_an_in_place_resize_that_moves:
+        InPlaceMoves => FailureKind::MovedInPlace { .. } in Op::ResizeInPlace { .. },
+    catches_memory_not_zeroed: DirtyZeroed => FailureKind::NotZeroed { .. },
+    catches_wrong_figures: MiscountFigures => FailureKind::Figures { what: "live blocks", .. },
+    catches_a_stale_marker_accepted: KeepsStaleMarkers => FailureKind::StaleMarkerAccepted,
+    catches_a_huge_request_that_succeeds: HugeSucceeds => FailureKind::HugeSucceeded { .. },
 }
 
 #[test]
 fn catches_a_failing_validate() {
-    struct Corrupt;
-    impl Target for Corrupt {
-        fn allocate(&mut self, _: End, _: Layout, _: bool) -> Option<NonNull<[u8]>> {
-            None
-        }
-        unsafe fn deallocate(&mut self, _: End, _: NonNull<u8>, _: Layout) {}
-        unsafe fn grow(
-            &mut self,
-            _: End,
-            _: NonNull<u8>,
-            _: Layout,
-            _: Layout,
-            _: bool,
-        ) -> Option<NonNull<[u8]>> {
-            None
-        }
-        unsafe fn shrink(
-            &mut self,
-            _: End,
-            _: NonNull<u8>,
-            _: Layout,
-            _: Layout,
-        ) -> Option<NonNull<[u8]>> {
-            None
-        }
-        fn validate(&mut self) -> Result<Figures, String> {
-            Err(String::from("free list loops at chunk 3"))
-        }
-    }
-    let err = run_ops(&mut Corrupt, &Caps::default(), &[Op::Validate]).unwrap_err();
+    let mut corrupt = Api02::with_validate(&allocator_api2::alloc::Global, |_| {
+        Err(String::from("free list loops at chunk 3"))
+    });
+    let err = run_ops(&mut corrupt, &Caps::default(), &[Op::Validate]).unwrap_err();
     assert_eq!(
         err.kind,
         FailureKind::Invalid(String::from("free list loops at chunk 3"))
@@ -502,4 +426,118 @@ fn seeded_names_the_failing_case() {
     seeded(cases(16, 2), |u| {
         run(&mut ToyBump::new(Some(Bug::Overlap)), &caps, u)
     });
+}
+
+/// The global allocator behind `GlobalAlloc` and both allocator-api2 versions, which
+/// all reach the same heap, counting the calls through each; `GlobalAlloc` checks it is
+/// given only what it takes.
+#[derive(Default)]
+struct Counted {
+    global: Cell<usize>,
+    api02: Cell<usize>,
+    api04: Cell<usize>,
+}
+
+// SAFETY: forwards to `std::alloc::System`, the global allocator of this test binary,
+// with the same arguments.
+unsafe impl GlobalAlloc for Counted {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        assert_ne!(layout.size(), 0, "GlobalAlloc takes no zero size");
+        self.global.set(self.global.get() + 1);
+        // SAFETY: the caller's contract, which is `System`'s.
+        unsafe { std::alloc::System.alloc(layout) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        assert_ne!(layout.size(), 0, "GlobalAlloc takes no zero size");
+        self.global.set(self.global.get() + 1);
+        // SAFETY: the caller's contract, which is `System`'s.
+        unsafe { std::alloc::System.alloc_zeroed(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        assert_ne!(layout.size(), 0, "GlobalAlloc takes no zero size");
+        self.global.set(self.global.get() + 1);
+        // SAFETY: the caller's contract, which is `System`'s.
+        unsafe { std::alloc::System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        assert!(
+            layout.size() != 0 && new_size != 0,
+            "GlobalAlloc takes no zero size"
+        );
+        self.global.set(self.global.get() + 1);
+        // SAFETY: the caller's contract, which is `System`'s.
+        unsafe { std::alloc::System.realloc(ptr, layout, new_size) }
+    }
+}
+
+/// The two allocator-api2 versions' impls for [`Counted`], through each version's
+/// `Global`.
+macro_rules! counted_api {
+    ($api:ident, $count:ident) => {
+        // SAFETY: forwards to the version's `Global` (the global allocator), with the
+        // same arguments.
+        unsafe impl $api::alloc::Allocator for &Counted {
+            fn allocate(&self, layout: Layout) -> Result<NonNull<[u8]>, $api::alloc::AllocError> {
+                self.$count.set(self.$count.get() + 1);
+                $api::alloc::Global.allocate(layout)
+            }
+
+            unsafe fn deallocate(&self, ptr: NonNull<u8>, layout: Layout) {
+                self.$count.set(self.$count.get() + 1);
+                // SAFETY: the caller's contract, which is `Global`'s.
+                unsafe { $api::alloc::Global.deallocate(ptr, layout) }
+            }
+        }
+    };
+}
+
+counted_api!(allocator_api2, api02);
+counted_api!(allocator_api2_04, api04);
+
+#[test]
+fn entry_points_take_turns_within_what_each_takes() {
+    let counted = Counted::default();
+    let caps = Caps::default()
+        .with_sizes(SizeGen::new(cases(8192, 300)).with_boundaries(&[64]))
+        .with_max_live(cases(512, 32));
+    let r = seeded(cases(16, 1), |u| {
+        let mut target = EntryPoints::new(&counted)
+            .with_api02()
+            .with_api04()
+            .with_global_alloc();
+        run(&mut target, &caps, u)
+    });
+    assert!(r.allocs > 0 && r.resizes > 0 && r.frees > 0, "{r:?}");
+    for (through, calls) in [
+        ("GlobalAlloc", &counted.global),
+        ("allocator-api2 0.2", &counted.api02),
+        ("allocator-api2 0.4", &counted.api04),
+    ] {
+        assert!(calls.get() > 0, "no call through {through}");
+    }
+}
+
+#[test]
+fn entry_points_refuse_an_in_place_resize_no_entry_point_takes() {
+    let counted = Counted::default();
+    let mut target = EntryPoints::new(&counted)
+        .with_global_alloc()
+        .with_in_place(Takes::SIZED, |_, ptr, _, new_size| {
+            Some(NonNull::slice_from_raw_parts(ptr, new_size))
+        });
+    let layout = Layout::new::<u64>();
+    let block = target.allocate(End::Low, layout, false).unwrap();
+    // SAFETY: `block` is live with `layout`; the in-place resize to 0 bytes is refused
+    // (nothing takes it) and the block is then freed once.
+    unsafe {
+        assert!(
+            target
+                .resize_in_place(End::Low, block.cast(), layout, 0)
+                .is_none()
+        );
+        target.deallocate(End::Low, block.cast(), layout);
+    }
 }

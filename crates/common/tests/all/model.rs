@@ -1,13 +1,12 @@
 //! Seeded model runs through bento-testkit, through every entry point a user has,
 //! with `validate()` every few operations and the allocator empty after each program.
 
-use core::alloc::{GlobalAlloc, Layout};
 use core::ptr::NonNull;
 
 use bento_align::Alignment;
 use bento_common::{CommonAllocator, PageSource, RawAlloc, Routing, SizeClasses};
 use bento_pages::{FaultyPages, HeapPages};
-use bento_testkit::{Api02, Api04, Caps, End, Figures, Ops, SizeGen, Target, cases, run, seeded};
+use bento_testkit::{Api04, Caps, EntryPoints, Ops, SizeGen, Takes, cases, run, seeded};
 
 use crate::{LARGE_SEGMENT, check, heap, shape};
 
@@ -48,9 +47,7 @@ fn sizes() -> SizeGen {
 }
 
 fn caps(ops: Ops) -> Caps {
-    Caps::default()
-        .with_ops(ops | Ops::HUGE | Ops::IN_PLACE)
-        .with_sizes(sizes())
+    Caps::general_purpose(ops, sizes())
         .with_max_align(Alignment::new(cases(4096, 256)).unwrap())
         .with_max_live(cases(300, 8))
         .with_validate_every(cases(4, 12))
@@ -60,167 +57,49 @@ fn caps(ops: Ops) -> Caps {
 }
 
 /// The allocator as the interpreter drives it, taking turns between its entry points:
-/// allocator-api2 0.2, `GlobalAlloc`, and its own `alloc`, `free` (no size),
-/// `dealloc`, `resize` and the in-place resize of `RawAlloc`.
-struct CommonTarget<'a, P: PageSource> {
-    common: &'a CommonAllocator<P>,
-    fail: Option<fn(&P, u32)>,
-    turn: usize,
-}
-
-impl<'a, P: PageSource> CommonTarget<'a, P> {
-    fn new(common: &'a CommonAllocator<P>) -> Self {
-        Self {
-            common,
-            fail: None,
-            turn: 0,
-        }
-    }
-
-    fn turn(&mut self, n: usize) -> usize {
-        self.turn = self.turn.wrapping_add(1);
-        self.turn % n
-    }
-}
-
-impl<P: PageSource + Send + Sync> Target for CommonTarget<'_, P> {
-    fn allocate(&mut self, end: End, layout: Layout, zeroed: bool) -> Option<NonNull<[u8]>> {
-        if layout.size() == 0 || self.turn(2) == 0 {
-            return Api02::new(&self.common).allocate(end, layout, zeroed);
-        }
-        // SAFETY: a non-zero size.
-        let p = unsafe {
-            if zeroed {
-                GlobalAlloc::alloc_zeroed(self.common, layout)
-            } else {
-                GlobalAlloc::alloc(self.common, layout)
-            }
-        };
-        NonNull::new(p).map(|p| NonNull::slice_from_raw_parts(p, layout.size()))
-    }
-
-    unsafe fn deallocate(&mut self, end: End, ptr: NonNull<u8>, layout: Layout) {
-        if layout.size() == 0 {
-            return;
-        }
-        // SAFETY: a live, non-zero-size block (the interpreter's contract).
-        unsafe {
-            match self.turn(4) {
-                0 => self.common.free(ptr),
-                1 => self.common.dealloc(ptr, layout),
-                2 => GlobalAlloc::dealloc(self.common, ptr.as_ptr(), layout),
-                _ => Api02::new(&self.common).deallocate(end, ptr, layout),
-            }
-        }
-    }
-
-    unsafe fn grow(
-        &mut self,
-        end: End,
-        ptr: NonNull<u8>,
-        old: Layout,
-        new: Layout,
-        zeroed: bool,
-    ) -> Option<NonNull<[u8]>> {
-        if zeroed || old.size() == 0 {
-            // SAFETY: the interpreter upholds `Target::grow`'s contract.
-            return unsafe { Api02::new(&self.common).grow(end, ptr, old, new, zeroed) };
-        }
-        // SAFETY: as above: a live block of `old`, both sizes non-zero.
-        unsafe { self.resize(end, ptr, old, new) }
-    }
-
-    unsafe fn shrink(
-        &mut self,
-        end: End,
-        ptr: NonNull<u8>,
-        old: Layout,
-        new: Layout,
-    ) -> Option<NonNull<[u8]>> {
-        if new.size() == 0 {
-            // SAFETY: the interpreter upholds `Target::shrink`'s contract.
-            return unsafe { Api02::new(&self.common).shrink(end, ptr, old, new) };
-        }
-        // SAFETY: as above.
-        unsafe { self.resize(end, ptr, old, new) }
-    }
-
-    unsafe fn resize_in_place(
-        &mut self,
-        _: End,
-        ptr: NonNull<u8>,
-        old: Layout,
-        new_size: usize,
-    ) -> Option<NonNull<[u8]>> {
-        if old.size() == 0 || new_size == 0 {
-            return None;
-        }
-        // SAFETY: a live block of `old` (the interpreter's contract).
-        let done = unsafe { RawAlloc::resize_in_place(self.common, ptr, old, new_size) };
-        done.then(|| NonNull::slice_from_raw_parts(ptr, new_size))
-    }
-
-    fn trim(&mut self) {
-        self.common.trim();
-        let s = self.common.stats();
-        assert_eq!(s.cache.parked, 0, "trim leaves nothing parked");
-        assert_eq!(s.cache.spares, 0, "trim leaves no spare segment");
-        assert!(
-            s.regions()
-                .iter()
-                .filter(|r| r.block != 0)
-                .all(|r| r.cached_blocks == 0),
-            "trim empties the free lists"
-        );
-    }
-
-    fn fail_next(&mut self, k: u32) {
-        let fail = self
-            .fail
-            .expect("FAIL_NEXT is enabled over FaultyPages only");
-        fail(self.common.pages().expect("started"), k);
-    }
-
-    fn validate(&mut self) -> Result<Figures, String> {
-        check(&self.common)
-    }
-}
-
-impl<P: PageSource + Send + Sync> CommonTarget<'_, P> {
-    /// A resize through `resize`, `GlobalAlloc::realloc` (same alignment) or
-    /// allocator-api2, in turn.
-    ///
-    /// # Safety
-    ///
-    /// `ptr` is a live block of `old`; both sizes are non-zero.
-    unsafe fn resize(
-        &mut self,
-        end: End,
-        ptr: NonNull<u8>,
-        old: Layout,
-        new: Layout,
-    ) -> Option<NonNull<[u8]>> {
-        let p = match self.turn(3) {
-            // SAFETY: the caller's contract.
-            0 => unsafe { self.common.resize(ptr, old, new) }.ok()?,
-            1 if old.align() == new.align() => {
-                // SAFETY: as above, with the block's own alignment.
-                let p = unsafe { GlobalAlloc::realloc(self.common, ptr.as_ptr(), old, new.size()) };
-                NonNull::new(p)?
-            }
-            _ => {
-                // SAFETY: as above.
-                return unsafe {
-                    if new.size() >= old.size() {
-                        Api02::new(&self.common).grow(end, ptr, old, new, false)
-                    } else {
-                        Api02::new(&self.common).shrink(end, ptr, old, new)
-                    }
-                };
-            }
-        };
-        Some(NonNull::slice_from_raw_parts(p, new.size()))
-    }
+/// allocator-api2 0.2, `GlobalAlloc`, and its own `free` (no size), `dealloc`,
+/// `resize` and the in-place resize of `RawAlloc`, for blocks of non-zero size; `trim`
+/// for `TRIM` and `validate()` at each check.
+fn target<P: PageSource + Send + Sync>(
+    common: &CommonAllocator<P>,
+) -> EntryPoints<'_, CommonAllocator<P>> {
+    EntryPoints::new(common)
+        .with_api02()
+        .with_global_alloc()
+        .with_deallocate(Takes::SIZED, |common, ptr, _| {
+            // SAFETY: a live block of non-zero size (the interpreter's contract and
+            // `Takes::SIZED`).
+            unsafe { common.free(ptr) }
+        })
+        .with_deallocate(Takes::SIZED, |common, ptr, layout| {
+            // SAFETY: as above, with its layout.
+            unsafe { common.dealloc(ptr, layout) }
+        })
+        .with_resize(Takes::SIZED.realign(), |common, ptr, old, new, _| {
+            // SAFETY: a live block of `old`; both sizes non-zero (`Takes::SIZED`).
+            let p = unsafe { common.resize(ptr, old, new) }.ok()?;
+            Some(NonNull::slice_from_raw_parts(p, new.size()))
+        })
+        .with_in_place(Takes::SIZED, |common, ptr, old, new_size| {
+            // SAFETY: a live block of `old`, both sizes non-zero (the interpreter's
+            // contract and `Takes::SIZED`).
+            let done = unsafe { RawAlloc::resize_in_place(common, ptr, old, new_size) };
+            done.then(|| NonNull::slice_from_raw_parts(ptr, new_size))
+        })
+        .with_trim(|common| {
+            common.trim();
+            let s = common.stats();
+            assert_eq!(s.cache.parked, 0, "trim leaves nothing parked");
+            assert_eq!(s.cache.spares, 0, "trim leaves no spare segment");
+            assert!(
+                s.regions()
+                    .iter()
+                    .filter(|r| r.block != 0)
+                    .all(|r| r.cached_blocks == 0),
+                "trim empties the free lists"
+            );
+        })
+        .with_validate(|common| check(&common))
 }
 
 /// After a program: nothing live, and after `trim` nothing reserved.
@@ -235,7 +114,7 @@ fn assert_empty<P: PageSource>(common: &CommonAllocator<P>) {
 fn model_by_size() {
     let common = on_heap(Routing::BySize);
     let r = seeded(cases(60, 1), |u| {
-        let r = run(&mut CommonTarget::new(&common), &caps(Ops::TRIM), u);
+        let r = run(&mut target(&common), &caps(Ops::TRIM), u);
         assert_eq!(common.stats().live_blocks, 0, "{}", common.report());
         r
     });
@@ -263,7 +142,7 @@ fn model_with_the_front_end() {
             .with_pages(heap()),
     );
     seeded(cases(60, 1), |u| {
-        run(&mut CommonTarget::new(&common), &caps(Ops::TRIM), u)
+        run(&mut target(&common), &caps(Ops::TRIM), u)
     });
     assert_empty(&common);
 }
@@ -272,7 +151,7 @@ fn model_with_the_front_end() {
 fn model_by_contention() {
     let common = on_heap(Routing::Contention { regions: 3 });
     seeded(cases(80, 1), |u| {
-        run(&mut CommonTarget::new(&common), &caps(Ops::TRIM), u)
+        run(&mut target(&common), &caps(Ops::TRIM), u)
     });
     assert_empty(&common);
 }
@@ -305,33 +184,26 @@ fn model_with_refused_reserves_and_commits() {
     common.init().unwrap();
     let r = seeded(cases(50, 1), |u| {
         common.pages().unwrap().heal();
-        let mut target = CommonTarget::new(&common);
-        target.fail = Some(|pages: &FaultyPages<HeapPages>, k| {
+        // `FAIL_NEXT k`: refuses the `k / 2`-th reserve (even `k`) or commit (odd `k`).
+        let mut refusing = target(&common).with_fail_next(|common, k| {
+            let pages = common.pages().expect("started");
             if k.is_multiple_of(2) {
                 pages.fail_reserve(k as usize / 2);
             } else {
                 pages.fail_commit(k as usize / 2);
             }
         });
-        run(&mut target, &caps(Ops::FAIL_NEXT | Ops::TRIM), u)
+        run(&mut refusing, &caps(Ops::FAIL_NEXT | Ops::TRIM), u)
     });
     common.pages().unwrap().heal();
     assert_empty(&common);
-    if !cfg!(miri) {
-        assert!(
-            common.pages().unwrap().injected() > 0,
-            "no failure was injected"
-        );
-        assert!(r.allocs_failed > 0, "{r:?}");
-    }
+    r.assert_failures_injected(common.pages().unwrap().injected());
 }
 
 #[test]
 #[cfg_attr(miri, ignore = "mmap is not supported under Miri")]
 fn model_on_system_pages() {
     let common = crate::common(bento_pages::SystemPages::new(), Routing::BySize);
-    seeded(60, |u| {
-        run(&mut CommonTarget::new(&common), &caps(Ops::TRIM), u)
-    });
+    seeded(60, |u| run(&mut target(&common), &caps(Ops::TRIM), u));
     assert_empty(&common);
 }

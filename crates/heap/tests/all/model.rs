@@ -3,7 +3,6 @@
 //! own methods and both allocator-api2 versions, `check()` every few operations, and
 //! nothing live at the end.
 
-use core::alloc::Layout;
 use core::mem::MaybeUninit;
 use core::ptr::NonNull;
 use std::sync::Arc;
@@ -15,90 +14,36 @@ use bento_heap::{
     Tracking,
 };
 use bento_primitives::Bump;
-use bento_testkit::{Api02, Api04, Caps, End, Figures, SizeGen, Target, cases, run, seeded};
+use bento_testkit::{Caps, EntryPoints, Figures, SizeGen, Takes, cases, run, seeded};
 
 /// A heap as the interpreter drives it, taking turns between `alloc`/`free` and the
-/// allocator-api2 0.2 and 0.4 traits.
-struct HeapTarget<'a, A: Allocator, G: Guards, T: Tracking> {
-    heap: &'a Heap<A, G, T>,
-    turn: usize,
-}
-
-impl<A: Allocator, G: Guards, T: Tracking> HeapTarget<'_, A, G, T> {
-    fn turn(&mut self, n: usize) -> usize {
-        self.turn = self.turn.wrapping_add(1);
-        self.turn % n
-    }
-}
-
-impl<A: Allocator, G: Guards, T: Tracking> Target for HeapTarget<'_, A, G, T> {
-    fn allocate(&mut self, end: End, layout: Layout, zeroed: bool) -> Option<NonNull<[u8]>> {
-        match self.turn(3) {
-            0 => {
-                let p = self.heap.alloc(layout).ok()?;
-                if zeroed {
-                    // SAFETY: a fresh block of `layout.size()` bytes.
-                    unsafe { p.write_bytes(0, layout.size()) };
-                }
-                Some(NonNull::slice_from_raw_parts(p, layout.size()))
+/// allocator-api2 0.2 and 0.4 traits, with `check()` at each check.
+fn target<A: Allocator, G: Guards, T: Tracking>(
+    heap: &Heap<A, G, T>,
+) -> EntryPoints<'_, Heap<A, G, T>> {
+    EntryPoints::new(heap)
+        .with_allocate(Takes::ANY, |heap, layout, zeroed| {
+            let p = heap.alloc(layout).ok()?;
+            if zeroed {
+                // SAFETY: a fresh block of `layout.size()` bytes.
+                unsafe { p.write_bytes(0, layout.size()) };
             }
-            1 => Api02::new(&self.heap).allocate(end, layout, zeroed),
-            _ => Api04::new(&self.heap).allocate(end, layout, zeroed),
-        }
-    }
-
-    unsafe fn deallocate(&mut self, end: End, ptr: NonNull<u8>, layout: Layout) {
-        match self.turn(3) {
+            Some(NonNull::slice_from_raw_parts(p, layout.size()))
+        })
+        .with_deallocate(Takes::ANY, |heap, ptr, layout| {
             // SAFETY: a live block with its layout (the interpreter's contract; the
             // heap returns exactly the size asked, so `layout` is the block's).
-            0 => unsafe { self.heap.free(ptr, layout) },
-            // SAFETY: the interpreter upholds `Target::deallocate`'s contract.
-            1 => unsafe { Api02::new(&self.heap).deallocate(end, ptr, layout) },
-            // SAFETY: as above.
-            _ => unsafe { Api04::new(&self.heap).deallocate(end, ptr, layout) },
-        }
-    }
-
-    unsafe fn grow(
-        &mut self,
-        end: End,
-        ptr: NonNull<u8>,
-        old: Layout,
-        new: Layout,
-        zeroed: bool,
-    ) -> Option<NonNull<[u8]>> {
-        if self.turn(2) == 0 {
-            // SAFETY: the interpreter upholds `Target::grow`'s contract.
-            unsafe { Api02::new(&self.heap).grow(end, ptr, old, new, zeroed) }
-        } else {
-            // SAFETY: as above.
-            unsafe { Api04::new(&self.heap).grow(end, ptr, old, new, zeroed) }
-        }
-    }
-
-    unsafe fn shrink(
-        &mut self,
-        end: End,
-        ptr: NonNull<u8>,
-        old: Layout,
-        new: Layout,
-    ) -> Option<NonNull<[u8]>> {
-        if self.turn(2) == 0 {
-            // SAFETY: the interpreter upholds `Target::shrink`'s contract.
-            unsafe { Api02::new(&self.heap).shrink(end, ptr, old, new) }
-        } else {
-            // SAFETY: as above.
-            unsafe { Api04::new(&self.heap).shrink(end, ptr, old, new) }
-        }
-    }
-
-    fn validate(&mut self) -> Result<Figures, String> {
-        let s = self.heap.check().map_err(|e| e.to_string())?;
-        Ok(Figures {
-            live_blocks: Some(s.live_blocks),
-            live_bytes: Some(s.live_bytes),
+            unsafe { heap.free(ptr, layout) }
         })
-    }
+        .with_api02()
+        .with_api04()
+        .with_validate(|heap| {
+            let s = heap.check().map_err(|e| e.to_string())?;
+            Ok(Figures {
+                live_blocks: Some(s.live_blocks),
+                live_bytes: Some(s.live_bytes),
+            })
+        })
 }
 
 fn caps() -> Caps {
@@ -122,9 +67,7 @@ impl EventSink for Count {
 
 /// Runs the model on `heap`, then checks it holds nothing.
 fn model<A: Allocator, G: Guards, T: Tracking>(heap: &Heap<A, G, T>) {
-    let report = seeded(cases(12, 1), |u| {
-        run(&mut HeapTarget { heap, turn: 0 }, &caps(), u)
-    });
+    let report = seeded(cases(12, 1), |u| run(&mut target(heap), &caps(), u));
     assert!(report.allocs > 0, "{report:?}");
     let s = heap.check().unwrap();
     assert_eq!((s.live_bytes, s.live_blocks), (0, 0), "{s:?}");

@@ -188,17 +188,7 @@ mod misuse {
             space.free(a);
             space.dealloc(a, layout(100));
         }
-        let seen = crate::seen();
-        assert!(
-            matches!(
-                seen.as_slice(),
-                [
-                    bento_space::Misuse::DoubleFree { .. },
-                    bento_space::Misuse::DoubleFree { .. }
-                ]
-            ),
-            "{seen:?}"
-        );
+        crate::assert_double_frees(2);
         assert_eq!(space.stats().cached_blocks, 1);
         space.validate().unwrap();
         // SAFETY: live.

@@ -40,6 +40,18 @@ pub(crate) fn seen() -> Vec<Misuse<'static>> {
     SEEN.with(RefCell::take)
 }
 
+/// Checks that the misuse [`record`] saw on this thread since the last call is `n`
+/// double frees, and nothing else.
+#[cfg(debug_assertions)]
+#[track_caller]
+pub(crate) fn assert_double_frees(n: usize) {
+    let seen = seen();
+    assert!(
+        seen.len() == n && seen.iter().all(|m| matches!(m, Misuse::DoubleFree { .. })),
+        "{seen:?}"
+    );
+}
+
 /// The default retention with its decay counted in frames only: a test that counts the
 /// source's calls runs the same however long it takes (under Miri a second of the
 /// clock passes within a test, and a decay step would give pages back mid-way).

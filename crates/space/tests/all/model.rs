@@ -9,7 +9,7 @@ use bento_pages::{
     Decay, FaultyPages, FixedPages, HeapPages, Metered, PageSource, Phase, Retention,
 };
 use bento_space::{MemorySpace, SpaceConfig};
-use bento_testkit::{Api02, Api04, Caps, End, Figures, Ops, SizeGen, Target, cases, run, seeded};
+use bento_testkit::{Api04, Caps, EntryPoints, Ops, SizeGen, Takes, cases, run, seeded};
 
 use crate::{SMALL, check};
 
@@ -50,9 +50,7 @@ fn sizes() -> SizeGen {
 }
 
 fn caps(ops: Ops) -> Caps {
-    Caps::default()
-        .with_ops(ops | Ops::HUGE | Ops::IN_PLACE)
-        .with_sizes(sizes())
+    Caps::general_purpose(ops, sizes())
         .with_max_align(Alignment::new(cases(65536, 8192)).unwrap())
         // Under Miri each validation re-reads every live byte (the oracle's patterns):
         // fewer, smaller live sets keep a case to seconds.
@@ -60,159 +58,70 @@ fn caps(ops: Ops) -> Caps {
         .with_validate_every(cases(3, 10))
 }
 
-/// A space as the interpreter drives it, through every entry point a user has:
-/// allocator-api2 for the common operations, with some grows and shrinks through the
-/// space's own `realloc`; frees through `free` (the tag), `dealloc` (the layout) and
-/// `Allocator::deallocate`; in-place resizes through `try_grow_in_place` (which
-/// succeeds without change for a size the block already holds, so the block's
-/// layout becomes the smaller one) and `realloc_in_place`; `trim` for `TRIM`, and
-/// `validate()` at each check.
-struct SpaceTarget<'a, P: PageSource> {
-    space: &'a MemorySpace<P>,
-    /// Arms a refused call of the source for `FAIL_NEXT`.
-    fail: Option<fn(&P, u32)>,
-    /// Counts calls, to take turns between the entry points.
-    turn: usize,
-    /// Ticks the space (and tells it a phase) every this many frees; 0: never.
-    tick_every: usize,
-}
-
-impl<'a, P: PageSource> SpaceTarget<'a, P> {
-    fn new(space: &'a MemorySpace<P>) -> Self {
-        Self {
-            space,
-            fail: None,
-            turn: 0,
-            tick_every: 0,
-        }
-    }
-
-    /// The next of `n` turns.
-    fn turn(&mut self, n: usize) -> usize {
-        self.turn = self.turn.wrapping_add(1);
-        self.turn % n
-    }
-
-    /// A resize through `MemorySpace::realloc` (which aligns to 16 when it moves),
-    /// for a block and a new layout of alignment up to 16.
-    ///
-    /// # Safety
-    ///
-    /// `ptr` is a live block of the space with a non-zero `old` size.
-    unsafe fn realloc(&mut self, ptr: NonNull<u8>, new: Layout) -> Option<NonNull<[u8]>> {
-        // SAFETY: the caller's contract.
-        let p = unsafe { self.space.realloc(ptr, new.size()) }.ok()?;
-        Some(NonNull::slice_from_raw_parts(p, new.size()))
-    }
-}
-
-impl<P: PageSource> Target for SpaceTarget<'_, P> {
-    fn allocate(&mut self, end: End, layout: Layout, zeroed: bool) -> Option<NonNull<[u8]>> {
-        Api02::new(&self.space).allocate(end, layout, zeroed)
-    }
-
-    unsafe fn deallocate(&mut self, end: End, ptr: NonNull<u8>, layout: Layout) {
-        if layout.size() == 0 {
-            return;
-        }
-        if self.tick_every > 0 && self.turn.is_multiple_of(self.tick_every) {
-            self.space.tick();
-            self.space.phase(match self.turn / self.tick_every % 7 {
-                0 => Phase::Unload,
-                1 => Phase::Load,
-                _ => Phase::Play,
-            });
-        }
-        match self.turn(3) {
-            // SAFETY: a live, non-zero-size block of the space (the interpreter's
-            // contract).
-            0 => unsafe { self.space.free(ptr) },
+/// A space as the interpreter drives it, through every entry point a user has, in
+/// turn: allocator-api2 for every call; frees also through `free` (the tag) and
+/// `dealloc` (the layout); grows and shrinks also through the space's own `realloc`
+/// (which aligns to 16 when it moves, so for alignments up to 16); in-place resizes
+/// through `try_grow_in_place` (which succeeds without change for a size the block
+/// already holds, so the block's layout becomes the smaller one) and
+/// `realloc_in_place`; `trim` for `TRIM`, and `validate()` at each check. A zero-size
+/// block is a dangling pointer, not a block of the space: only allocator-api2 takes it.
+fn target<P: PageSource>(space: &MemorySpace<P>) -> EntryPoints<'_, MemorySpace<P>> {
+    EntryPoints::new(space)
+        .with_api02()
+        .with_deallocate(Takes::SIZED, |space, ptr, _| {
+            // SAFETY: a live block of the space of non-zero size (the interpreter's
+            // contract and `Takes::SIZED`).
+            unsafe { space.free(ptr) }
+        })
+        .with_deallocate(Takes::SIZED, |space, ptr, layout| {
             // SAFETY: as above, with a layout that fits it.
-            1 => unsafe { self.space.dealloc(ptr, layout) },
-            // SAFETY: the interpreter upholds `Target::deallocate`'s contract.
-            _ => unsafe { Api02::new(&self.space).deallocate(end, ptr, layout) },
-        }
-    }
+            unsafe { space.dealloc(ptr, layout) }
+        })
+        .with_resize(
+            Takes::SIZED.realign().max_align(16),
+            |space, ptr, _, new, _| {
+                // SAFETY: a live block of non-zero size, to a non-zero size; both
+                // alignments divide the 16 `realloc` gives a block it moves.
+                let p = unsafe { space.realloc(ptr, new.size()) }.ok()?;
+                Some(NonNull::slice_from_raw_parts(p, new.size()))
+            },
+        )
+        .with_in_place(Takes::SIZED, |space, ptr, _, new_size| {
+            // SAFETY: a live block of non-zero size (the interpreter's contract and
+            // `Takes::SIZED`).
+            let done = unsafe { space.try_grow_in_place(ptr, new_size) };
+            done.then(|| whole(space, ptr))
+        })
+        .with_in_place(Takes::SIZED, |space, ptr, _, new_size| {
+            // SAFETY: as above.
+            let done = unsafe { space.realloc_in_place(ptr, new_size) };
+            done.then(|| whole(space, ptr))
+        })
+        .with_trim(|space| {
+            // Trim frees the block cache first, which can park more pages.
+            let parked = space.stats().cache.parked;
+            assert!(
+                space.trim() >= parked,
+                "trim gives back at least what the cache parked before"
+            );
+            assert_eq!(space.stats().cache.parked, 0);
+        })
+        .with_validate(|space| check(&space))
+}
 
-    unsafe fn grow(
-        &mut self,
-        end: End,
-        ptr: NonNull<u8>,
-        old: Layout,
-        new: Layout,
-        zeroed: bool,
-    ) -> Option<NonNull<[u8]>> {
-        if !zeroed && old.size() != 0 && old.align().max(new.align()) <= 16 && self.turn(4) == 0 {
-            // SAFETY: a live block of non-zero size (the interpreter's contract).
-            return unsafe { self.realloc(ptr, new) };
-        }
-        // SAFETY: the interpreter upholds `Target::grow`'s contract.
-        unsafe { Api02::new(&self.space).grow(end, ptr, old, new, zeroed) }
-    }
+/// A block of the space after an in-place resize: `ptr` and all it holds now.
+fn whole<P: PageSource>(space: &MemorySpace<P>, ptr: NonNull<u8>) -> NonNull<[u8]> {
+    // SAFETY: `ptr` is a live block of the space (the in-place entry points'
+    // callers').
+    NonNull::slice_from_raw_parts(ptr, unsafe { space.usable_size(ptr) })
+}
 
-    unsafe fn shrink(
-        &mut self,
-        end: End,
-        ptr: NonNull<u8>,
-        old: Layout,
-        new: Layout,
-    ) -> Option<NonNull<[u8]>> {
-        if new.size() != 0 && old.align().max(new.align()) <= 16 && self.turn(4) == 0 {
-            // SAFETY: a live block of non-zero size (the interpreter's contract).
-            return unsafe { self.realloc(ptr, new) };
-        }
-        // SAFETY: the interpreter upholds `Target::shrink`'s contract.
-        unsafe { Api02::new(&self.space).shrink(end, ptr, old, new) }
-    }
-
-    unsafe fn resize_in_place(
-        &mut self,
-        _: End,
-        ptr: NonNull<u8>,
-        old: Layout,
-        new_size: usize,
-    ) -> Option<NonNull<[u8]>> {
-        // A zero-size block is a dangling pointer, not a block of the space.
-        if old.size() == 0 || new_size == 0 {
-            return None;
-        }
-        // SAFETY: `ptr` is a live block of the space (the interpreter's contract).
-        unsafe {
-            let done = if self.turn(2) == 0 {
-                self.space.try_grow_in_place(ptr, new_size)
-            } else {
-                self.space.realloc_in_place(ptr, new_size)
-            };
-            if !done {
-                return None;
-            }
-            Some(NonNull::slice_from_raw_parts(
-                ptr,
-                self.space.usable_size(ptr),
-            ))
-        }
-    }
-
-    fn trim(&mut self) {
-        // Trim frees the block cache first, which can park more pages.
-        let parked = self.space.stats().cache.parked;
-        assert!(
-            self.space.trim() >= parked,
-            "trim gives back at least what the cache parked before"
-        );
-        assert_eq!(self.space.stats().cache.parked, 0);
-    }
-
-    fn fail_next(&mut self, k: u32) {
-        let fail = self
-            .fail
-            .expect("FAIL_NEXT is enabled over FaultyPages only");
-        fail(self.space.pages().unwrap(), k);
-    }
-
-    fn validate(&mut self) -> Result<Figures, String> {
-        check(&self.space)
-    }
+/// [`target`] over a failing source: `FAIL_NEXT` arms a refused reserve or commit.
+fn failing(
+    space: &MemorySpace<FaultyPages<HeapPages>>,
+) -> EntryPoints<'_, MemorySpace<FaultyPages<HeapPages>>> {
+    target(space).with_fail_next(|space, k| refuse_reserve_or_commit(space.pages().unwrap(), k))
 }
 
 #[test]
@@ -221,7 +130,7 @@ fn model_on_heap_pages() {
     let space = MemorySpace::new(&pages, config()).unwrap();
     let caps = caps(Ops::empty());
     let r = seeded(cases(150, 1), |u| {
-        let r = run(&mut SpaceTarget::new(&space), &caps, u);
+        let r = run(&mut target(&space), &caps, u);
         assert_eq!(space.stats().segments, 0, "an empty space holds no segment");
         assert_eq!(pages.stats().reserved, 0, "every reservation went back");
         r
@@ -242,7 +151,7 @@ fn model_with_a_commit_cache() {
     let space = MemorySpace::new(&pages, config().with_commit_cache(cache)).unwrap();
     let caps = caps(Ops::TRIM);
     let r = seeded(cases(100, 1), |u| {
-        let r = run(&mut SpaceTarget::new(&space), &caps, u);
+        let r = run(&mut target(&space), &caps, u);
         assert_eq!(space.stats().segments, 0, "an empty space holds no segment");
         r
     });
@@ -286,18 +195,10 @@ fn model_with_refused_reserves_and_commits() {
     let caps = caps(Ops::FAIL_NEXT);
     let r = seeded(cases(100, 1), |u| {
         space.pages().unwrap().heal();
-        let mut target = SpaceTarget::new(&space);
-        target.fail = Some(refuse_reserve_or_commit);
-        run(&mut target, &caps, u)
+        run(&mut failing(&space), &caps, u)
     });
     assert_eq!(space.stats().segments, 0);
-    if !cfg!(miri) {
-        assert!(
-            space.pages().unwrap().injected() > 0,
-            "no failure was injected"
-        );
-        assert!(r.allocs_failed > 0, "{r:?}");
-    }
+    r.assert_failures_injected(space.pages().unwrap().injected());
 }
 
 /// A decaying commit cache over a source that refuses reserves and commits: the
@@ -313,9 +214,17 @@ fn model_with_a_decaying_cache_over_refused_commits() {
     let caps = caps(Ops::FAIL_NEXT | Ops::TRIM);
     seeded(cases(100, 1), |u| {
         space.pages().unwrap().heal();
-        let mut target = SpaceTarget::new(&space);
-        target.tick_every = 5;
-        target.fail = Some(refuse_reserve_or_commit);
+        // Every fifth free ticks the space and tells it a phase.
+        let mut target = failing(&space).with_before_free(|space, frees| {
+            if frees.is_multiple_of(5) {
+                space.tick();
+                space.phase(match frees / 5 % 7 {
+                    0 => Phase::Unload,
+                    1 => Phase::Load,
+                    _ => Phase::Play,
+                });
+            }
+        });
         run(&mut target, &caps, u)
     });
     let s = space.stats();
@@ -341,9 +250,7 @@ fn model_with_a_decaying_cache_over_refused_commits() {
 fn model_on_system_pages() {
     let pages = Metered::new(bento_pages::SystemPages::new());
     let space = MemorySpace::new(&pages, SMALL).unwrap();
-    seeded(60, |u| {
-        run(&mut SpaceTarget::new(&space), &caps(Ops::empty()), u)
-    });
+    seeded(60, |u| run(&mut target(&space), &caps(Ops::empty()), u));
     assert_eq!(pages.stats().reserved, 0);
 }
 
@@ -361,9 +268,7 @@ fn model_on_fixed_pages() {
     let pages = FixedPages::new(buf, Alignment::new(4096).unwrap());
     let space = MemorySpace::new(&pages, SMALL).unwrap();
     // 256 KiB hold few segments, so programs run the source dry too.
-    let r = seeded(60, |u| {
-        run(&mut SpaceTarget::new(&space), &caps(Ops::empty()), u)
-    });
+    let r = seeded(60, |u| run(&mut target(&space), &caps(Ops::empty()), u));
     assert!(r.allocs_failed > 0, "{r:?}");
     assert_eq!(
         pages.available(),
@@ -384,7 +289,7 @@ fn model_on_a_base_segment_without_a_source() {
     // SAFETY: `buf` outlives the space and is reached only through it.
     let space = unsafe { MemorySpace::<HeapPages>::with_base(base, len, None, config()) }.unwrap();
     let r = seeded(cases(60, 1), |u| {
-        let r = run(&mut SpaceTarget::new(&space), &caps(Ops::empty()), u);
+        let r = run(&mut target(&space), &caps(Ops::empty()), u);
         assert_eq!(space.stats().segments, 1, "the base segment stays");
         r
     });
@@ -407,7 +312,7 @@ fn model_on_a_base_segment_that_grows() {
     // SAFETY: `buf` outlives the space and is reached only through it.
     let space = unsafe { MemorySpace::with_base(base, 8192, Some(&pages), config()) }.unwrap();
     seeded(cases(40, 1), |u| {
-        run(&mut SpaceTarget::new(&space), &caps(Ops::empty()), u)
+        run(&mut target(&space), &caps(Ops::empty()), u)
     });
     assert_eq!(space.stats().segments, 1);
     assert_eq!(pages.stats().reserved, 0);

@@ -301,17 +301,7 @@ mod linux {
             let inside = b.add(5000); // a stale pointer into the middle of free space
             space.free(inside);
         }
-        let seen = crate::seen();
-        assert!(
-            matches!(
-                seen.as_slice(),
-                [
-                    bento_space::Misuse::DoubleFree { .. },
-                    bento_space::Misuse::DoubleFree { .. }
-                ]
-            ),
-            "{seen:?}"
-        );
+        crate::assert_double_frees(2);
         space.validate().unwrap();
         free_all(&space, &[g]);
     }
