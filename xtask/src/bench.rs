@@ -1,4 +1,4 @@
-//! `cargo xtask bench [--icount | --render | --quick]`: every measurement of bento
+//! `cargo xtask bench [--icount | --render [--out FILE] | --quick]`: every measurement of bento
 //! beside its peers in one run, then `docs/benchmarks.md` and its charts rendered from
 //! it (`benches/src/report.rs`, through `benches/report/template.md`). Not part of CI
 //! (timing on a shared machine is for people to read, never a pass or a fail), except
@@ -7,12 +7,15 @@
 //!
 //! The run, in order: the criterion suites; the game session's footprint, the churn
 //! and `validate()` programs; `bench-global` and `bench-malloc` (five rounds each);
-//! `bento demo`; with `--icount`, callgrind counts of the hot loops. Each writes its
-//! figures to `target/bench-report/` (criterion to `target/criterion/`), both cleared
-//! first, so that every table of the report comes from this run. `--render` only
-//! renders the last run's figures again (after a change to the template).
+//! `bento demo --json`; with `--icount`, callgrind counts of the hot loops. Each
+//! writes its figures as JSON to `target/bench-report/NAME.json` (`session`, `churn`,
+//! `validate`, `global`, `malloc`, `demo`, `icount`, and `meta` for the machine and
+//! the commands; criterion to `target/criterion/`), both directories cleared first,
+//! so that every table of the report comes from this run; the report formats them.
+//! `--render` only renders the last run's figures again (after a change to the
+//! template); with `--out FILE`, to FILE and its charts to `img/` beside it, leaving
+//! `docs/` alone.
 
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -191,12 +194,13 @@ fn run() -> Outcome {
     let args: Vec<String> = std::env::args().skip(2).collect();
     let flags: Vec<&str> = args.iter().map(String::as_str).collect();
     let result = match flags[..] {
-        [] => measure(false).and_then(|()| render()),
-        ["--icount"] => measure(true).and_then(|()| render()),
-        ["--render"] => render(),
+        [] => measure(false).and_then(|()| render(None)),
+        ["--icount"] => measure(true).and_then(|()| render(None)),
+        ["--render"] => render(None),
+        ["--render", "--out", file] => render(Some(file)),
         ["--quick"] => quick(),
         _ => Err(format!(
-            "usage: cargo xtask bench [--icount | --render | --quick], not `{}`",
+            "usage: cargo xtask bench [--icount | --render [--out FILE] | --quick], not `{}`",
             args.join(" ")
         )),
     };
@@ -223,9 +227,15 @@ fn quick() -> Result<(), String> {
     ok(status(bins))
 }
 
-fn render() -> Result<(), String> {
+/// Renders the report: to `docs/benchmarks.md`, or to `out`.
+fn render(out: Option<&str>) -> Result<(), String> {
     let mut cmd = cargo();
     cmd.args(["run", "--release", "-p", "bento-benches", "--bin", "report"]);
+    if let Some(out) = out {
+        // Relative to where the command was typed, not to cargo's directory.
+        let out = std::env::current_dir().map_or_else(|_| out.into(), |d| d.join(out));
+        cmd.arg("--").arg("--out").arg(out);
+    }
     ok(status(cmd))
 }
 
@@ -250,7 +260,7 @@ fn measure(icount: bool) -> Result<(), String> {
     let mut cmd = cargo();
     cmd.args(["bench", "-p", "bento-benches", "--bench", "*", "--"])
         .args(CRITERION);
-    meta.command(&cmd);
+    meta.cargo(&cmd);
     ok(status(cmd))?;
 
     let mut build = cargo();
@@ -258,41 +268,37 @@ fn measure(icount: bool) -> Result<(), String> {
     build.args(["-p", "bento-alloc-cli"]);
     ok(status(build))?;
     let release = target.join("release");
-    for (bin, file) in [
-        ("session", "session.md"),
-        ("churn", "churn.md"),
-        ("validate", "validate.txt"),
-    ] {
-        meta.line(&format!("cargo run --release -p bento-benches --bin {bin}"));
+    for bin in ["session", "churn", "validate"] {
+        meta.command(&format!("cargo run --release -p bento-benches --bin {bin}"));
         let text = capture(Command::new(release.join(bin)))?;
-        write(&out.join(file), &text)?;
+        write(&out.join(format!("{bin}.json")), &text)?;
     }
 
-    meta.line(&format!("cargo xtask bench-global {ROUNDS}"));
-    write(&out.join("global.md"), &bench_global::measure(ROUNDS)?)?;
-    meta.line(&format!("cargo xtask bench-malloc {ROUNDS}"));
-    write(&out.join("malloc.md"), &bench_malloc::measure(ROUNDS)?)?;
+    meta.command(&format!("cargo xtask bench-global {ROUNDS}"));
+    write(&out.join("global.json"), &bench_global::measure(ROUNDS)?)?;
+    meta.command(&format!("cargo xtask bench-malloc {ROUNDS}"));
+    write(&out.join("malloc.json"), &bench_malloc::measure(ROUNDS)?)?;
 
-    meta.line("cargo run --release -p bento-alloc-cli -- demo");
+    meta.command("cargo run --release -p bento-alloc-cli -- demo --json");
     let demo_dir = out.join("demo");
     let mut demo = Command::new(release.join("bento"));
-    demo.arg("demo").arg("-o").arg(&demo_dir);
-    // Without the last line, which names this machine's paths.
-    let text = capture(demo)?;
-    let text: Vec<&str> = text.lines().filter(|l| !l.starts_with("wrote ")).collect();
-    write(&out.join("demo.txt"), &text.join("\n"))?;
+    demo.arg("demo").arg("--json").arg("-o").arg(&demo_dir);
+    write(&out.join("demo.json"), &capture(demo)?)?;
     for svg in ["demo-memory.svg", "demo-heapmap.svg"] {
         let to = root().join("docs").join("img").join(svg);
         std::fs::copy(demo_dir.join(svg), &to).map_err(|e| format!("{svg}: {e}"))?;
     }
 
     if icount {
-        meta.line(
+        meta.command(
             "valgrind --tool=callgrind --toggle-collect=<collect> target/release/insns <mode> <n>",
         );
-        write(&out.join("icount.tsv"), &count_all(&release.join("insns"))?)?;
+        write(
+            &out.join("icount.json"),
+            &count_all(&release.join("insns"))?,
+        )?;
     }
-    write(&out.join("meta.md"), &meta.finish())
+    write(&out.join("meta.json"), &meta.finish())
 }
 
 /// Runs `cmd` with stderr shown and returns its stdout.
@@ -312,7 +318,9 @@ fn write(path: &Path, text: &str) -> Result<(), String> {
     std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))
 }
 
-/// Every loop of [`LOOPS`] and [`SPACE_LOOPS`] under callgrind, as `icount.tsv`.
+/// Every loop of [`LOOPS`] and [`SPACE_LOOPS`] under callgrind, as JSON:
+/// `{"rows": [{"mode": MODE, "what": TEXT, "collect": PATTERN, "arg": N,
+/// "operations": N, "instructions": N}…]}`.
 fn count_all(insns: &Path) -> Result<String, String> {
     let mut valgrind = Command::new("valgrind");
     valgrind.arg("--version");
@@ -339,16 +347,23 @@ fn count_all(insns: &Path) -> Result<String, String> {
             ));
         }
     }
-    let mut tsv = String::new();
+    let mut rows = Vec::new();
     for (mode, what, collect, arg, ops) in loops {
         let total = callgrind(insns, &mode, &collect, arg)?;
         println!(
             "icount: {mode:28} {:10.1} instructions / operation",
             total as f64 / ops as f64
         );
-        let _ = writeln!(tsv, "{mode}\t{what}\t{collect}\t{arg}\t{ops}\t{total}");
+        rows.push(serde_json::json!({
+            "mode": mode,
+            "what": what,
+            "collect": collect,
+            "arg": arg,
+            "operations": ops,
+            "instructions": total,
+        }));
     }
-    Ok(tsv)
+    serde_json::to_string_pretty(&serde_json::json!({ "rows": rows })).map_err(|e| e.to_string())
 }
 
 /// The instructions callgrind counts in `collect` while `insns mode arg` runs.
@@ -385,9 +400,12 @@ fn callgrind(insns: &Path, mode: &str, collect: &str, arg: u64) -> Result<u64, S
         ))
 }
 
-/// The machine, the date and the commands of the run, as Markdown.
+/// The machine, the date and the commands of the run, as JSON: `{"date_utc": TEXT,
+/// "cpu": TEXT, "logical_cpus": N, "kernel": TEXT, "rustc": TEXT, "profile": TEXT,
+/// "commands": [TEXT…]}`.
 struct Meta {
-    text: String,
+    doc: serde_json::Value,
+    commands: Vec<String>,
 }
 
 impl Meta {
@@ -408,37 +426,37 @@ impl Meta {
                     .map(|l| l.trim_start_matches([' ', '\t', ':']).to_owned())
             })
             .unwrap_or_else(|| "unknown".into());
-        let mut text = String::new();
-        let _ = writeln!(
-            text,
-            "- Date: {} (UTC).",
-            sh("date", &["-u", "+%Y-%m-%d %H:%M"])
-        );
-        let _ = writeln!(
-            text,
-            "- Machine: {cpu}, {} logical CPUs, Linux {}; {}; release profile.",
-            std::thread::available_parallelism().map_or(0, |n| n.get()),
-            sh("uname", &["-r"]),
-            sh("rustc", &["-V"]),
-        );
-        text.push_str("- Commands (in this order; `cargo xtask bench --icount` runs them all):\n");
-        Self { text }
+        let doc = serde_json::json!({
+            "date_utc": sh("date", &["-u", "+%Y-%m-%d %H:%M"]),
+            "cpu": cpu,
+            "logical_cpus": std::thread::available_parallelism().map_or(0, |n| n.get()),
+            "kernel": sh("uname", &["-r"]),
+            "rustc": sh("rustc", &["-V"]),
+            "profile": "release",
+        });
+        Self {
+            doc,
+            commands: Vec::new(),
+        }
     }
 
-    fn command(&mut self, cmd: &Command) {
+    /// Records a cargo command of the run.
+    fn cargo(&mut self, cmd: &Command) {
         let args: Vec<String> = cmd
             .get_args()
             .map(|a| a.to_string_lossy().into_owned())
             .map(|a| if a.contains('*') { format!("'{a}'") } else { a })
             .collect();
-        self.line(&format!("cargo {}", args.join(" ")));
+        self.command(&format!("cargo {}", args.join(" ")));
     }
 
-    fn line(&mut self, command: &str) {
-        let _ = writeln!(self.text, "  - `{command}`");
+    /// Records a command of the run, as a person would type it.
+    fn command(&mut self, command: &str) {
+        self.commands.push(command.to_owned());
     }
 
-    fn finish(self) -> String {
-        self.text
+    fn finish(mut self) -> String {
+        self.doc["commands"] = self.commands.into();
+        serde_json::to_string_pretty(&self.doc).expect("JSON of text")
     }
 }

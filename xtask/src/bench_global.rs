@@ -1,8 +1,11 @@
 //! `cargo xtask bench-global [ROUNDS]`: the same program (`bento_benches::global`, a
 //! Rust program's mix of maps, strings and channels) built once with each allocator
 //! as `#[global_allocator]`, run in turn ROUNDS times (default 5, alternating so that
-//! machine noise falls on every allocator alike), and the median time of each as a
-//! ratio (bento-common's ÷ each), with the peak resident set. Not part of CI.
+//! machine noise falls on every allocator alike); prints each one's median, fastest
+//! and slowest time and its peak resident set as JSON (`cargo xtask bench` writes it
+//! to `target/bench-report/global.json` and the report takes the ratios):
+//! `{"rounds": N, "rows": [{"allocator": NAME, "median_time_ns": N, "min_time_ns": N,
+//! "max_time_ns": N, "peak_rss_bytes": N}…]}`. Not part of CI.
 
 use std::process::Command;
 
@@ -20,7 +23,7 @@ fn run() -> Outcome {
     print_table(measure(rounds_arg()))
 }
 
-/// Builds and runs the programs `rounds` times each; the table of their medians.
+/// Builds and runs the programs `rounds` times each; their figures as JSON.
 pub(crate) fn measure(rounds: usize) -> Result<String, String> {
     let mut build = cargo();
     build.args(["build", "--release", "-p", "bento-benches"]);
@@ -31,7 +34,7 @@ pub(crate) fn measure(rounds: usize) -> Result<String, String> {
         return Err(e);
     }
     let dir = target_dir().join("release");
-    let mut times: Vec<Vec<f64>> = vec![Vec::new(); PEERS.len()];
+    let mut times: Vec<Vec<u64>> = vec![Vec::new(); PEERS.len()];
     let mut rss = vec![0u64; PEERS.len()];
     let mut checks = vec![0u64; PEERS.len()];
     for round in 0..rounds {
@@ -52,7 +55,7 @@ pub(crate) fn measure(rounds: usize) -> Result<String, String> {
             else {
                 return Err(format!("global_{peer} printed `{line}`"));
             };
-            times[i].push(ns as f64 / 1e6);
+            times[i].push(ns);
             rss[i] = rss[i].max(kib);
             checks[i] = check;
             println!("round {round}: {peer:9} {:8.1} ms", ns as f64 / 1e6);
@@ -63,23 +66,20 @@ pub(crate) fn measure(rounds: usize) -> Result<String, String> {
             "the allocators computed different results: {checks:?}"
         ));
     }
-    let medians: Vec<f64> = times
-        .iter_mut()
-        .map(|t| {
-            t.sort_by(f64::total_cmp);
-            t[t.len() / 2]
+    let rows: Vec<serde_json::Value> = PEERS
+        .iter()
+        .zip(times.iter_mut().zip(&rss))
+        .map(|(peer, (t, kib))| {
+            t.sort_unstable();
+            serde_json::json!({
+                "allocator": peer,
+                "median_time_ns": t[t.len() / 2],
+                "min_time_ns": t[0],
+                "max_time_ns": t[t.len() - 1],
+                "peak_rss_bytes": kib * 1024,
+            })
         })
         .collect();
-    let mut table = String::from(
-        "| allocator | median time | bento-common ÷ it | peak RSS |\n|---|---|---|---|\n",
-    );
-    for (i, peer) in PEERS.iter().enumerate() {
-        table.push_str(&format!(
-            "| {peer} | {:.1} ms | {:.2} | {:.1} MiB |\n",
-            medians[i],
-            medians[0] / medians[i],
-            rss[i] as f64 / 1024.0
-        ));
-    }
-    Ok(table)
+    let doc = serde_json::json!({ "rounds": rounds, "rows": rows });
+    serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())
 }

@@ -6,9 +6,13 @@
 //! of mimalloc-bench's larson, xmalloc-test and alloc-test (`larson.c`, `xmalloc.c`,
 //! `bursts.c`: threads freeing each other's blocks, a producer and a consumer,
 //! bursts of short-lived threads). Each program runs ROUNDS times (default
-//! 5) under each allocator in turn, the first allocator rotating every round; the
-//! table gives the wall time (min / median / max) and the peak resident set (median),
-//! each median as a ratio to glibc's. Not part of CI.
+//! 5) under each allocator in turn, the first allocator rotating every round; it
+//! prints the wall time (min / median / max) and the peak resident set (median) of
+//! each program under each allocator as JSON (`cargo xtask bench` writes it to
+//! `target/bench-report/malloc.json` and the report takes the ratios to glibc's):
+//! `{"rounds": N, "rows": [{"program": NAME, "allocator": NAME, "median_time_ns": N,
+//! "min_time_ns": N, "max_time_ns": N, "peak_rss_bytes": N}…]}`, glibc's rows first
+//! within each program. Not part of CI.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -48,7 +52,7 @@ fn run() -> Outcome {
 }
 
 /// Builds the library and the programs, runs each program `rounds` times under each
-/// allocator; the table of the figures.
+/// allocator; the figures as JSON.
 pub(crate) fn measure(rounds: usize) -> Result<String, String> {
     let target = target_dir().join("bench-malloc");
     // Built on its own, so that no other crate's features reach the library.
@@ -109,7 +113,7 @@ pub(crate) fn measure(rounds: usize) -> Result<String, String> {
             }
         }
     }
-    Ok(table(&programs, &allocators, &times, &rss, rounds))
+    Ok(figures(&programs, &allocators, &times, &rss, rounds))
 }
 
 /// Writes the inputs and builds the programs in `work`.
@@ -242,35 +246,37 @@ fn median(v: &[f64]) -> f64 {
     v[v.len() / 2]
 }
 
-fn table(
+/// Seconds as whole nanoseconds.
+fn ns(secs: f64) -> u64 {
+    (secs * 1e9).round() as u64
+}
+
+/// The figures as JSON: one row per program and allocator.
+fn figures(
     programs: &[Program],
     allocators: &[(String, Option<PathBuf>)],
     times: &[Vec<Vec<f64>>],
     rss: &[Vec<Vec<f64>>],
     rounds: usize,
 ) -> String {
-    let mut out = format!(
-        "{rounds} rounds; time min / median / max in seconds; ratios are medians over glibc's\n\n\
-         | program | allocator | time (s) | time ÷ glibc | peak RSS (MiB) | RSS ÷ glibc |\n\
-         |---|---|---|---|---|---|\n"
-    );
+    let mut rows = Vec::new();
     for (p, program) in programs.iter().enumerate() {
-        let (t0, r0) = (median(&times[p][0]), median(&rss[p][0]));
         for (a, (name, _)) in allocators.iter().enumerate() {
             let t = &times[p][a];
             let min = t.iter().copied().fold(f64::INFINITY, f64::min);
             let max = t.iter().copied().fold(0.0, f64::max);
-            out.push_str(&format!(
-                "| {} | {name} | {min:.2} / {:.2} / {max:.2} | {:.2} | {:.1} | {:.2} |\n",
-                program.name,
-                median(t),
-                median(t) / t0,
-                median(&rss[p][a]) / 1024.0,
-                median(&rss[p][a]) / r0,
-            ));
+            rows.push(serde_json::json!({
+                "program": program.name,
+                "allocator": name,
+                "median_time_ns": ns(median(t)),
+                "min_time_ns": ns(min),
+                "max_time_ns": ns(max),
+                "peak_rss_bytes": (median(&rss[p][a]) * 1024.0) as u64,
+            }));
         }
     }
-    out
+    let doc = serde_json::json!({ "rounds": rounds, "rows": rows });
+    serde_json::to_string_pretty(&doc).expect("JSON of numbers and names")
 }
 
 /// `mb` megabytes of pseudo-random text lines.

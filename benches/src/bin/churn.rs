@@ -2,22 +2,26 @@
 //! sizes 16 B – 1 MiB (log-uniform), the live set grown to 128 MiB, 90 % of it freed
 //! in random order, 16 rounds; every allocation and free timed on its own. Each
 //! allocator runs in its own process, so that one's memory does not count against
-//! another's.
+//! another's. The figures are printed as JSON for the report (`cargo xtask bench`
+//! writes them to `target/bench-report/churn.json`).
 //!
 //! ```sh
-//! cargo run --release -p bento-benches --bin churn            # every allocator, a table
+//! cargo run --release -p bento-benches --bin churn            # every allocator
 //! cargo run --release -p bento-benches --bin churn -- glibc   # one row
 //! ```
 //!
-//! Columns: latency percentiles over every operation (p50 … max), how many took
-//! over 10 µs and over 100 µs, the peak resident set (`VmHWM`) less the one before the run, over the
-//! peak live bytes, the most mappings the process had at a round's peak, and what
-//! the process still holds a second after everything is
-//! freed (no trim call; bento's space is told to look at the clock, its decay time
-//! being 1 s). Every page of a block is written once after its allocation (outside
-//! the timed call), as a program uses its memory.
+//! The output: `{"rows": [ROW…]}`, a row being `{"allocator": NAME, …}` with:
+//! `operations`; latency percentiles over every operation, `p50_ns`, `p99_ns`,
+//! `p999_ns`, `p9999_ns` and `max_ns`; how many took over 10 µs and over 100 µs
+//! (`over_10us`, `over_100us`); `peak_live_bytes`; `peak_rss_growth_bytes`, the
+//! peak resident set (`VmHWM`) less the one before the run; `mappings_at_peak`, the
+//! most mappings the process had at a round's peak; and `held_after_free_all_bytes`,
+//! what the process still holds a second after everything is freed (no trim call;
+//! bento's space is told to look at the clock, its decay time being 1 s). Every page
+//! of a block is written once after its allocation (outside the timed call), as a
+//! program uses its memory.
 
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::ptr::NonNull;
 use std::time::Instant;
 
@@ -119,8 +123,8 @@ fn idle() {
     std::thread::sleep(std::time::Duration::from_millis(1100));
 }
 
-/// Runs the churn on `peer` and prints its table row.
-fn run(peer: &str) {
+/// Runs the churn on `peer`; its row of figures.
+fn run(peer: &str) -> serde_json::Value {
     let base = status_bytes("VmRSS:");
     let mut figures = match peer {
         "bento" => {
@@ -149,39 +153,47 @@ fn run(peer: &str) {
     let peak = status_bytes("VmHWM:").saturating_sub(base);
     let l = &mut figures.latencies;
     l.sort_unstable();
-    let at = |q: f64| f64::from(l[((l.len() - 1) as f64 * q) as usize]) / 1000.0;
-    let slow = l.iter().filter(|&&ns| ns > 100_000).count();
-    let over_10 = l.iter().filter(|&&ns| ns > 10_000).count();
-    let mib = |b: usize| b as f64 / f64::from(1 << 20);
-    println!(
-        "| {peer} | {} | {:.2} | {:.1} | {:.1} | {:.1} | {:.0} | {over_10} | {slow} | {:.2} | {} | {:.1} MiB |",
-        l.len(),
-        at(0.5),
-        at(0.99),
-        at(0.999),
-        at(0.9999),
-        at(1.0),
-        peak as f64 / figures.peak_live as f64,
-        figures.vmas,
-        mib(figures.held.saturating_sub(base)),
-    );
+    let at = |q: f64| l[((l.len() - 1) as f64 * q) as usize];
+    let over = |ns: u32| l.iter().filter(|&&t| t > ns).count();
+    serde_json::json!({
+        "allocator": peer,
+        "operations": l.len(),
+        "p50_ns": at(0.5),
+        "p99_ns": at(0.99),
+        "p999_ns": at(0.999),
+        "p9999_ns": at(0.9999),
+        "max_ns": at(1.0),
+        "over_10us": over(10_000),
+        "over_100us": over(100_000),
+        "peak_live_bytes": figures.peak_live,
+        "peak_rss_growth_bytes": peak,
+        "mappings_at_peak": figures.vmas,
+        "held_after_free_all_bytes": figures.held.saturating_sub(base),
+    })
 }
 
 fn main() {
     if let Some(peer) = std::env::args().nth(1) {
-        run(&peer);
+        println!("{}", run(&peer));
         return;
     }
-    println!(
-        "| allocator | operations | p50 µs | p99 µs | p99.9 µs | p99.99 µs | max µs | over 10 µs | over 100 µs | peak RSS ÷ peak live | mappings at peak | held 1 s after free-all |"
-    );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
     let me = std::env::current_exe().expect("the binary's path");
+    let mut rows = Vec::new();
     for peer in PEERS {
-        let status = Command::new(&me)
+        eprintln!("churn: {peer}");
+        let out = Command::new(&me)
             .arg(peer)
-            .status()
+            .stderr(Stdio::inherit())
+            .output()
             .expect("run the churn in a child");
-        assert!(status.success(), "{peer} failed");
+        assert!(out.status.success(), "{peer} failed");
+        let row: serde_json::Value =
+            serde_json::from_slice(&out.stdout).expect("a child prints one JSON row");
+        rows.push(row);
     }
+    let doc = serde_json::json!({ "rows": rows });
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&doc).expect("JSON of numbers")
+    );
 }

@@ -1,20 +1,24 @@
 //! The fragmentation figure: a synthetic game session of 100 level cycles
 //! (`bento_trace::workload`, the workload of the space's long-session test) on each
-//! allocator, reporting peak footprint ÷ peak live bytes.
+//! allocator, printing its peak footprint and peak live bytes as JSON for the report
+//! (`cargo xtask bench` writes it to `target/bench-report/session.json`).
 //!
 //! ```sh
 //! cargo run --release -p bento-benches --bin session            # every allocator
-//! cargo run --release -p bento-benches --bin session -- glibc   # one
+//! cargo run --release -p bento-benches --bin session -- glibc   # one row
 //! ```
 //!
-//! The footprint is, for a memory space, its peak `committed`, and for the common
-//! allocator its peak `resident` (committed, parked and its own tables; exact, from
-//! their counters) and, for every allocator, the process's resident set sampled at each
-//! checkpoint (after each level loads and at each frame's busiest moment) less the
-//! resident set before the session. Each allocator runs in its own process, so that
-//! one's memory does not count against another.
+//! The output: `{"levels": N, "rows": [ROW…]}`, a row being `{"allocator": NAME,
+//! "peak_live_bytes": N, "peak_committed_bytes": N or null, "peak_rss_growth_bytes": N}`.
+//! The committed figure is, for a memory space, its peak `committed`, and for the
+//! common allocator its peak `resident` (committed, parked and its own tables; exact,
+//! from their counters); `null` for an allocator that keeps no such figure. The
+//! resident set's growth is, for every allocator, the process's resident set sampled
+//! at each checkpoint (after each level loads and at each frame's busiest moment) less
+//! the one before the session. Each allocator runs in its own process, so that one's
+//! memory does not count against another.
 
-use std::process::Command;
+use std::process::{Command, Stdio};
 
 use bento_pages::SystemPages;
 use bento_space::{MemorySpace, SpaceConfig};
@@ -41,8 +45,8 @@ fn rss() -> usize {
     pages * 4096
 }
 
-/// Runs the session on `peer`; prints one table row.
-fn run(peer: &str, config: SessionConfig) {
+/// Runs the session on `peer`; its row of figures.
+fn run(peer: &str, config: SessionConfig) -> serde_json::Value {
     let base = rss();
     let mut peak_rss = 0usize;
     let mut sample = |_: Checkpoint, _: usize| {
@@ -84,17 +88,12 @@ fn run(peer: &str, config: SessionConfig) {
         _ => panic!("unknown allocator {peer}; one of {PEERS:?}"),
     };
     assert_eq!(report.failures, 0);
-    let live = report.peak_live as f64;
-    let mib = |b: usize| b as f64 / f64::from(1 << 20);
-    let committed = committed.map_or("–".to_owned(), |c| {
-        format!("{:.1} MiB ({:.3})", mib(c), c as f64 / live)
-    });
-    println!(
-        "| {peer} | {:.1} MiB | {committed} | {:.1} MiB ({:.3}) |",
-        mib(report.peak_live),
-        mib(peak_rss),
-        peak_rss as f64 / live
-    );
+    serde_json::json!({
+        "allocator": peer,
+        "peak_live_bytes": report.peak_live,
+        "peak_committed_bytes": committed,
+        "peak_rss_growth_bytes": peak_rss,
+    })
 }
 
 fn main() {
@@ -108,17 +107,26 @@ fn main() {
         ..SessionConfig::GAME
     };
     if let Some(peer) = args.first() {
-        run(peer, config);
+        println!("{}", run(peer, config));
         return;
     }
-    println!("| allocator | peak live | peak committed (÷ live) | peak RSS growth (÷ live) |");
-    println!("|---|---|---|---|");
     let me = std::env::current_exe().expect("the binary's path");
+    let mut rows = Vec::new();
     for peer in PEERS {
-        let status = Command::new(&me)
+        eprintln!("session: {peer}");
+        let out = Command::new(&me)
             .args([peer.to_string(), levels.to_string()])
-            .status()
+            .stderr(Stdio::inherit())
+            .output()
             .expect("run the session in a child");
-        assert!(status.success(), "{peer} failed");
+        assert!(out.status.success(), "{peer} failed");
+        let row: serde_json::Value =
+            serde_json::from_slice(&out.stdout).expect("a child prints one JSON row");
+        rows.push(row);
     }
+    let doc = serde_json::json!({ "levels": levels, "rows": rows });
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&doc).expect("JSON of numbers")
+    );
 }

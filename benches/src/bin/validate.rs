@@ -1,6 +1,8 @@
 //! How long `MemorySpace::validate` takes on a 1 GiB heap: 256 KiB segments filled
 //! with 1 KiB blocks, every other one freed (about 4,200 segments and 512k free
-//! chunks between live blocks).
+//! chunks between live blocks), printed as JSON for the report (`cargo xtask bench`
+//! writes it to `target/bench-report/validate.json`): `{"rows": [{"time_ns": N,
+//! "segments": N, "reserved_bytes": N, "live_blocks": N, "free_chunks": N}]}`.
 //!
 //! ```sh
 //! cargo run --release -p bento-benches --bin validate
@@ -31,14 +33,14 @@ fn main() {
     let start = Instant::now();
     let report = space.validate().expect("a valid space");
     let took = start.elapsed();
-    println!(
-        "validate: {:.1} ms for {} segments, {} MiB reserved, {} live blocks, {} free chunks",
-        took.as_secs_f64() * 1e3,
-        s.segments,
-        s.reserved >> 20,
-        report.live_blocks,
-        report.free_blocks,
-    );
+    let row = serde_json::json!({
+        "time_ns": took.as_nanos() as u64,
+        "segments": s.segments,
+        "reserved_bytes": s.reserved,
+        "live_blocks": report.live_blocks,
+        "free_chunks": report.free_blocks,
+    });
+    println!("{}", serde_json::json!({ "rows": [row] }));
     for b in blocks.iter().skip(1).step_by(2) {
         // SAFETY: as above.
         unsafe { space.free(*b) };
