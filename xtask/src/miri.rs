@@ -7,35 +7,67 @@
 //! Miri), the crates Stacked Borrows passes not again under Tree Borrows, the stress
 //! under one more seed. `--full` also runs bento-align and bento-pages under Tree
 //! Borrows and the stress under three more seeds.
+//!
+//! Miri interprets a test binary on one core, so the runs go in two lanes at once,
+//! each a list of `cargo miri test` calls taken in turn, balanced by how long each
+//! crate's suite takes; a lane's output is printed when it ends. Both lanes share
+//! the target directory: cargo holds its lock while it builds, not while the tests
+//! run.
 
-use std::process::Command;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::Instant;
 
-use crate::step::{Outcome, Step, cargo_nightly, status, succeeds};
+use crate::step::{Outcome, Step, cargo_nightly, status, succeeds, target_dir};
 
-/// The crates whose whole test suites run under Miri (Stacked Borrows).
-const MIRI_CRATES: &[&str] = &[
-    "bento-align",
-    "bento-testkit",
-    "bento-pages",
-    "bento-primitives",
+/// One `cargo miri test` call: crates, Tree Borrows or not, and for a threaded test
+/// its `--test` target, name filter and seed.
+#[derive(Clone, Copy)]
+struct Run {
+    crates: &'static [&'static str],
+    tree_borrows: bool,
+    threaded: Option<(&'static str, &'static str, u32)>,
+}
+
+const fn suites(crates: &'static [&'static str], tree_borrows: bool) -> Run {
+    Run {
+        crates,
+        tree_borrows,
+        threaded: None,
+    }
+}
+
+/// The threaded stress once more under Miri seed `seed`: the seed picks the
+/// interleaving (and the weak-memory outcomes) it explores.
+const fn stress(seed: u32) -> Run {
+    Run {
+        crates: &["bento-primitives"],
+        tree_borrows: false,
+        threaded: Some(("all", "shared_pool_stress", seed)),
+    }
+}
+
+/// The first lane: the longest suite (bento-primitives, Stacked Borrows) and the
+/// stress. bento-primitives passes Stacked Borrows and is not run twice.
+const LANE_A: &[Run] = &[suites(&["bento-primitives"], false), stress(1)];
+
+/// The second lane: the other Stacked Borrows crates, then bento-space, bento-common
+/// and bento-heap under Tree Borrows only: a boundary-tag `free` reads the tag in
+/// front of a block through the pointer it is given, which Stacked Borrows forbids
+/// when that pointer came from a reference to the block (see docs/decisions.md,
+/// "Across the crates").
+const LANE_B: &[Run] = &[
+    suites(&["bento-align", "bento-testkit", "bento-pages"], false),
+    suites(&["bento-space", "bento-common", "bento-heap"], true),
 ];
 
-/// The crates run under Tree Borrows. bento-space (and bento-common, over it) run
-/// under Tree Borrows only: a boundary-tag `free` reads the tag in front of a block
-/// through the pointer it is given, which Stacked Borrows forbids when that pointer
-/// came from a reference to the block (see docs/decisions.md, "Across the crates").
-/// bento-primitives passes under Stacked Borrows above and is not run twice: its
-/// suite is the longest under Miri.
-const TREE_BORROWS_CRATES: &[&str] = &["bento-space", "bento-common", "bento-heap"];
-
-/// Run under Tree Borrows as well with `--full` (they pass Stacked Borrows above).
-const TREE_BORROWS_FULL: &[&str] = &["bento-align", "bento-pages"];
-
-/// Threaded tests (crate, test-name filter) run again with each of [`SEEDS`].
-const THREADED: &[(&str, &str)] = &[("bento-primitives", "shared_pool_stress")];
-
-/// The extra `-Zmiri-seed` values for [`THREADED`]: the first in CI, all with `--full`.
-const SEEDS: &[u32] = &[1, 2, 3];
+/// Added to the first lane with `--full`: bento-align and bento-pages under Tree
+/// Borrows as well, and the stress under more seeds.
+const FULL: &[Run] = &[
+    suites(&["bento-align", "bento-pages"], true),
+    stress(2),
+    stress(3),
+];
 
 const FLAGS: &str = "-Zmiri-strict-provenance -Zmiri-symbolic-alignment-check";
 
@@ -46,41 +78,82 @@ fn run() -> Outcome {
         return Outcome::Skipped(format!("MIRI SKIPPED: {why}"));
     }
     let full = std::env::args().any(|a| a == "--full");
-    let tree: Vec<&str> = if full {
-        TREE_BORROWS_FULL
-            .iter()
-            .chain(TREE_BORROWS_CRATES)
-            .copied()
-            .collect()
-    } else {
-        TREE_BORROWS_CRATES.to_vec()
-    };
-    for (crates, extra) in [(MIRI_CRATES, ""), (&tree[..], " -Zmiri-tree-borrows")] {
-        let mut cmd = cargo_nightly();
-        // Doc examples are left to tier 0: under Miri each one is a separate build.
-        cmd.args(["miri", "test", "--lib", "--tests"])
-            .env("MIRIFLAGS", format!("{FLAGS}{extra}"));
-        for krate in crates {
-            cmd.args(["-p", krate]);
-        }
-        if let failed @ Outcome::Failed(_) = status(cmd) {
-            return failed;
-        }
+    let mut lane_a = LANE_A.to_vec();
+    if full {
+        lane_a.extend_from_slice(FULL);
     }
-    // The threaded tests once more under other schedules: Miri's seed picks the
-    // interleaving (and the weak-memory outcomes) it explores.
-    let seeds = if full { SEEDS } else { &SEEDS[..1] };
-    for (krate, filter) in THREADED {
-        for seed in seeds {
-            let mut cmd = cargo_nightly();
-            cmd.args(["miri", "test", "-p", krate, "--test", "all", filter])
-                .env("MIRIFLAGS", format!("{FLAGS} -Zmiri-seed={seed}"));
-            if let failed @ Outcome::Failed(_) = status(cmd) {
-                return failed;
-            }
+    let logs = target_dir().join("miri-lanes");
+    if let Err(e) = std::fs::create_dir_all(&logs) {
+        return Outcome::Failed(format!("cannot create {}: {e}", logs.display()));
+    }
+    let (a, b) = std::thread::scope(|s| {
+        let a = s.spawn(|| lane("a", &lane_a, logs.join("a.log")));
+        let b = s.spawn(|| lane("b", LANE_B, logs.join("b.log")));
+        (a.join(), b.join())
+    });
+    for outcome in [a, b] {
+        match outcome {
+            Ok(Ok(())) => {}
+            Ok(Err(why)) => return Outcome::Failed(why),
+            Err(_) => return Outcome::Failed("a Miri lane panicked".into()),
         }
     }
     Outcome::Passed
+}
+
+/// Runs `runs` in turn with their output in `log`, stopping at the first failure,
+/// and prints the log when done.
+fn lane(name: &str, runs: &[Run], log: PathBuf) -> Result<(), String> {
+    let start = Instant::now();
+    let result = runs.iter().try_for_each(|run| {
+        let file = std::fs::File::options()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .map_err(|e| format!("cannot open {}: {e}", log.display()))?;
+        let err = file
+            .try_clone()
+            .map_err(|e| format!("cannot open {}: {e}", log.display()))?;
+        let mut cmd = command(run);
+        cmd.stdout(Stdio::from(file)).stderr(Stdio::from(err));
+        match status(cmd) {
+            Outcome::Passed => Ok(()),
+            Outcome::Failed(why) | Outcome::Skipped(why) => Err(why),
+            Outcome::Empty(why) => Err(why.into()),
+        }
+    });
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    println!(
+        "\n---- miri lane {name} ({:.1} s) ----\n{text}",
+        start.elapsed().as_secs_f64()
+    );
+    let _ = std::fs::remove_file(&log);
+    result
+}
+
+/// The `cargo miri test` call for `run`.
+fn command(run: &Run) -> Command {
+    let mut cmd = cargo_nightly();
+    let mut flags = FLAGS.to_owned();
+    if run.tree_borrows {
+        flags.push_str(" -Zmiri-tree-borrows");
+    }
+    cmd.args(["miri", "test"]);
+    for krate in run.crates {
+        cmd.args(["-p", krate]);
+    }
+    match run.threaded {
+        Some((test, filter, seed)) => {
+            flags.push_str(&format!(" -Zmiri-seed={seed}"));
+            cmd.args(["--test", test, filter]);
+        }
+        // Doc examples are left to tier 0: under Miri each one is a separate build.
+        None => {
+            cmd.args(["--lib", "--tests"]);
+        }
+    }
+    cmd.env("MIRIFLAGS", flags);
+    cmd
 }
 
 /// Installs the nightly toolchain's `miri` and `rust-src` components when missing, and
