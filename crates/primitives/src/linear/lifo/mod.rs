@@ -95,6 +95,24 @@ pub(crate) const MAX_SPAN: usize = (u32::MAX as usize - 2 * HEADER) & !(GRAIN - 
 /// Gives each end its identity, so a marker from another end is refused.
 static NEXT_ID: AtomicU32 = AtomicU32::new(1);
 
+/// A fresh stack-end identity from [`NEXT_ID`].
+///
+/// # Panics
+///
+/// Once 2^32 - 1 have been handed out: a stack's marker identity would repeat.
+fn next_id() -> u32 {
+    let mut id = NEXT_ID.load(Ordering::Relaxed);
+    loop {
+        let next = id.checked_add(1).expect(
+            "bento: 2^32 - 1 stack ends created in this process; a stack's marker identity would repeat",
+        );
+        match NEXT_ID.compare_exchange_weak(id, next, Ordering::Relaxed, Ordering::Relaxed) {
+            Ok(_) => return id,
+            Err(now) => id = now,
+        }
+    }
+}
+
 /// What a free out of LIFO order does.
 ///
 /// ```
@@ -258,9 +276,7 @@ impl Lifo {
             floor: Cell::new(0),
             // An identity must never repeat while its marker may be alive: a marker of
             // one end accepted by another would give it a foreign position.
-            id: NEXT_ID
-                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |id| id.checked_add(1))
-                .expect("bento: 2^32 - 1 stack ends created in this process; a stack's marker identity would repeat"),
+            id: next_id(),
             origin,
             dir,
             check,
