@@ -504,11 +504,18 @@ fn growing_pool_model_with_shrinks_and_commit_failures() {
 
 #[test]
 fn growing_pool_commits_as_it_grows_and_shrink_gives_whole_pages_back() {
+    // Under Miri, where each debug free walks the free list, 1 KiB chunks: a sixteenth
+    // of the chunks per commit step, so of the frees.
+    let size = cases(64, 1024);
+    // Chunks `0..keep` span two pages (6400 or 5120 bytes); `holes` are freed among them.
+    let keep = cases(100, 5);
+    let holes = [keep / 10, keep / 5];
     let pages = Metered::new(HeapPages::new());
-    let pool = GrowingPool::with_source(&pages, Layout::new::<[u8; 64]>(), 10_000).unwrap();
-    assert_eq!(pool.reserved(), 10_000 * 64 / 4096 * 4096 + 4096);
+    let layout = Layout::from_size_align(size, 8).unwrap();
+    let pool = GrowingPool::with_source(&pages, layout, 10_000).unwrap();
+    assert_eq!(pool.reserved(), (10_000 * size).div_ceil(4096) * 4096);
     assert_eq!((pool.committed(), pages.stats().committed), (0, 0));
-    let step_chunks = GROWING_POOL_COMMIT_STEP / 64;
+    let step_chunks = GROWING_POOL_COMMIT_STEP / size;
     let mut chunks: Vec<_> = (0..step_chunks).map(|_| pool.alloc().unwrap()).collect();
     assert_eq!(
         pool.committed(),
@@ -519,40 +526,41 @@ fn growing_pool_commits_as_it_grows_and_shrink_gives_whole_pages_back() {
     assert_eq!(pool.committed(), 2 * GROWING_POOL_COMMIT_STEP);
     assert_eq!(pages.stats().committed, pool.committed());
     for (i, c) in chunks.iter().enumerate() {
-        // SAFETY: live 64-byte chunks.
-        unsafe { c.write_bytes(i as u8, 64) };
+        // SAFETY: live chunks of `size` bytes.
+        unsafe { c.write_bytes(i as u8, size) };
     }
-    // Free everything above chunk 99 (and a few below): chunks 0..100 fill 100 * 64
-    // bytes, so two pages stay.
-    for c in chunks.drain(100..) {
+    // Free everything from chunk `keep` on (and the holes below): two pages stay.
+    for c in chunks.drain(keep..) {
         // SAFETY: live chunks, freed once.
         unsafe { pool.free(c) };
     }
-    // SAFETY: live chunks, freed once.
-    unsafe {
-        pool.free(chunks[10]);
-        pool.free(chunks[20]);
+    for h in holes {
+        // SAFETY: a live chunk, freed once.
+        unsafe { pool.free(chunks[h]) };
     }
     let given = pool.shrink();
     assert_eq!(pool.committed(), 2 * 4096);
     assert_eq!(given, 2 * GROWING_POOL_COMMIT_STEP - 2 * 4096);
     assert_eq!(pages.stats().committed, 2 * 4096);
     let report = pool.validate().unwrap();
-    assert_eq!((report.in_use, report.free_listed), (98, 2));
+    assert_eq!((report.in_use, report.free_listed), (keep - 2, 2));
     for (i, c) in chunks.iter().enumerate() {
-        if i != 10 && i != 20 {
+        if !holes.contains(&i) {
             // SAFETY: live chunks; the shrink left them alone.
-            assert!(unsafe { c.add(63).read() } == i as u8, "chunk {i} changed");
+            assert!(
+                unsafe { c.add(size - 1).read() } == i as u8,
+                "chunk {i} changed"
+            );
         }
     }
-    // Growing again: the sorted list first (10, 20), then the high-water mark.
-    assert_eq!(pool.alloc(), Some(chunks[10]));
-    assert_eq!(pool.alloc(), Some(chunks[20]));
+    // Growing again: the sorted list first (the holes), then the high-water mark.
+    assert_eq!(pool.alloc(), Some(chunks[holes[0]]));
+    assert_eq!(pool.alloc(), Some(chunks[holes[1]]));
     let next = pool.alloc().unwrap();
-    // SAFETY: chunk 0 and the chunk 100 places on are both in the reservation.
-    assert_eq!(next, unsafe { chunks[0].add(100 * 64) });
-    // SAFETY: a live 64-byte chunk.
-    unsafe { next.write_bytes(1, 64) };
+    // SAFETY: chunk 0 and the chunk `keep` places on are both in the reservation.
+    assert_eq!(next, unsafe { chunks[0].add(keep * size) });
+    // SAFETY: a live chunk of `size` bytes.
+    unsafe { next.write_bytes(1, size) };
     // SAFETY: live chunks, freed once.
     unsafe {
         pool.free(next);

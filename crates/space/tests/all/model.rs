@@ -56,6 +56,8 @@ fn caps(ops: Ops) -> Caps {
         // fewer, smaller live sets keep a case to seconds.
         .with_max_live(cases(200, 8))
         .with_validate_every(cases(3, 10))
+        // Under Miri a debug free walks its segment's chunks: short programs.
+        .with_max_steps(cases(2000, 120))
 }
 
 /// A space as the interpreter drives it, through every entry point a user has, in

@@ -25,7 +25,10 @@ fn the_free_that_empties_a_segment_releases_it_at_once() {
     for (i, p) in blocks.iter().enumerate() {
         // SAFETY: each block is live and freed once.
         unsafe { space.free(*p) };
-        space.validate().unwrap();
+        // Under Miri every validation re-reads both segments: every eighth free.
+        if !cfg!(miri) || i % 8 == 7 {
+            space.validate().unwrap();
+        }
         if i == 63 {
             // The first segment held 64 blocks; its last free gave it back.
             assert_eq!(space.stats().segments, 1, "after {} frees", i + 1);

@@ -43,7 +43,8 @@ fn collect(links: &VecLinks, mut head: Option<usize>) -> Vec<usize> {
 
 #[test]
 fn sort_orders_every_permutation_of_small_lists() {
-    // Every length up to 6, every order: the sort is exact on all of them.
+    // Every length up to 6 (5 under Miri: the sort is safe code), every order: the
+    // sort is exact on all of them.
     fn permutations(items: &mut Vec<usize>, k: usize, out: &mut Vec<Vec<usize>>) {
         if k == items.len() {
             out.push(items.clone());
@@ -55,7 +56,7 @@ fn sort_orders_every_permutation_of_small_lists() {
             items.swap(k, i);
         }
     }
-    for len in 0..=6 {
+    for len in 0..=cases(6, 5) {
         let mut all = Vec::new();
         permutations(&mut (0..len).collect(), 0, &mut all);
         for order in all {
