@@ -547,10 +547,8 @@ fn growing_pool_commits_as_it_grows_and_shrink_gives_whole_pages_back() {
     for (i, c) in chunks.iter().enumerate() {
         if !holes.contains(&i) {
             // SAFETY: live chunks; the shrink left them alone.
-            assert!(
-                unsafe { c.add(size - 1).read() } == i as u8,
-                "chunk {i} changed"
-            );
+            let last = unsafe { c.add(size - 1).read() };
+            assert_eq!(last, i as u8, "chunk {i} changed");
         }
     }
     // Growing again: the sorted list first (the holes), then the high-water mark.
