@@ -226,9 +226,4 @@ impl Cache {
             Some(p)
         })
     }
-
-    /// Every cached chunk with its class.
-    pub(crate) fn chunks(&self) -> impl Iterator<Item = (usize, NonNull<u8>)> + '_ {
-        (0..CLASSES).flat_map(move |k| self.class(k).map(move |p| (k, p)))
-    }
 }

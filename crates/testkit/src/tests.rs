@@ -438,28 +438,29 @@ struct Counted {
     api04: Cell<usize>,
 }
 
-// SAFETY: forwards to `std::alloc::System`, the global allocator of this test binary,
-// with the same arguments.
+// SAFETY: forwards to the global allocator (`std::alloc::alloc` and its kin), with
+// the same arguments: the one `Global` of both allocator-api2 versions calls, so a
+// block may be freed through another entry point than the one that allocated it.
 unsafe impl GlobalAlloc for Counted {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         assert_ne!(layout.size(), 0, "GlobalAlloc takes no zero size");
         self.global.set(self.global.get() + 1);
-        // SAFETY: the caller's contract, which is `System`'s.
-        unsafe { std::alloc::System.alloc(layout) }
+        // SAFETY: the caller's contract, which is the global allocator's.
+        unsafe { std::alloc::alloc(layout) }
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         assert_ne!(layout.size(), 0, "GlobalAlloc takes no zero size");
         self.global.set(self.global.get() + 1);
-        // SAFETY: the caller's contract, which is `System`'s.
-        unsafe { std::alloc::System.alloc_zeroed(layout) }
+        // SAFETY: the caller's contract, which is the global allocator's.
+        unsafe { std::alloc::alloc_zeroed(layout) }
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         assert_ne!(layout.size(), 0, "GlobalAlloc takes no zero size");
         self.global.set(self.global.get() + 1);
-        // SAFETY: the caller's contract, which is `System`'s.
-        unsafe { std::alloc::System.dealloc(ptr, layout) }
+        // SAFETY: the caller's contract, which is the global allocator's.
+        unsafe { std::alloc::dealloc(ptr, layout) }
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
@@ -468,8 +469,8 @@ unsafe impl GlobalAlloc for Counted {
             "GlobalAlloc takes no zero size"
         );
         self.global.set(self.global.get() + 1);
-        // SAFETY: the caller's contract, which is `System`'s.
-        unsafe { std::alloc::System.realloc(ptr, layout, new_size) }
+        // SAFETY: the caller's contract, which is the global allocator's.
+        unsafe { std::alloc::realloc(ptr, layout, new_size) }
     }
 }
 
