@@ -2,6 +2,7 @@
 
 extern crate alloc;
 
+mod bytes;
 mod generate;
 #[cfg(bento_loom)]
 pub mod loom;

@@ -12,6 +12,7 @@ use core::ptr::NonNull;
 use arbitrary::Unstructured;
 use bento_align::{Alignment, is_aligned};
 
+use crate::bytes::{fill_pattern, find_mismatch, first_nonzero, pattern};
 use crate::op::{Caps, Op, Ops};
 use crate::target::{End, Target};
 
@@ -270,39 +271,6 @@ enum Resize {
     Grow { zeroed: bool },
     Shrink,
     InPlace,
-}
-
-/// The byte at offset `i` of a block filled with `seed`.
-fn pattern(seed: u8, i: usize) -> u8 {
-    seed ^ (i as u8).wrapping_mul(0x2d) ^ ((i >> 8) as u8)
-}
-
-// The byte loops are plain functions, not methods of the generic interpreter, so that
-// they are compiled (optimised, see the workspace's profile) in this crate rather than
-// in each test crate at opt-level 0.
-
-/// Writes block `seed`'s pattern over `bytes`.
-#[inline(never)]
-fn fill_pattern(bytes: &mut [u8], seed: u8) {
-    for (i, byte) in bytes.iter_mut().enumerate() {
-        *byte = pattern(seed, i);
-    }
-}
-
-/// The first byte of `bytes` that breaks block `seed`'s pattern, and its value.
-#[inline(never)]
-fn find_mismatch(bytes: &[u8], seed: u8) -> Option<(usize, u8)> {
-    bytes
-        .iter()
-        .enumerate()
-        .find(|&(i, &x)| x != pattern(seed, i))
-        .map(|(i, &x)| (i, x))
-}
-
-/// The offset of the first non-zero byte.
-#[inline(never)]
-fn first_nonzero(bytes: &[u8]) -> Option<usize> {
-    bytes.iter().position(|&x| x != 0)
 }
 
 /// How many markers the model remembers; older ones are forgotten (not stale).
