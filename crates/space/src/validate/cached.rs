@@ -103,42 +103,31 @@ unsafe fn scan_cache<P: PageSource>(
         }
         let recorded = cache.counts[k] as usize;
         if n != recorded {
-            return Err(Corruption {
-                segment: 0,
-                offset: 0,
-                rule: Rule::CacheCount {
-                    name: "count of a class",
-                    counted: n,
-                    recorded,
-                },
-            });
+            return Err(miscount("count of a class", n, recorded));
         }
         total += n;
     }
     *cleared = (cache::CLASSES, 0);
     if bytes != cache.bytes || bytes > cache.limit {
-        return Err(Corruption {
-            segment: 0,
-            offset: 0,
-            rule: Rule::CacheCount {
-                name: "bytes (at most its limit)",
-                counted: bytes,
-                recorded: cache.bytes,
-            },
-        });
+        return Err(miscount("bytes (at most its limit)", bytes, cache.bytes));
     }
     if total != walked {
-        return Err(Corruption {
-            segment: 0,
-            offset: 0,
-            rule: Rule::CacheCount {
-                name: "chunks (as the tags count them)",
-                counted: walked,
-                recorded: total,
-            },
-        });
+        return Err(miscount("chunks (as the tags count them)", walked, total));
     }
     Ok(())
+}
+
+/// A figure of the whole cache that its lists do not bear out.
+fn miscount(name: &'static str, counted: usize, recorded: usize) -> Corruption {
+    Corruption {
+        segment: 0,
+        offset: 0,
+        rule: Rule::CacheCount {
+            name,
+            counted,
+            recorded,
+        },
+    }
 }
 
 /// A null link or head, as a constant: compared with, not called.
