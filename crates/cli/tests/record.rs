@@ -111,7 +111,7 @@ fn a_threaded_python_program_records_and_replays_on_every_allocator() {
     // Four threads building and dropping dicts of strings: malloc from every thread.
     let script = "import threading\n\
         def work(n):\n\
-        \x20   for round in range(20):\n\
+        \x20   for round in range(6):\n\
         \x20       d = {i: bytearray(i % 700 + 600) for i in range(n)}\n\
         \x20       del d\n\
         ts = [threading.Thread(target=work, args=(2000,)) for _ in range(4)]\n\
@@ -119,11 +119,8 @@ fn a_threaded_python_program_records_and_replays_on_every_allocator() {
         [t.join() for t in ts]\n";
     let recorded = record(&trace, &[&python, "-c", script]);
     assert_eq!(recorded["exit"], 0);
-    // 4 threads × 20 rounds × 2000 blocks past pymalloc's 512-byte limit.
-    assert!(
-        recorded["allocs"].as_u64().unwrap() >= 160_000,
-        "{recorded}"
-    );
+    // 4 threads × 6 rounds × 2000 blocks past pymalloc's 512-byte limit.
+    assert!(recorded["allocs"].as_u64().unwrap() >= 48_000, "{recorded}");
     replay_everywhere(&trace, &recorded);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -1,7 +1,7 @@
 /* Threads that allocate and free in a loop are cancelled (deferred cancellation: at
  * the next cancellation point they reach) while the others go on allocating, then
  * joined; the main thread allocates after. The loop reaches a cancellation point of
- * its own only once in a million turns, and with BENTO_TRACE set the trace's buffer
+ * its own only once in 65,536 turns, and with BENTO_TRACE set the trace's buffer
  * is written out every few thousand: a cancellation that took effect in that write,
  * with the trace's lock held, would leave every other thread waiting on it for ever.
  * Usage: cancel ROUNDS. Prints "cancel: ok". */
@@ -25,7 +25,7 @@ static void *churn(void *arg) {
         memset(p, 1, 16);
         free(p);
         atomic_fetch_add_explicit(&turns, 1, memory_order_relaxed);
-        if (i % 1000000 == 0) pthread_testcancel();
+        if (i % 65536 == 0) pthread_testcancel();
     }
     return NULL;
 }
