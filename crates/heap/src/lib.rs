@@ -51,7 +51,9 @@ mod track;
 pub use bento_pages::{AllocError, GuardSide, Misuse, MisuseHook, panic_on_misuse};
 
 pub use crate::figures::HeapStats;
-pub use crate::heap::{CheckError, Heap, HeapBuilder};
+pub use crate::heap::Heap;
+pub use crate::heap::builder::HeapBuilder;
+pub use crate::heap::check::CheckError;
 pub use crate::policy::{Canaries, FillPattern, Guards, NoGuards, OnLeak, Retry, Tag};
 pub use crate::report::{Report, ReportRow, report};
 pub use crate::sink::{EventKind, EventSink, HeapEvent};

@@ -4,7 +4,8 @@
 //! does not have. The purger (see `retain`) is a thread of the parent's: the child
 //! starts its own when it keeps memory.
 
-use crate::{COMMON, retain, trace};
+use crate::global::COMMON;
+use crate::{retain, trace};
 
 /// Registers the handlers (once, from the first call's set-up).
 pub(crate) fn register() {

@@ -4,7 +4,10 @@
 compile_error!("bento-malloc replaces glibc's malloc: it builds for Linux with glibc only");
 
 mod fork;
+mod global;
+mod policy;
 mod retain;
+mod setup;
 mod stats;
 mod sys;
 mod trace;
@@ -12,53 +15,14 @@ mod trace;
 use core::alloc::Layout;
 use core::ffi::{c_int, c_void};
 use core::ptr::{self, NonNull};
-use core::sync::atomic::{AtomicU8, Ordering};
+use core::sync::atomic::Ordering;
 
-use bento_common::{CommonAllocator, CommonConfig};
-
+use crate::global::COMMON;
+use crate::setup::{NOT_SET, SET, SETTING, SETUP, START_PURGER};
 use crate::sys::{errno, set_errno};
-
-/// The allocator behind every entry point, and Rust's global allocator inside this
-/// library, so that Rust code here never goes through the interposed `malloc`.
-/// With its per-thread front end, whose cache lives in initial-exec TLS (bento-common's
-/// `static-tls`: on x86-64; elsewhere the front end is off and every call takes its
-/// region's lock). Its commit cache keeps freed pages and segments under
-/// the retention `BENTO_RETAIN` sets (see `retain`: a decay of 1 s by default; under
-/// `eager`, the large region's last segment and up to 8 MiB of pages), so that a loop
-/// of multi-megabyte blocks neither maps a segment nor faults its pages in again each
-/// time (glibc keeps such memory too).
-#[global_allocator]
-pub(crate) static COMMON: CommonAllocator = CommonAllocator::with_config(
-    CommonConfig::DEFAULT
-        .with_commit_cache(COMMIT_CACHE)
-        .with_commit_floor(COMMIT_FLOOR)
-        .with_retention(retain::RETENTION),
-);
-
-/// The commit cache's capacity, the most it keeps under a decay (within 120 % of the
-/// peak in use): a whole segment of the large region (32 MiB) fits, so the large
-/// region's last segment, released when its last block goes, is kept as a spare and
-/// taken back by the next large allocation without a system call; and a program
-/// whose threads come and go (each freeing its blocks before it exits) takes their
-/// runs' pages back without faulting them in again.
-const COMMIT_CACHE: usize = 128 << 20;
-/// The pages the commit cache may keep committed however little is reserved, under
-/// `BENTO_RETAIN=eager`.
-const COMMIT_FLOOR: usize = 8 << 20;
 
 /// The alignment of every block, as glibc's on 64-bit targets.
 const MIN_ALIGN: usize = 16;
-
-/// The once-per-process set-up, done by the first call: the fork handlers, and what
-/// the environment asks for (the retention, statistics at exit, a trace). Once set
-/// up, the flag also carries a request to start the purger to the next allocation
-/// (`START_PURGER`), so that the allocation's fast path reads one flag for both.
-static SETUP: AtomicU8 = AtomicU8::new(NOT_SET);
-const NOT_SET: u8 = 0;
-const SETTING: u8 = 1;
-const SET: u8 = 2;
-/// Set up, and the next allocation starts the purger (see `retain`).
-const START_PURGER: u8 = 3;
 
 /// Sets the process up on the first call, and starts the purger when a `free` asked
 /// for it. A call made meanwhile (by the set-up itself, which may reach `malloc`
@@ -104,16 +68,6 @@ fn setup_slow() {
         }
         Err(_) => {}
     }
-}
-
-/// Whether the set-up is done (the retention is known).
-fn set_up() -> bool {
-    matches!(SETUP.load(Ordering::Acquire), SET | START_PURGER)
-}
-
-/// Asks the next allocation to start the purger.
-fn request_purger() {
-    let _ = SETUP.compare_exchange(SET, START_PURGER, Ordering::AcqRel, Ordering::Relaxed);
 }
 
 /// A block of `size` bytes (at least one) aligned to `align`, or null with `ENOMEM`.

@@ -18,7 +18,7 @@
 //! most one small segment (64 KiB) kept; so a `free` (or `realloc`) starts the purger
 //! itself only when it made at least [`START_FROM_FREE`] bytes kept (a large block's
 //! pages, a segment), and any other asks the next allocation to start it, through the
-//! set-up flag (`START_PURGER` in lib.rs), at no cost to the allocation's fast path
+//! set-up flag (`START_PURGER` in setup.rs), at no cost to the allocation's fast path
 //! (glibc allocates with none of the locks `pthread_create` takes). Either happens
 //! with no bento lock held.
 //!
@@ -48,17 +48,12 @@
 //! starts its own the same lazy way.
 
 use core::ffi::{c_int, c_void};
-use core::fmt::Write;
 use core::ptr;
 use core::sync::atomic::{AtomicU8, AtomicU32, AtomicUsize, Ordering};
 
-use crate::sys::{Buf, errno, set_errno, write_all};
-
-/// The decay when `BENTO_RETAIN` is unset: memory unused for between half a second
-/// and a second goes back.
-pub(crate) const DEFAULT_DECAY_MS: u32 = 1000;
-/// The longest decay `BENTO_RETAIN` takes: an hour.
-const MAX_DECAY_MS: u32 = 3_600_000;
+use crate::policy::{DEFAULT, DEFAULT_DECAY_MS, Policy, parse, warn};
+use crate::sys::{errno, set_errno};
+use crate::{global, setup};
 
 /// A `free` that makes at least this many bytes kept starts the purger itself.
 const START_FROM_FREE: usize = 256 << 10;
@@ -66,15 +61,6 @@ const START_FROM_FREE: usize = 256 << 10;
 const STACK: usize = 64 << 10;
 /// The longest the purger sleeps while nothing is kept, in milliseconds.
 const IDLE_MS: u32 = 1000;
-
-/// What `BENTO_RETAIN` asks for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Policy {
-    /// Freed pages go back at once (beyond the commit cache's small floor).
-    Eager,
-    /// Freed pages go back after this many milliseconds unused.
-    Decay(u32),
-}
 
 /// The purger's state.
 static PURGER: AtomicU8 = AtomicU8::new(NOT_STARTED);
@@ -117,45 +103,8 @@ pub(crate) fn arm() {
     // `COMMON` starts with the default (its configuration's), and is left unstarted
     // until the first allocation when that holds.
     if policy != DEFAULT {
-        api::set(policy);
+        global::set_retention(policy);
     }
-}
-
-/// The retention `COMMON` is configured with.
-pub(crate) const RETENTION: bento_pages::Retention = api::retention(DEFAULT);
-/// `BENTO_RETAIN` unset.
-const DEFAULT: Policy = Policy::Decay(DEFAULT_DECAY_MS);
-
-/// `BENTO_RETAIN`'s value as a policy: `eager`, or a whole number of milliseconds from
-/// 1 to [`MAX_DECAY_MS`] (an empty value is the default); `None` for anything else.
-pub(crate) fn parse(value: &[u8]) -> Option<Policy> {
-    if value.is_empty() {
-        return Some(DEFAULT);
-    }
-    if value == b"eager" {
-        return Some(Policy::Eager);
-    }
-    if value.len() > 7 || !value.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    let ms = value.iter().fold(0u32, |n, d| n * 10 + u32::from(d - b'0'));
-    (1..=MAX_DECAY_MS)
-        .contains(&ms)
-        .then_some(Policy::Decay(ms))
-}
-
-/// Says in one line on stderr, written without allocating, that `value` is not a
-/// value of `BENTO_RETAIN`.
-fn warn(value: &[u8]) {
-    let mut line = Buf::<256>::new();
-    line.push(b"bento-malloc: BENTO_RETAIN=");
-    line.push(&value[..value.len().min(64)]);
-    let _ = writeln!(
-        line,
-        " is neither `eager` nor milliseconds from 1 to {MAX_DECAY_MS}; \
-         keeping freed memory for {DEFAULT_DECAY_MS} ms"
-    );
-    write_all(2, &line.bytes[..line.len]);
 }
 
 /// Whether a `free` should look at what it kept: true until the purger starts (and
@@ -168,7 +117,7 @@ pub(crate) fn watching() -> bool {
 /// The bytes kept now (a relaxed load).
 #[inline]
 pub(crate) fn kept() -> usize {
-    api::kept()
+    global::kept()
 }
 
 /// After a `free` (or a `realloc`) that [`watching`] asked about, with no bento lock
@@ -178,7 +127,7 @@ pub(crate) fn kept() -> usize {
 /// started or asked for.
 #[inline]
 pub(crate) fn after_free(kept_before: usize) {
-    let kept = api::kept();
+    let kept = global::kept();
     if kept > kept_before {
         kept_more(kept_before, kept);
     }
@@ -187,14 +136,14 @@ pub(crate) fn after_free(kept_before: usize) {
 #[cold]
 #[inline(never)]
 fn kept_more(before: usize, kept: usize) {
-    if !crate::set_up() {
+    if !setup::set_up() {
         // The retention is not known yet; a later free will look again.
         return;
     }
     if kept - before >= START_FROM_FREE {
         start();
     } else {
-        crate::request_purger();
+        setup::request_purger();
     }
 }
 
@@ -297,8 +246,8 @@ extern "C" fn run(_: *mut c_void) -> *mut c_void {
     let mut pause = busy;
     loop {
         sleep_ms(pause);
-        api::tick();
-        pause = if api::kept() > 0 { busy } else { idle };
+        global::tick();
+        pause = if global::kept() > 0 { busy } else { idle };
     }
 }
 
@@ -320,64 +269,4 @@ fn sleep_ms(ms: u32) {
             ptr::null_mut::<libc::timespec>(),
         )
     };
-}
-
-/// The common allocator's retention calls, in one place.
-mod api {
-    use bento_pages::{Decay, Retention};
-
-    use super::Policy;
-    use crate::COMMON;
-
-    /// The retention of `policy`.
-    pub(crate) const fn retention(policy: Policy) -> Retention {
-        match policy {
-            Policy::Eager => Retention::Eager,
-            Policy::Decay(ms) => Retention::Decay(Decay::millis(ms)),
-        }
-    }
-
-    /// Sets the retention of `COMMON`.
-    pub(super) fn set(policy: Policy) {
-        COMMON.set_retention(retention(policy));
-    }
-
-    /// One tick of `COMMON`'s decay: what is due goes back.
-    pub(super) fn tick() {
-        COMMON.tick();
-    }
-
-    /// Bytes `COMMON` keeps committed for reuse now.
-    #[inline]
-    pub(super) fn kept() -> usize {
-        COMMON.kept()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{Policy, parse};
-
-    #[test]
-    fn bento_retain_takes_eager_and_milliseconds() {
-        assert_eq!(parse(b"eager"), Some(Policy::Eager));
-        assert_eq!(parse(b"250"), Some(Policy::Decay(250)));
-        assert_eq!(parse(b"1"), Some(Policy::Decay(1)));
-        assert_eq!(parse(b"3600000"), Some(Policy::Decay(3_600_000)));
-        assert_eq!(parse(b""), Some(Policy::Decay(1000)));
-        for bad in [
-            &b"0"[..],
-            b"3600001",
-            b"99999999999999999999",
-            b"-5",
-            b"+5",
-            b" 5",
-            b"5ms",
-            b"1e3",
-            b"Eager",
-            b"lazy",
-        ] {
-            assert_eq!(parse(bad), None, "{}", String::from_utf8_lossy(bad));
-        }
-    }
 }

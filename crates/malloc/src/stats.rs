@@ -4,7 +4,7 @@
 use core::fmt::Write;
 use core::sync::atomic::{AtomicI32, Ordering};
 
-use crate::COMMON;
+use crate::global::COMMON;
 use crate::sys::{Buf, env_is, write_all};
 
 /// Where the report goes: a copy of stderr taken when it was armed (programs such as

@@ -5,7 +5,28 @@
 use core::cell::UnsafeCell;
 use core::fmt;
 
-use crate::sync::{AtomicBool, Ordering, spin_loop, yield_now};
+use crate::sync::{AtomicBool, Ordering, yield_now};
+
+/// One step of a spin-wait: a CPU hint normally, a yield to loom's scheduler under
+/// `cfg(bento_loom)` (which must see the other thread make progress). Every bento
+/// crate's waits take their steps here.
+///
+/// ```
+/// use bento_pages::lock::spin_loop;
+/// use std::sync::atomic::{AtomicBool, Ordering};
+///
+/// let ready = AtomicBool::new(true);
+/// while !ready.load(Ordering::Acquire) {
+///     spin_loop();
+/// }
+/// ```
+#[inline]
+pub fn spin_loop() {
+    #[cfg(bento_loom)]
+    loom::thread::yield_now();
+    #[cfg(not(bento_loom))]
+    core::hint::spin_loop();
+}
 
 /// How many times a waiter spins before it starts yielding its time slice.
 const SPINS_BEFORE_YIELD: u32 = 64;

@@ -7,16 +7,6 @@ pub(crate) use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 #[cfg(not(bento_loom))]
 pub(crate) use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-/// One step of a spin-wait: a CPU hint normally, a yield to loom's scheduler under
-/// loom (which must see the other thread make progress).
-#[inline]
-pub(crate) fn spin_loop() {
-    #[cfg(bento_loom)]
-    loom::thread::yield_now();
-    #[cfg(not(bento_loom))]
-    core::hint::spin_loop();
-}
-
 /// Gives the rest of the time slice away, when there is an OS to give it to.
 #[inline]
 pub(crate) fn yield_now() {

@@ -17,6 +17,26 @@ pub(crate) const fn cache_floor(reserved: usize, granularity: usize, floor: usiz
     }
 }
 
+/// Under `Retention::Eager` the commit cache keeps at most this share of the space's
+/// reserved bytes (as a shift: 1/32) and [`EAGER_MOST`], so that a small heap does not
+/// keep megabytes of freed pages resident; under a decay this is the least it may
+/// keep whatever the peak.
+const COMMIT_SHARE_SHIFT: u32 = 5;
+/// ... but always room for this many bytes.
+const COMMIT_FLOOR: usize = 256 << 10;
+/// The most `Retention::Eager` keeps.
+const EAGER_MOST: usize = 4 << 20;
+
+/// The commit cache's limit for a space of `reserved` bytes in segments of
+/// `granularity` (see [`COMMIT_SHARE_SHIFT`]). A space of at most two segments may
+/// keep half a segment, so that one which empties and fills again each frame (and
+/// gives its segment back each time) finds its pages kept and makes no system call;
+/// what it then holds with nothing live stays below one segment.
+pub(crate) fn commit_cache_limit(reserved: usize, granularity: usize) -> usize {
+    let floor = cache_floor(reserved, granularity, COMMIT_FLOOR);
+    (reserved >> COMMIT_SHARE_SHIFT).min(EAGER_MOST).max(floor)
+}
+
 /// The shape of a [`MemorySpace`](crate::MemorySpace): how much it reserves up front,
 /// the unit it commits in, the size of its segments and which requests get a segment
 /// of their own.

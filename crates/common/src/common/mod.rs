@@ -16,7 +16,8 @@ use bento_pages::{AllocError, CommitCache, PageSource, RawAlloc};
 use crate::config::{CommonConfig, CommonError};
 use crate::inner::{Inner, build, report_foreign, tear_down};
 use crate::map::NOBODY;
-use crate::sync::{AtomicPtr, AtomicU8, Ordering, spin_loop};
+use crate::sync::{AtomicPtr, AtomicU8, Ordering};
+use bento_pages::lock::spin_loop;
 
 /// The start states.
 const UNINIT: u8 = 0;

@@ -1,12 +1,9 @@
 //! [`Heap`]: the allocation, free and tag paths; its builder in [`builder`], resizing
 //! in [`resize`], the guard and table check in [`check`].
 
-mod builder;
-mod check;
+pub(crate) mod builder;
+pub(crate) mod check;
 mod resize;
-
-pub use self::builder::HeapBuilder;
-pub use self::check::CheckError;
 
 use alloc::boxed::Box;
 use alloc::sync::Arc;

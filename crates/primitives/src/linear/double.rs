@@ -10,9 +10,9 @@ use core::marker::PhantomData;
 use core::mem::MaybeUninit;
 use core::ptr::NonNull;
 
-use crate::linear::lifo::{
-    ADDR_CEILING, Dir, HEADER, Lifo, LifoCheck, Marker, MarkerError, StackReport,
-};
+use crate::linear::lifo::markers::{Marker, MarkerError};
+use crate::linear::lifo::validate::StackReport;
+use crate::linear::lifo::{ADDR_CEILING, Dir, HEADER, Lifo, LifoCheck};
 use crate::linear::stack::grained;
 use bento_pages::{AllocError, RawAlloc, dangling, impl_allocator};
 

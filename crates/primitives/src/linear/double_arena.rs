@@ -8,7 +8,9 @@ use bento_pages::{PageError, PageSource};
 
 use crate::linear::arena::{ArenaConfig, MIN_GRANULE};
 use crate::linear::double::{Backing, EndMut, Ends, StackEnd, split};
-use crate::linear::lifo::{ADDR_CEILING, Dir, MAX_SPAN, Marker, MarkerError, StackReport};
+use crate::linear::lifo::markers::{Marker, MarkerError};
+use crate::linear::lifo::validate::StackReport;
+use crate::linear::lifo::{ADDR_CEILING, Dir, MAX_SPAN};
 
 /// A [`DoubleStack`](crate::DoubleStack) over a reservation of address space: the
 /// lower end commits pages upwards from the start, the upper end downwards from the

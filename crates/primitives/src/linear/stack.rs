@@ -6,9 +6,9 @@ use core::marker::PhantomData;
 use core::mem::MaybeUninit;
 use core::ptr::NonNull;
 
-use crate::linear::lifo::{
-    ADDR_CEILING, Dir, GRAIN, HEADER, Lifo, LifoCheck, MAX_SPAN, Marker, MarkerError, StackReport,
-};
+use crate::linear::lifo::markers::{Marker, MarkerError};
+use crate::linear::lifo::validate::StackReport;
+use crate::linear::lifo::{ADDR_CEILING, Dir, GRAIN, HEADER, Lifo, LifoCheck, MAX_SPAN};
 use bento_pages::{AllocError, RawAlloc, dangling, impl_allocator};
 
 /// A stack allocator over a caller's buffer: blocks are freed in LIFO order, each

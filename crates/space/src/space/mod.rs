@@ -20,8 +20,6 @@ use crate::engine::{Core, Fault, Freed, PageOps, dedicated_chunk_offset};
 use crate::stats::SpaceStats;
 use crate::{AllocError, Misuse, MisuseHook, panic_on_misuse};
 
-use self::segments::{fit_commit_cache, release_all};
-
 /// A dsmalloc-style general allocator over a [`PageSource`].
 ///
 /// Memory comes from the source in **segments**: ordinary ones of
@@ -218,7 +216,10 @@ impl<P: PageSource> MemorySpace<P> {
             Some(p) => {
                 let cache = CommitCache::with_capacity(Metered::new(p), config.commit_cache)?;
                 cache.set_retention(config.retention);
-                fit_commit_cache(&cache, 0, config.segment_granularity);
+                cache.set_limit(crate::config::commit_cache_limit(
+                    0,
+                    config.segment_granularity,
+                ));
                 Some(cache)
             }
             None => None,
@@ -645,12 +646,6 @@ impl<P: PageSource> MemorySpace<P> {
     /// Exclusive access to the inner state, for the walkers and `validate`.
     pub(crate) fn entered(&self) -> Entered<'_, P> {
         self.enter()
-    }
-}
-
-impl<P: PageSource> Drop for MemorySpace<P> {
-    fn drop(&mut self) {
-        release_all(self.state.get_mut(), self.pages.as_ref());
     }
 }
 

@@ -2,29 +2,12 @@
 //! segments, and giving empty ones back through the commit cache.
 
 use super::*;
+use crate::config::commit_cache_limit;
 
-/// Under `Retention::Eager` the commit cache keeps at most this share of the space's
-/// reserved bytes (as a shift: 1/32) and [`EAGER_MOST`], so that a small heap does not
-/// keep megabytes of freed pages resident; under a decay this is the least it may
-/// keep whatever the peak.
-const COMMIT_SHARE_SHIFT: u32 = 5;
-/// ... but always room for this many bytes.
-const COMMIT_FLOOR: usize = 256 << 10;
-/// The most `Retention::Eager` keeps.
-const EAGER_MOST: usize = 4 << 20;
-
-/// Sizes the commit cache's limit (see [`COMMIT_SHARE_SHIFT`]); called whenever a
-/// segment comes or goes. A space of at most two segments may keep half a segment,
-/// so that one which empties and fills again each frame (and gives its segment back
-/// each time) finds its pages kept and makes no system call; what it then holds with
-/// nothing live stays below one segment.
-pub(super) fn fit_commit_cache<P: PageSource>(
-    pages: &Source<P>,
-    reserved: usize,
-    granularity: usize,
-) {
-    let floor = crate::config::cache_floor(reserved, granularity, COMMIT_FLOOR);
-    pages.set_limit((reserved >> COMMIT_SHARE_SHIFT).min(EAGER_MOST).max(floor));
+/// Sets the commit cache's limit for a space of `reserved` bytes (see
+/// [`commit_cache_limit`]); called whenever a segment comes or goes.
+fn fit_commit_cache<P: PageSource>(pages: &Source<P>, reserved: usize, granularity: usize) {
+    pages.set_limit(commit_cache_limit(reserved, granularity));
 }
 
 /// The page calls of the core, through the cache.
@@ -404,6 +387,12 @@ unsafe fn release_segment<P: PageSource>(
         pages.release(base, size);
     }
     fit_commit_cache(pages, core.counters().reserved, core.granularity());
+}
+
+impl<P: PageSource> Drop for MemorySpace<P> {
+    fn drop(&mut self) {
+        release_all(self.state.get_mut(), self.pages.as_ref());
+    }
 }
 
 /// Releases every segment but the base one; returns the bytes released. The space is

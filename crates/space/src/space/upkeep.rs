@@ -1,6 +1,7 @@
 //! A space's upkeep: its figures, trimming, the frame tick and phases of the
 //! retention, and its accessors.
 
+use super::segments::release_all;
 use super::*;
 
 impl<P: PageSource> MemorySpace<P> {

@@ -34,7 +34,6 @@
 //! load and to unload ([`LevelPhase`]).
 
 use std::alloc::Layout;
-use std::collections::VecDeque;
 
 use crate::replay::{self, Live};
 pub use crate::rng::Rng;
@@ -65,211 +64,19 @@ macro_rules! refilled_iterator {
 }
 
 mod session;
+mod step;
 mod synthetic;
+pub mod tags;
 mod world;
 
 pub use self::session::{Session, SessionConfig};
+pub use self::step::{Checkpoint, LevelPhase, PARTICLE_SIZE, Step, Workload};
 pub use self::synthetic::{LifoBatches, LifoConfig, Mixed, MixedConfig};
 pub use self::world::{OpenWorld, WorldConfig};
-
-/// The tags a workload gives its blocks: what each block is for, which an allocator
-/// set-up may route on (`bento demo` puts [`FRAME`](tags::FRAME) blocks in a frame
-/// arena and [`PARTICLE`](tags::PARTICLE) blocks in a pool).
-pub mod tags {
-    /// Level data: loaded with a level (or cell), freed when it unloads.
-    pub const LEVEL: u32 = 1;
-    /// A frame's temporaries: freed before the frame after next ends.
-    pub const FRAME: u32 = 2;
-    /// Streamed assets (64 KiB–4 MiB), alive for tens of frames.
-    pub const STREAM: u32 = 3;
-    /// Long-lived blocks that grow by `realloc`.
-    pub const GROWER: u32 = 4;
-    /// Blocks that live for the whole session.
-    pub const GLOBAL: u32 = 5;
-    /// 64-byte particles, alive for tens of frames.
-    pub const PARTICLE: u32 = 6;
-    /// Load-time temporaries: short-lived blocks between a load's resident ones.
-    pub const LOAD: u32 = 7;
-    /// Blocks of the synthetic workloads, which have no purpose.
-    pub const NONE: u32 = 0;
-
-    /// The name of a tag, for tables and charts ("tag 9" for one not listed here).
-    ///
-    /// ```
-    /// use bento_trace::workload::tags;
-    ///
-    /// assert_eq!(tags::name(tags::PARTICLE), "particle");
-    /// assert_eq!(tags::name(42), "tag 42");
-    /// ```
-    pub fn name(tag: u32) -> std::borrow::Cow<'static, str> {
-        match tag {
-            NONE => "none".into(),
-            LEVEL => "level".into(),
-            FRAME => "frame".into(),
-            STREAM => "stream".into(),
-            GROWER => "grower".into(),
-            GLOBAL => "global".into(),
-            PARTICLE => "particle".into(),
-            LOAD => "load".into(),
-            other => format!("tag {other}").into(),
-        }
-    }
-}
-
-/// The size of a particle.
-pub const PARTICLE_SIZE: usize = 64;
-
-/// One step of a session. Blocks are named by small integer ids, reused once freed
-/// (see [`Session::ids`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Step {
-    /// Allocate block `id` of `size` bytes aligned to `align`.
-    Alloc {
-        /// The block's id.
-        id: usize,
-        /// Bytes.
-        size: usize,
-        /// A power of two.
-        align: usize,
-        /// What the block is for (see [`tags`]).
-        tag: u32,
-    },
-    /// Resize block `id` to `size` bytes (keeping its contents and alignment).
-    Realloc {
-        /// The block's id.
-        id: usize,
-        /// The new size.
-        size: usize,
-    },
-    /// Free block `id`.
-    Free {
-        /// The block's id.
-        id: usize,
-    },
-    /// A moment worth measuring: a level has loaded, or a frame is at its busiest.
-    Checkpoint(Checkpoint),
-    /// A level begins to load or to unload.
-    Phase(LevelPhase),
-    /// A frame is over: the blocks of [`tags::FRAME`] it made are free, and those of
-    /// the frame before it too.
-    FrameEnd,
-}
-
-/// Where in the session a [`Step::Checkpoint`] falls.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Checkpoint {
-    /// The level, from 0.
-    pub level: usize,
-    /// The frame in the level, or `None` right after the level loaded.
-    pub frame: Option<usize>,
-}
-
-/// A level begins to load, or to unload: the phases of a [`Session`] besides the
-/// checkpoint after each load ("level N loaded"). [`record`] writes each as a phase
-/// record named by [`LevelPhase::name`]; [`play`] passes that name to
-/// [`ReplayTarget::phase`].
-///
-/// ```
-/// use bento_trace::workload::{LevelPhase, Session, SessionConfig, Step};
-///
-/// assert_eq!(LevelPhase::Unloading(3).name(), "level 3 unloading");
-/// let config = SessionConfig { levels: 1, frames_per_level: 2, ..SessionConfig::GAME };
-/// let phases: Vec<Step> = Session::new(config)
-///     .filter(|s| matches!(s, Step::Phase(_)))
-///     .collect();
-/// assert_eq!(phases, [
-///     Step::Phase(LevelPhase::Loading(0)),
-///     Step::Phase(LevelPhase::Unloading(0)),
-/// ]);
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LevelPhase {
-    /// Level `N` (from 0) begins to load: its data is allocated next.
-    Loading(usize),
-    /// Level `N` begins to unload: its data is freed next.
-    Unloading(usize),
-}
-
-impl LevelPhase {
-    /// The phase's name in a trace: "level N loading" or "level N unloading".
-    pub fn name(self) -> String {
-        match self {
-            Self::Loading(level) => format!("level {level} loading"),
-            Self::Unloading(level) => format!("level {level} unloading"),
-        }
-    }
-}
 
 /// The name of the phase after level `level` has loaded.
 fn loaded(level: usize) -> String {
     format!("level {level} loaded")
-}
-
-/// A stream of [`Step`]s that names its blocks by ids below a bound, which [`play`]
-/// and [`record`] size their tables with.
-///
-/// ```
-/// use bento_trace::workload::{Mixed, MixedConfig, Step, Workload};
-///
-/// let w = Mixed::new(MixedConfig { ops: 100, live: 10, ..MixedConfig::DEFAULT });
-/// let bound = w.ids();
-/// for step in w {
-///     if let Step::Alloc { id, .. } = step {
-///         assert!(id < bound);
-///     }
-/// }
-/// ```
-pub trait Workload: Iterator<Item = Step> {
-    /// An upper bound of the ids the workload uses.
-    fn ids(&self) -> usize;
-}
-
-/// The steps a workload has made and not yet yielded, and the ids of its blocks: an id
-/// freed is taken again (the last freed first) before a new one.
-#[derive(Debug, Default)]
-struct Steps {
-    queue: VecDeque<Step>,
-    free_ids: Vec<usize>,
-    next_id: usize,
-}
-
-impl Steps {
-    /// Allocates a block, with the id next in turn; returns the id.
-    fn alloc(&mut self, size: usize, align: usize, tag: u32) -> usize {
-        let id = self.free_ids.pop().unwrap_or_else(|| {
-            self.next_id += 1;
-            self.next_id - 1
-        });
-        self.queue.push_back(Step::Alloc {
-            id,
-            size,
-            align,
-            tag,
-        });
-        id
-    }
-
-    /// Frees block `id`.
-    fn free(&mut self, id: usize) {
-        self.queue.push_back(Step::Free { id });
-        self.free_ids.push(id);
-    }
-}
-
-/// Removes the entries of `list` (each an id and the clock at which its time is up)
-/// whose time is up at `clock`, and returns their ids, in the order a scan from the
-/// front meets them (each removed entry's place taken by the last one).
-fn expired(list: &mut Vec<(usize, usize)>, clock: usize) -> Vec<usize> {
-    let mut ids = Vec::new();
-    let mut i = 0;
-    while i < list.len() {
-        if list[i].1 <= clock {
-            ids.push(list.swap_remove(i).0);
-        } else {
-            i += 1;
-        }
-    }
-    ids
 }
 
 /// What a workload asked for, counted by [`record`] as it wrote the trace: what a

@@ -1,6 +1,7 @@
 //! [`Session`]: a game session of levels, frames, streams, growers and particles.
 
-use super::{Checkpoint, LevelPhase, PARTICLE_SIZE, Rng, Step, Steps, Workload, expired, tags};
+use super::step::{Checkpoint, LevelPhase, PARTICLE_SIZE, Step, Steps, Workload, expired};
+use super::{Rng, tags};
 
 /// The shape of a session.
 ///

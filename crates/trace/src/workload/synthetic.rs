@@ -3,7 +3,8 @@
 
 use std::collections::VecDeque;
 
-use super::{Checkpoint, Rng, Step, Workload, log_uniform, tags};
+use super::step::{Checkpoint, Step, Workload};
+use super::{Rng, log_uniform, tags};
 
 /// The shape of a [`Mixed`] workload.
 ///

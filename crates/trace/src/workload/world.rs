@@ -2,7 +2,8 @@
 
 use std::collections::VecDeque;
 
-use super::{Checkpoint, Rng, Step, Steps, Workload, tags};
+use super::step::{Checkpoint, Step, Steps, Workload};
+use super::{Rng, tags};
 
 /// The shape of an [`OpenWorld`] session.
 ///

@@ -18,11 +18,8 @@
 //! [`DoubleStack`]: crate::DoubleStack
 //! [`DoubleArena`]: crate::DoubleArena
 
-mod markers;
-mod validate;
-
-pub use self::markers::{Marker, MarkerError};
-pub use self::validate::StackReport;
+pub(crate) mod markers;
+pub(crate) mod validate;
 
 use core::alloc::Layout;
 use core::cell::Cell;
