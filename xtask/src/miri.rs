@@ -164,6 +164,8 @@ fn command(run: &Run) -> Command {
             cmd.args(["--lib", "--tests"]);
         }
     }
+    // Each test's time in the log, to balance the lanes and find the slow ones.
+    cmd.args(["--", "-Zunstable-options", "--report-time"]);
     cmd.env("MIRIFLAGS", flags);
     cmd
 }

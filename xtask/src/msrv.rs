@@ -1,7 +1,7 @@
-//! `cargo xtask msrv`: the workspace builds, and its allocator crates' unit tests
-//! pass, on the lowest Rust it declares (`rust-version` in the root `Cargo.toml`),
-//! installed with rustup when missing. Its own target directory keeps it from
-//! rebuilding the stable toolchain's work.
+//! `cargo xtask msrv`: the workspace's libraries, binaries and examples build, and
+//! its allocator crates' unit tests pass, on the lowest Rust it declares
+//! (`rust-version` in the root `Cargo.toml`), installed with rustup when missing. Its
+//! own target directory keeps it from rebuilding the stable toolchain's work.
 
 use std::process::Command;
 
@@ -34,11 +34,20 @@ fn run() -> Outcome {
         }
     }
     let dir = target_dir().join("msrv");
-    // Every crate and target but the benchmarks (which build C peers and are not
-    // published) and xtask.
+    // What a user on that toolchain builds: every crate's library, binaries and
+    // examples, but the benchmarks (which build C peers and are not published) and
+    // xtask. The tests are the developers', who build with the stable toolchain
+    // `rust-toolchain.toml` names.
     let mut check = pinned(&toolchain);
     check
-        .args(["check", "--workspace", "--all-targets", "--locked"])
+        .args([
+            "check",
+            "--workspace",
+            "--lib",
+            "--bins",
+            "--examples",
+            "--locked",
+        ])
         .args(["--exclude", "bento-benches", "--exclude", "xtask"])
         .arg("--target-dir")
         .arg(&dir);

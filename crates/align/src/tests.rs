@@ -49,6 +49,7 @@ proptest! {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "safe arithmetic: nothing for Miri to check")]
     fn align_up_is_the_least_aligned_bound(addr in address(), a in alignment()) {
         match align_up(addr, a) {
             Some(r) => {
@@ -67,6 +68,7 @@ proptest! {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "safe arithmetic: nothing for Miri to check")]
     fn align_down_is_the_greatest_aligned_bound(addr in address(), a in alignment()) {
         let r = align_down(addr, a);
         prop_assert!(is_aligned(r, a));
@@ -76,6 +78,7 @@ proptest! {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "safe arithmetic: nothing for Miri to check")]
     fn padding_is_below_the_alignment(addr in address(), a in alignment()) {
         let pad = padding_for(addr, a);
         prop_assert!(pad < a.get());
@@ -83,6 +86,7 @@ proptest! {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "safe arithmetic: nothing for Miri to check")]
     fn offset_form_puts_the_block_on_the_boundary(
         addr in address(),
         a in alignment(),
@@ -106,6 +110,7 @@ proptest! {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "safe arithmetic: nothing for Miri to check")]
     fn rounding_to_a_granule(size in address(), g in granule()) {
         let down = round_down_to(size, g);
         prop_assert!(down <= size && size - down < g.get());
@@ -119,6 +124,7 @@ proptest! {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "safe arithmetic: nothing for Miri to check")]
     fn power_of_two_granules_agree_with_align(size in address(), a in alignment()) {
         let g = NonZeroUsize::new(a.get()).unwrap();
         prop_assert_eq!(round_up_to(size, g), align_up(size, a));

@@ -129,6 +129,22 @@ impl CommonStats {
     }
 }
 
+/// One row of [`CommonReport`]'s table: `label`, then `r`'s figures.
+fn row(f: &mut fmt::Formatter<'_>, label: &dyn fmt::Display, r: &RegionStats) -> fmt::Result {
+    writeln!(
+        f,
+        "{label:>7} {:>9} {:>10} {:>8} {:>10} {:>10} {:>5} {:>5} {:>7}",
+        r.live_blocks,
+        ByteSize::of(r.live_bytes),
+        r.cached_blocks,
+        ByteSize::of(r.committed),
+        ByteSize::of(r.reserved),
+        r.segments,
+        r.runs,
+        r.contended
+    )
+}
+
 /// [`CommonStats`] as a table: one row per region that holds memory, then the
 /// totals. Its `Display` writes with `core::fmt` only.
 #[derive(Clone, Copy, Debug)]
@@ -148,36 +164,23 @@ impl fmt::Display for CommonReport {
             .filter(|r| r.reserved > 0 || r.live_blocks > 0)
         {
             if r.block == 0 {
-                write!(f, "{:>7} ", "large")?;
+                row(f, &"large", r)?;
             } else {
-                write!(f, "{:>7} ", r.block)?;
+                row(f, &r.block, r)?;
             }
-            writeln!(
-                f,
-                "{:>9} {:>10} {:>8} {:>10} {:>10} {:>5} {:>5} {:>7}",
-                r.live_blocks,
-                ByteSize::of(r.live_bytes),
-                r.cached_blocks,
-                ByteSize::of(r.committed),
-                ByteSize::of(r.reserved),
-                r.segments,
-                r.runs,
-                r.contended
-            )?;
         }
-        writeln!(
-            f,
-            "{:>7} {:>9} {:>10} {:>8} {:>10} {:>10} {:>5} {:>5} {:>7}",
-            "total",
-            s.live_blocks,
-            ByteSize::of(s.live_bytes),
-            s.cached_blocks,
-            ByteSize::of(s.committed),
-            ByteSize::of(s.reserved),
-            s.regions().iter().map(|r| r.segments).sum::<usize>(),
-            s.regions().iter().map(|r| r.runs).sum::<usize>(),
-            s.contended
-        )?;
+        let total = RegionStats {
+            live_blocks: s.live_blocks,
+            live_bytes: s.live_bytes,
+            cached_blocks: s.cached_blocks,
+            committed: s.committed,
+            reserved: s.reserved,
+            segments: s.regions().iter().map(|r| r.segments).sum(),
+            runs: s.regions().iter().map(|r| r.runs).sum(),
+            contended: s.contended,
+            ..RegionStats::default()
+        };
+        row(f, &"total", &total)?;
         write!(
             f,
             "resident {} (peak {}): {} tables, {} kept for reuse ({} given back, {} \

@@ -38,6 +38,10 @@ fn global_passes_on_both_api_versions() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "safe code: the generators hold no unsafe for Miri to check"
+)]
 fn size_generator_hits_every_edge() {
     let sizes = SizeGen::new(100_000).with_boundaries(&[256, 65536]);
     let seen: alloc::collections::BTreeSet<usize> = (0..cases(100_000, 3000) as u32)
@@ -57,6 +61,10 @@ fn size_generator_hits_every_edge() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "safe code: the generators hold no unsafe for Miri to check"
+)]
 fn align_generator_covers_its_range() {
     let aligns = AlignGen::new(Alignment::new(8192).unwrap());
     let seen: alloc::collections::BTreeSet<usize> =
@@ -65,6 +73,10 @@ fn align_generator_covers_its_range() {
 }
 
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "safe code: the generators hold no unsafe for Miri to check"
+)]
 fn draw_respects_caps() {
     let caps = Caps::default().without_resize();
     let bytes = seeded_bytes(1, cases(1 << 16, 1 << 12));
