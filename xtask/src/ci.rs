@@ -1,4 +1,5 @@
-//! `cargo xtask ci`: every check, cheapest first.
+//! `cargo xtask ci`: every check, cheapest first; Miri runs beside them from the start
+//! (see `miri::start_beside`) and is waited for last.
 
 use crate::step::Step;
 use crate::{
@@ -19,6 +20,6 @@ pub(crate) const STEPS: &[Step] = &[
     windows::STEP,
     fuzz_build::STEP,
     bench::QUICK,
-    miri::STEP,
     loom::STEP,
+    miri::STEP,
 ];

@@ -87,5 +87,11 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    step::run_all(command, steps)
+    if command == "ci" {
+        miri::start_beside();
+    }
+    let code = step::run_all(command, steps);
+    // After a failure, a Miri run beside the steps is not waited for.
+    miri::stop_beside();
+    code
 }
