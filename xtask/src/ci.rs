@@ -1,5 +1,4 @@
-//! `cargo xtask ci`: every check, cheapest first; Miri runs beside them from the start
-//! (see `miri::start_beside`) and is waited for last.
+//! `cargo xtask ci`: every check, cheapest first.
 
 use crate::step::Step;
 use crate::{
@@ -20,6 +19,6 @@ pub(crate) const STEPS: &[Step] = &[
     windows::STEP,
     fuzz_build::STEP,
     bench::QUICK,
-    loom::STEP,
     miri::STEP,
+    loom::STEP,
 ];

@@ -87,11 +87,5 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    if command == "ci" {
-        miri::start_beside();
-    }
-    let code = step::run_all(command, steps);
-    // After a failure, a Miri run beside the steps is not waited for.
-    miri::stop_beside();
-    code
+    step::run_all(command, steps)
 }

@@ -8,9 +8,6 @@
 //! under one more seed. `--full` also runs bento-align and bento-pages under Tree
 //! Borrows and the stress under three more seeds.
 //!
-//! Under `cargo xtask ci` the quick run starts beside the other steps, at the lowest
-//! CPU priority, and takes the time their builds and tests leave a core idle.
-//!
 //! Miri interprets a test binary on one core, so the runs go in two lanes at once,
 //! each a list of `cargo miri test` calls taken in turn, balanced by how long each
 //! crate's suite takes; a lane's output is printed when it ends. Both lanes share
@@ -19,12 +16,9 @@
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::thread::JoinHandle;
 use std::time::Instant;
 
-use crate::step::{Outcome, Step, cargo_nightly, describe, succeeds, target_dir};
+use crate::step::{Outcome, Step, cargo_nightly, status, succeeds, target_dir};
 
 /// One `cargo miri test` call: crates, Tree Borrows or not, and for a threaded test
 /// its `--test` target, name filter and seed.
@@ -91,101 +85,10 @@ const FLAGS: &str =
 
 pub(crate) const STEP: Step = Step { name: "miri", run };
 
-/// The run [`start_beside`] started, which [`STEP`] waits for.
-static BESIDE: Mutex<Option<Beside>> = Mutex::new(None);
-
-/// Set to stop the lanes: no further `cargo miri` call starts.
-static CANCELLED: AtomicBool = AtomicBool::new(false);
-
-/// The `cargo miri` calls running now.
-static RUNNING: Mutex<Vec<u32>> = Mutex::new(Vec::new());
-
-/// A run of the lanes on a thread of its own.
-struct Beside {
-    thread: JoinHandle<(Outcome, String)>,
-    started: Instant,
-}
-
-/// How the lanes' commands run.
-#[derive(Clone, Copy)]
-struct Mode {
-    /// At the lowest CPU priority, in their own target directory: beside the other
-    /// steps of `cargo xtask ci`.
-    beside: bool,
-}
-
-/// Starts the quick run beside the other steps of `cargo xtask ci`, whose builds and
-/// tests leave a core idle much of the time: each lane's `cargo miri` calls run at the
-/// lowest CPU priority (`nice -n 19`), so the other steps take the cores first, and
-/// in a target directory of their own, so neither waits on the other's build lock.
-/// [`STEP`] then waits for it and reports it. Where Miri cannot be installed, or on a
-/// system without `nice`, nothing starts and [`STEP`] runs as usual.
-pub(crate) fn start_beside() {
-    if !cfg!(unix) || std::env::args().any(|a| a == "--full") || ensure_miri().is_err() {
-        return;
-    }
-    println!("xtask: miri starts beside the other steps (nice -n 19)");
-    let thread = std::thread::spawn(|| run_lanes(Mode { beside: true }));
-    *BESIDE.lock().expect("not poisoned") = Some(Beside {
-        thread,
-        started: Instant::now(),
-    });
-}
-
-/// Stops a run [`start_beside`] started and not yet waited for: its `cargo miri`
-/// calls are killed with the processes they started, and no other starts.
-pub(crate) fn stop_beside() {
-    let Some(beside) = BESIDE.lock().expect("not poisoned").take() else {
-        return;
-    };
-    CANCELLED.store(true, Ordering::SeqCst);
-    for &pid in RUNNING.lock().expect("not poisoned").iter() {
-        kill_tree(pid);
-    }
-    let _ = beside.thread.join();
-}
-
-/// Sends SIGTERM to `pid` and every process below it (found with `pgrep -P`), the
-/// lowest first, so that none is left running on its own. The calls stay in xtask's
-/// process group, where a Ctrl-C reaches them.
-fn kill_tree(pid: u32) {
-    let below = Command::new("pgrep")
-        .args(["-P", &pid.to_string()])
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
-        .unwrap_or_default();
-    for child in below.lines().filter_map(|l| l.trim().parse().ok()) {
-        kill_tree(child);
-    }
-    let mut kill = Command::new("kill");
-    kill.args(["-TERM", &pid.to_string()]);
-    let _ = succeeds(kill);
-}
-
 fn run() -> Outcome {
-    if let Some(beside) = BESIDE.lock().expect("not poisoned").take() {
-        let (outcome, logs) = beside.thread.join().unwrap_or_else(|_| {
-            (
-                Outcome::Failed("the Miri thread panicked".into()),
-                String::new(),
-            )
-        });
-        println!(
-            "{logs}\nxtask: miri ran beside the other steps for {:.1} s",
-            beside.started.elapsed().as_secs_f64()
-        );
-        return outcome;
-    }
     if let Err(why) = ensure_miri() {
         return Outcome::Skipped(format!("MIRI SKIPPED: {why}"));
     }
-    let (outcome, logs) = run_lanes(Mode { beside: false });
-    println!("{logs}");
-    outcome
-}
-
-/// Runs the two lanes at once; returns the outcome and their logs.
-fn run_lanes(mode: Mode) -> (Outcome, String) {
     let full = std::env::args().any(|a| a == "--full");
     let mut lane_a = LANE_A.to_vec();
     if full {
@@ -193,38 +96,28 @@ fn run_lanes(mode: Mode) -> (Outcome, String) {
     }
     let logs = target_dir().join("miri-lanes");
     if let Err(e) = std::fs::create_dir_all(&logs) {
-        let why = format!("cannot create {}: {e}", logs.display());
-        return (Outcome::Failed(why), String::new());
+        return Outcome::Failed(format!("cannot create {}: {e}", logs.display()));
     }
     let (a, b) = std::thread::scope(|s| {
-        let a = s.spawn(|| lane("a", &lane_a, logs.join("a.log"), mode));
-        let b = s.spawn(|| lane("b", LANE_B, logs.join("b.log"), mode));
+        let a = s.spawn(|| lane("a", &lane_a, logs.join("a.log")));
+        let b = s.spawn(|| lane("b", LANE_B, logs.join("b.log")));
         (a.join(), b.join())
     });
-    let mut text = String::new();
-    let mut outcome = Outcome::Passed;
-    for lane in [a, b] {
-        match lane {
-            Ok((result, log)) => {
-                text.push_str(&log);
-                if let (Outcome::Passed, Err(why)) = (&outcome, result) {
-                    outcome = Outcome::Failed(why);
-                }
-            }
-            Err(_) => outcome = Outcome::Failed("a Miri lane panicked".into()),
+    for outcome in [a, b] {
+        match outcome {
+            Ok(Ok(())) => {}
+            Ok(Err(why)) => return Outcome::Failed(why),
+            Err(_) => return Outcome::Failed("a Miri lane panicked".into()),
         }
     }
-    (outcome, text)
+    Outcome::Passed
 }
 
-/// Runs `runs` in turn with their output in `log`, stopping at the first failure;
-/// returns the result and the log.
-fn lane(name: &str, runs: &[Run], log: PathBuf, mode: Mode) -> (Result<(), String>, String) {
+/// Runs `runs` in turn with their output in `log`, stopping at the first failure,
+/// and prints the log when done.
+fn lane(name: &str, runs: &[Run], log: PathBuf) -> Result<(), String> {
     let start = Instant::now();
     let result = runs.iter().try_for_each(|run| {
-        if CANCELLED.load(Ordering::SeqCst) {
-            return Err("stopped: another step failed".to_owned());
-        }
         let file = std::fs::File::options()
             .create(true)
             .append(true)
@@ -233,44 +126,26 @@ fn lane(name: &str, runs: &[Run], log: PathBuf, mode: Mode) -> (Result<(), Strin
         let err = file
             .try_clone()
             .map_err(|e| format!("cannot open {}: {e}", log.display()))?;
-        let mut cmd = command(run, mode);
+        let mut cmd = command(run);
         cmd.stdout(Stdio::from(file)).stderr(Stdio::from(err));
-        run_tracked(cmd)
+        match status(cmd) {
+            Outcome::Passed => Ok(()),
+            Outcome::Failed(why) | Outcome::Skipped(why) => Err(why),
+            Outcome::Empty(why) => Err(why.into()),
+        }
     });
     let text = std::fs::read_to_string(&log).unwrap_or_default();
-    let _ = std::fs::remove_file(&log);
-    let text = format!(
+    println!(
         "\n---- miri lane {name} ({:.1} s) ----\n{text}",
         start.elapsed().as_secs_f64()
     );
-    (result, text)
+    let _ = std::fs::remove_file(&log);
+    result
 }
 
-/// Runs `cmd`, listed in [`RUNNING`] while it runs.
-fn run_tracked(mut cmd: Command) -> Result<(), String> {
-    println!("$ {}", describe(&cmd));
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| format!("could not start `{}`: {e}", describe(&cmd)))?;
-    RUNNING.lock().expect("not poisoned").push(child.id());
-    let status = child.wait();
-    RUNNING
-        .lock()
-        .expect("not poisoned")
-        .retain(|&pid| pid != child.id());
-    match status {
-        Ok(s) if s.success() => Ok(()),
-        Ok(s) => Err(format!("`{}` exited with {s}", describe(&cmd))),
-        Err(e) => Err(format!("`{}`: {e}", describe(&cmd))),
-    }
-}
-
-fn command(run: &Run, mode: Mode) -> Command {
+/// The `cargo miri test` call for `run`.
+fn command(run: &Run) -> Command {
     let mut cmd = cargo_nightly();
-    if mode.beside {
-        cmd = niced(cmd);
-        cmd.env("CARGO_TARGET_DIR", target_dir().join("miri-beside"));
-    }
     let mut flags = FLAGS.to_owned();
     if run.tree_borrows {
         flags.push_str(" -Zmiri-tree-borrows");
@@ -328,23 +203,4 @@ fn ensure_miri() -> Result<(), String> {
     } else {
         Err("`cargo +nightly miri setup` failed".into())
     }
-}
-
-/// `cmd` under `nice -n 19`: the same program, arguments, environment and folder.
-fn niced(cmd: Command) -> Command {
-    let mut niced = Command::new("nice");
-    niced
-        .args(["-n", "19"])
-        .arg(cmd.get_program())
-        .args(cmd.get_args());
-    for (key, value) in cmd.get_envs() {
-        match value {
-            Some(value) => niced.env(key, value),
-            None => niced.env_remove(key),
-        };
-    }
-    if let Some(dir) = cmd.get_current_dir() {
-        niced.current_dir(dir);
-    }
-    niced
 }

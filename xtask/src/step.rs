@@ -163,8 +163,7 @@ pub(crate) fn ensure_target(toolchain: &str, target: &str) -> Result<(), String>
 /// The toolchain that `cargo` in the workspace uses (rust-toolchain.toml's channel).
 pub(crate) const STABLE: &str = "stable";
 
-/// `cmd` as a shell line: the variables it sets, the program and its arguments.
-pub(crate) fn describe(cmd: &Command) -> String {
+fn describe(cmd: &Command) -> String {
     let mut s = String::new();
     for (k, v) in cmd.get_envs() {
         if let Some(v) = v {
