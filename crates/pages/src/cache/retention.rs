@@ -332,7 +332,8 @@ impl<P: PageSource> CommitCache<P> {
     /// them back, each with the adjacent kept pages of that generation as one run,
     /// until at most `target` bytes are kept or none is left to take, leaving the
     /// pages of `keep` (a range of addresses, `start..end`). A sweep for the decay or
-    /// a trim visits the whole table; an eviction starts where the last one stopped.
+    /// a trim visits the whole table, going over empty slots through the occupancy
+    /// bits; an eviction starts where the last one stopped.
     ///
     /// # Safety
     ///
@@ -365,11 +366,23 @@ impl<P: PageSource> CommitCache<P> {
             let at_start = s.stats.parked;
             let mut i = s.cursor;
             let mut seen = 0;
+            let mask = self.slots - 1;
             while seen < self.slots && s.stats.parked > target {
                 // SAFETY: the lock is held and `i < slots`.
                 let e = unsafe { self.slot(i) };
-                if e.is_null() || !wanted(e) {
-                    i = (i + 1) & (self.slots - 1);
+                if e.is_null() {
+                    // Over the empty slots to the next kept page (wrapping at the end),
+                    // as far as the pass goes.
+                    // SAFETY: the lock is held.
+                    let next = unsafe { self.next_kept(i).or_else(|| self.next_kept(0)) };
+                    let gap = next.map_or(self.slots, |j| j.wrapping_sub(i) & mask);
+                    let step = gap.min(self.slots - seen);
+                    i = (i + step) & mask;
+                    seen += step;
+                    continue;
+                }
+                if !wanted(e) {
+                    i = (i + 1) & mask;
                     seen += 1;
                     continue;
                 }

@@ -57,7 +57,7 @@ impl<P: PageSource> CommitCache<P> {
         }
         let young = s.young;
         // SAFETY: as above.
-        unsafe { self.table.add(i).write(p.as_ptr().map_addr(|a| a | young)) };
+        unsafe { self.put(i, p.as_ptr().map_addr(|a| a | young)) };
         s.count[young] += 1;
         s.stats.parked += self.page.get();
     }
@@ -86,12 +86,12 @@ impl<P: PageSource> CommitCache<P> {
             // `f` may move to `i` when its home is not in the cyclic range (i, j].
             if (j.wrapping_sub(home) & mask) >= (j.wrapping_sub(i) & mask) {
                 // SAFETY: as above.
-                unsafe { self.table.add(i).write(f) };
+                unsafe { self.put(i, f) };
                 i = j;
             }
         }
         // SAFETY: as above.
-        unsafe { self.table.add(i).write(ptr::null_mut()) };
+        unsafe { self.put(i, EMPTY) };
     }
 
     /// The slot a page's probe path starts at.
@@ -108,6 +108,50 @@ impl<P: PageSource> CommitCache<P> {
     pub(super) unsafe fn slot(&self, i: usize) -> *mut u8 {
         // SAFETY: the caller's contract.
         unsafe { self.table.add(i).read() }
+    }
+
+    /// Writes `e` (a tagged page, or `EMPTY`) to slot `i` and its occupancy bit.
+    ///
+    /// # Safety
+    ///
+    /// The caller must hold the lock and pass `i < slots`.
+    #[inline]
+    unsafe fn put(&self, i: usize, e: *mut u8) {
+        let bit = 1u64 << (i % 64);
+        // SAFETY: the caller's contract; word `i / 64` is one of the `slots.div_ceil(64)`
+        // occupancy words after the table.
+        unsafe {
+            self.table.add(i).write(e);
+            let word = self.occupied.add(i / 64);
+            let w = word.read();
+            word.write(if e.is_null() { w & !bit } else { w | bit });
+        }
+    }
+
+    /// The first slot at or after `from` that holds a page, found a word of 64 slots
+    /// at a time; `None` when no slot from `from` to the end does.
+    ///
+    /// # Safety
+    ///
+    /// The caller must hold the lock.
+    pub(super) unsafe fn next_kept(&self, from: usize) -> Option<usize> {
+        if from >= self.slots {
+            return None;
+        }
+        let mut w = from / 64;
+        // SAFETY: the lock is held; `w < slots.div_ceil(64)`.
+        let mut bits = unsafe { self.occupied.add(w).read() } & (u64::MAX << (from % 64));
+        loop {
+            if bits != 0 {
+                return Some(w * 64 + bits.trailing_zeros() as usize);
+            }
+            w += 1;
+            if w * 64 >= self.slots {
+                return None;
+            }
+            // SAFETY: as above, `w` is still below the word count.
+            bits = unsafe { self.occupied.add(w).read() };
+        }
     }
 
     /// Keeps the `pages` pages from `ptr`, or gives them to the source where the

@@ -8,6 +8,8 @@ use core::ptr::NonNull;
 use bento_pages::{HeapPages, Metered};
 use bento_space::{MemorySpace, SpaceConfig};
 
+use crate::table_bytes;
+
 /// 4 KiB pages in 1 MiB segments, so that a 100 KB block lives in an ordinary one.
 const PAGED: SpaceConfig = SpaceConfig::DEFAULT
     .with_page_size(4096)
@@ -205,12 +207,6 @@ fn with_the_commit_cache_churn_makes_no_commit_call() {
         space.stats().committed + table_bytes(1 << 20)
     );
     free_all(&space, &[a, c]);
-}
-
-/// The bytes of the cache's table: a pointer per slot, two slots (rounded up to a
-/// power of two) per 4 KiB page, rounded to pages.
-fn table_bytes(cache: usize) -> usize {
-    ((cache / 4096 * 2).next_power_of_two() * 8).next_multiple_of(4096)
 }
 
 #[cfg(target_os = "linux")]

@@ -6,7 +6,7 @@ use core::ptr::NonNull;
 use bento_pages::{HeapPages, Metered};
 use bento_space::{Block, ChunkInfo, ChunkState, MemorySpace, SegmentKind, SpaceConfig};
 
-use crate::{BY_FRAMES, SMALL};
+use crate::{BY_FRAMES, SMALL, table_bytes};
 
 fn layout(size: usize) -> Layout {
     Layout::from_size_align(size, 8).unwrap()
@@ -468,7 +468,7 @@ fn a_space_that_empties_every_batch_makes_no_source_call_after_warm_up() {
     space.trim();
     let s = space.stats();
     assert_eq!((s.resident, s.cache.spares), (0, 0));
-    assert_eq!(pages.stats().reserved, s.cache.capacity / 4096 * 16);
+    assert_eq!(pages.stats().reserved, table_bytes(s.cache.capacity));
 }
 
 /// A frame of 10k 16-byte blocks freed in the order made, repeated: after the first
