@@ -9,6 +9,8 @@
 
 mod retention;
 mod table;
+#[cfg(test)]
+mod tests;
 
 use core::ptr::{self, NonNull};
 

@@ -25,12 +25,12 @@ std::thread_local! {
     static SEEN: RefCell<Vec<Misuse<'static>>> = const { RefCell::new(Vec::new()) };
 }
 
-/// The bytes of a commit cache's table of `cache` bytes of capacity: two slots
-/// (rounded up to a power of two) per 4 KiB page, a pointer and a bit each, rounded
-/// to pages.
-pub(crate) fn table_bytes(cache: usize) -> usize {
-    let slots = (cache / 4096 * 2).next_power_of_two();
-    (slots * 8 + slots.div_ceil(64) * 8).next_multiple_of(4096)
+/// The bytes of a commit cache's table of `cache` bytes of capacity over pages of
+/// `page` bytes: two slots (rounded up to a power of two) a page, a pointer and a bit
+/// each, rounded to pages.
+pub(crate) fn table_bytes(cache: usize, page: usize) -> usize {
+    let slots = (cache / page * 2).next_power_of_two();
+    (slots * 8 + slots.div_ceil(64) * 8).next_multiple_of(page)
 }
 
 /// A misuse hook that records each report, for [`seen`].

@@ -160,8 +160,7 @@ fn model_with_a_commit_cache() {
     let s = space.stats();
     assert_eq!(s.committed, 0);
     // The source holds the cache's slot table and what the cache parks, no more.
-    let table = ((cache / config().page_size * 2).next_power_of_two() * 8)
-        .next_multiple_of(config().page_size);
+    let table = crate::table_bytes(cache, config().page_size);
     assert_eq!(pages.stats().committed, table + s.cache.parked);
     if !cfg!(miri) {
         assert!(s.cache.hits > 0 && s.cache.parks > 0, "{s:?}");

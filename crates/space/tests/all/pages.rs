@@ -204,7 +204,7 @@ fn with_the_commit_cache_churn_makes_no_commit_call() {
     assert_eq!(space.trim(), parked);
     assert_eq!(
         pages.stats().committed,
-        space.stats().committed + table_bytes(1 << 20)
+        space.stats().committed + table_bytes(1 << 20, 4096)
     );
     free_all(&space, &[a, c]);
 }

@@ -468,7 +468,7 @@ fn a_space_that_empties_every_batch_makes_no_source_call_after_warm_up() {
     space.trim();
     let s = space.stats();
     assert_eq!((s.resident, s.cache.spares), (0, 0));
-    assert_eq!(pages.stats().reserved, table_bytes(s.cache.capacity));
+    assert_eq!(pages.stats().reserved, table_bytes(s.cache.capacity, 4096));
 }
 
 /// A frame of 10k 16-byte blocks freed in the order made, repeated: after the first
