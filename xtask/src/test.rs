@@ -8,21 +8,28 @@
 //! The CLI's release build leaves out its `jemalloc` feature: jemalloc's C build is
 //! the longest unit of a release build (about 100 s of a 2-core machine, three CPU
 //! minutes), the debug build has already run every test with it, and none of the
-//! release-only paths is jemalloc's.
+//! release-only paths is jemalloc's. The crates build in one call, so that they share
+//! their dependencies' builds: `--no-default-features` then reaches every crate named,
+//! and each crate's defaults, read from its manifest, are named again (the CLI's but
+//! `jemalloc`).
 
-use crate::step::{Outcome, Step, cargo, status};
+use crate::step::{Outcome, Step, cargo, root, status};
 
 pub(crate) const STEP: Step = Step { name: "test", run };
 
-/// The crates whose tests run again in a release build (and the CLI, without jemalloc).
-const RELEASE: &[&str] = &[
-    "bento-pages",
-    "bento-primitives",
-    "bento-space",
-    "bento-common",
-    "bento-heap",
-    "bento-trace",
+/// The crates whose tests run again in a release build, with their folders.
+const RELEASE: &[(&str, &str)] = &[
+    ("bento-pages", "pages"),
+    ("bento-primitives", "primitives"),
+    ("bento-space", "space"),
+    ("bento-common", "common"),
+    ("bento-heap", "heap"),
+    ("bento-trace", "trace"),
+    ("bento-alloc-cli", "cli"),
 ];
+
+/// The default feature the release build leaves out.
+const LEFT_OUT: (&str, &str) = ("bento-alloc-cli", "jemalloc");
 
 /// The examples of docs/guide.md (crates/bento/examples).
 const EXAMPLES: &[&str] = &[
@@ -42,26 +49,21 @@ fn run() -> Outcome {
         Outcome::Passed => {}
         other => return other,
     }
+    let mut features = Vec::new();
     let mut cmd = cargo();
-    cmd.args(["test", "--release", "--lib", "--tests"]);
-    for krate in RELEASE {
+    cmd.args(["test", "--release", "--tests", "--no-default-features"]);
+    for (krate, dir) in RELEASE {
         cmd.args(["-p", krate]);
+        match defaults(dir) {
+            Ok(list) => features.extend(
+                list.into_iter()
+                    .filter(|f| (*krate, f.as_str()) != LEFT_OUT)
+                    .map(|f| format!("{krate}/{f}")),
+            ),
+            Err(why) => return Outcome::Failed(why),
+        }
     }
-    match status(cmd) {
-        Outcome::Passed => {}
-        other => return other,
-    }
-    let mut cmd = cargo();
-    cmd.args([
-        "test",
-        "--release",
-        "-p",
-        "bento-alloc-cli",
-        "--no-default-features",
-        "--features",
-        "mimalloc",
-        "--tests",
-    ]);
+    cmd.args(["--features", &features.join(",")]);
     match status(cmd) {
         Outcome::Passed => {}
         other => return other,
@@ -86,4 +88,23 @@ fn run() -> Outcome {
         "tracy",
     ]);
     status(cmd)
+}
+
+/// The `default` features of `crates/<dir>/Cargo.toml`.
+fn defaults(dir: &str) -> Result<Vec<String>, String> {
+    let path = root().join("crates").join(dir).join("Cargo.toml");
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let list = text
+        .lines()
+        .skip_while(|l| l.trim() != "[features]")
+        .find_map(|l| l.trim().strip_prefix("default")?.trim().strip_prefix('='))
+        .and_then(|rest| rest.trim().strip_prefix('['))
+        .and_then(|rest| rest.split(']').next())
+        .ok_or_else(|| format!("{} names no default features on one line", path.display()))?;
+    Ok(list
+        .split(',')
+        .map(|f| f.trim().trim_matches('"'))
+        .filter(|f| !f.is_empty())
+        .map(str::to_owned)
+        .collect())
 }

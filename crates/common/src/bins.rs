@@ -91,12 +91,11 @@ impl Stride {
 mod tests {
     /// The division-free test agrees with `%` for every stride a bin has.
     #[test]
+    #[cfg_attr(miri, ignore = "safe arithmetic: nothing for Miri to check")]
     fn stride_tests_agree_with_the_remainder() {
-        // Every stride, or a sample of them under Miri.
-        for stride in (16..=4096).step_by(if cfg!(miri) { 8 * 41 } else { 8 }) {
+        for stride in (16..=4096).step_by(8) {
             let test = super::Stride::new(stride);
-            let near = (0..3 * stride).step_by(if cfg!(miri) { 7 } else { 1 });
-            for n in near.chain([usize::MAX - 7, usize::MAX / 2, 65_408, 2 * stride]) {
+            for n in (0..3 * stride).chain([usize::MAX - 7, usize::MAX / 2, 65_408, 2 * stride]) {
                 assert_eq!(test.divides(n), n % stride == 0, "{n} by {stride}");
             }
         }
