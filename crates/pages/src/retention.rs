@@ -51,16 +51,23 @@ impl Default for Retention {
 /// The decay schedule and the cap of [`Retention::Decay`].
 ///
 /// Kept pages age in two generations: each decay step gives back the older one and
-/// makes the younger one older, so a page unused for between half the decay time and
-/// the whole of it goes back. Steps are counted in **frames** (calls of
-/// [`CommitCache::tick`]) once the program ticks, and in **milliseconds** of `clock`
-/// before that (read on the cache's slow paths and by `tick` when `frames` is 0).
+/// makes the younger one older, so a page unused for between half the decay time
+/// (rounded up) and the whole of it goes back. A decay that counts **frames**
+/// (`frames > 0`) steps in calls of [`CommitCache::tick`] once the program ticks, and
+/// in **milliseconds** of `clock` before that; one of `frames: 0` steps by the clock
+/// always, even in a program that ticks. The clock is read on the cache's slow paths,
+/// by [`CommitCache::decay`] and, under `frames: 0`, by `tick`. In frames, a page
+/// freed during a frame has been unused for one frame at the next tick: under
+/// `Decay::frames(3)` it goes back at the second or third tick after its free.
+/// Setting a new policy ([`CommitCache::set_retention`]) starts every age afresh.
 ///
 /// The cap: the bytes committed through the cache, in use and kept, stay within
 /// `peak_percent` of the most ever in use at once, and the kept bytes within the
 /// cache's capacity; a page that would break it goes back at once.
 ///
 /// [`CommitCache::tick`]: crate::CommitCache::tick
+/// [`CommitCache::decay`]: crate::CommitCache::decay
+/// [`CommitCache::set_retention`]: crate::CommitCache::set_retention
 ///
 /// ```
 /// use bento_pages::Decay;
@@ -74,8 +81,8 @@ pub struct Decay {
     /// Frames a kept page waits for reuse (0: frames do not count, `tick` reads the
     /// clock).
     pub frames: u32,
-    /// Milliseconds a kept page waits for reuse, by `clock`, while the program has not
-    /// ticked (0: time does not count).
+    /// Milliseconds a kept page waits for reuse, by `clock`: while the program has not
+    /// ticked, or always when `frames` is 0 (0: time does not count).
     pub millis: u32,
     /// A monotonic clock in milliseconds; `None`: only frames count.
     pub clock: Option<fn() -> u64>,
@@ -111,8 +118,9 @@ impl Decay {
         }
     }
 
-    /// Decay after `millis` milliseconds of the OS's monotonic clock; `tick` reads the
-    /// clock (for a thread that gives memory back while the program is idle).
+    /// Decay after `millis` milliseconds of the OS's monotonic clock, whether or not
+    /// the program ticks: `tick` and `decay` read the clock (for menus, a minimised
+    /// game, or a thread that gives memory back while the program is idle).
     ///
     /// ```
     /// let d = bento_pages::Decay::millis(250);

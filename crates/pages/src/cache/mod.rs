@@ -160,10 +160,11 @@ struct State {
     floor: Option<usize>,
     young: usize,
     count: [usize; 2],
-    // Frames ticked, and whether the program ticks (then frames rule the decay).
+    // Frames ticked, and whether the program ticks (then frames rule a decay that
+    // counts them).
     frames: u64,
     ticked: bool,
-    // When the last decay step ran (frames once ticked, else milliseconds).
+    // When the last decay step ran, in the decay clock's unit (see `counts_frames`).
     stepped_at: u64,
     // A level loads or unloads: nothing decays.
     held: bool,
@@ -185,6 +186,26 @@ struct State {
     // smaller size: a live reservation of `inner` of `real` bytes the consumer holds
     // as its reservation at `base`.
     lent: [Option<(NonNull<u8>, usize)>; LENT],
+}
+
+impl State {
+    /// Whether frames rule the decay `d` now: it counts frames and the program ticks.
+    /// Otherwise its clock does (a decay of `frames: 0` is timed even in a program
+    /// that ticks).
+    fn counts_frames(&self, d: &Decay) -> bool {
+        d.frames > 0 && self.ticked
+    }
+
+    /// Starts every age afresh at `now`, in the decay clock's unit: when the policy
+    /// or the unit changes, what is kept waits the new decay time from here.
+    fn restart_clock(&mut self, now: u64) {
+        self.stepped_at = now;
+        self.seen = now;
+        self.last_kept = now;
+        if self.held {
+            self.held_at = now;
+        }
+    }
 }
 
 /// Kept pages on their way back to the source, gathered into runs of adjacent pages
@@ -631,7 +652,7 @@ impl<P: PageSource> CommitCache<P> {
         let Retention::Decay(d) = s.retention else {
             return None;
         };
-        if s.ticked {
+        if s.counts_frames(&d) {
             return Some(s.frames);
         }
         d.clock.filter(|_| d.millis > 0).map(|clock| clock())

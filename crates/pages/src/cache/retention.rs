@@ -35,8 +35,10 @@ impl<P: PageSource> CommitCache<P> {
         self.state.with(|s| s.retention)
     }
 
-    /// Sets the retention policy from now on (pages kept beyond its cap go back at
-    /// once; ages start afresh).
+    /// Sets the retention policy from now on: pages kept beyond its cap go back at
+    /// once, and the ages of the others start afresh, in the new policy's unit (a
+    /// decay in milliseconds after frames, or frames after milliseconds, counts from
+    /// this call). Setting the policy in force changes nothing.
     ///
     /// ```
     /// use bento_pages::{CommitCache, HeapPages, Retention};
@@ -47,13 +49,13 @@ impl<P: PageSource> CommitCache<P> {
     /// ```
     pub fn set_retention(&self, retention: Retention) {
         self.locked(|s, out| {
-            if let Retention::Decay(d) = &retention
-                && let Some(clock) = d.clock
-                && !s.ticked
-            {
-                s.stepped_at = clock();
+            if s.retention == retention {
+                return;
             }
             s.retention = retention;
+            if let Some(now) = self.now(s) {
+                s.restart_clock(now);
+            }
             self.fit(s, out);
         });
     }
@@ -91,8 +93,8 @@ impl<P: PageSource> CommitCache<P> {
     }
 
     /// One frame passed: under a decay counted in frames, what stayed unused long
-    /// enough goes back; under a decay in milliseconds only, the clock is read. Returns
-    /// the bytes given back.
+    /// enough goes back; under a decay in milliseconds only (`frames: 0`), the clock
+    /// is read, as [`decay`](Self::decay) does. Returns the bytes given back.
     ///
     /// ```
     /// use bento_pages::{CommitCache, Decay, HeapPages, Retention};
@@ -109,9 +111,9 @@ impl<P: PageSource> CommitCache<P> {
             let before = s.stats.purged;
             if d.frames > 0 {
                 if !s.ticked {
+                    // Frames rule from here: the ages restart in frames.
                     s.ticked = true;
-                    s.stepped_at = s.frames;
-                    s.held_at = s.frames;
+                    s.restart_clock(s.frames);
                 }
                 s.frames += 1;
                 s.seen = s.frames;
@@ -124,8 +126,10 @@ impl<P: PageSource> CommitCache<P> {
     }
 
     /// Reads the clock and takes a decay step if one is due, for a program that does
-    /// not tick (once it ticks, frames rule and this does nothing): an idle hook, the
-    /// same check the cache makes on its own slow paths. Returns the bytes given back.
+    /// not tick, or under a decay in milliseconds only (`frames: 0`): an idle hook,
+    /// the same check the cache makes on its own slow paths. Once the program ticks,
+    /// a decay that counts frames is ruled by them and this does nothing. Returns the
+    /// bytes given back.
     ///
     /// ```
     /// use bento_pages::{CommitCache, HeapPages};
@@ -189,11 +193,11 @@ impl<P: PageSource> CommitCache<P> {
         freed
     }
 
-    /// Reads the clock (before the program ticks) and takes a decay step if one is
-    /// due.
+    /// Reads the clock (unless frames rule the decay) and takes a decay step if one
+    /// is due.
     pub(super) fn poll(&self, s: &mut State, out: &mut Decommits<'_, P>) {
         if let Retention::Decay(d) = s.retention
-            && !s.ticked
+            && !s.counts_frames(&d)
             && d.millis > 0
             && let Some(clock) = d.clock
         {
@@ -203,11 +207,19 @@ impl<P: PageSource> CommitCache<P> {
         }
     }
 
-    /// A decay step at `now`, if half the decay time `delay` passed since the last:
-    /// the older generation goes back (kept pages and spares), the younger becomes
-    /// the older.
+    /// A decay step at `now`, if half the decay time `delay` (rounded down, at least
+    /// 1) passed since the last: the older generation goes back (kept pages and
+    /// spares), the younger becomes the older.
+    ///
+    /// A page kept at `k` (the clock's value then: in frames, the last tick before
+    /// it) is in the younger generation until the next step, so the step after that
+    /// gives it back at an age in `period + 1 ..= 2 * period`: within `delay`, and at
+    /// least half of it, rounded up.
     pub(super) fn step(&self, s: &mut State, out: &mut Decommits<'_, P>, now: u64, delay: u32) {
         let period = u64::from(delay / 2).max(1);
+        // Half the decay time, rounded up: what the younger generation must have
+        // waited to go with the older one.
+        let half = u64::from(delay).saturating_sub(period);
         if s.held {
             // A hold lasts one decay time at most: a program that unloads and never
             // says it plays again still gets its memory back.
@@ -225,7 +237,7 @@ impl<P: PageSource> CommitCache<P> {
         let old = s.young ^ GENERATION;
         // Nothing kept for half the decay time (an idle program looked at late): the
         // younger generation has waited that long too, and goes with the older.
-        let all = now.wrapping_sub(s.last_kept) >= period;
+        let all = now.wrapping_sub(s.last_kept) >= half;
         let before = s.stats.purged;
         let wanted = if all { None } else { Some(old) };
         if wanted.map_or(s.stats.parked, |g| s.count[g]) > 0 {

@@ -5,6 +5,7 @@ mod cache;
 #[cfg(not(miri))]
 mod callback;
 mod common;
+mod decay;
 mod fixed;
 mod heap;
 mod lock;
