@@ -26,6 +26,8 @@ pub use bento_pages::{AllocError, Misuse, MisuseHook, PageSource, RawAlloc, pani
 
 pub use crate::abort::abort_on_misuse;
 pub use crate::common::CommonAllocator;
+#[cfg(all(feature = "std", not(bento_loom)))]
+pub use crate::common::purge::Purger;
 pub use crate::config::{
     CommonConfig, CommonError, MAX_CLASSES, MAX_CONTENTION_REGIONS, MAX_SMALL, Routing,
     SMALL_ALIGN, SizeClasses,

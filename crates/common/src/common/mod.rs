@@ -1,8 +1,11 @@
 //! [`CommonAllocator`]: the lazy start and the entry points; its upkeep (figures,
-//! trim, tick, the fork locks) in [`upkeep`], and `GlobalAlloc` and the allocator
-//! traits in [`global`]. Routing is the block's work (`inner.rs`).
+//! trim, tick, the fork locks) in [`upkeep`], the idle purger's thread in `purge`
+//! (with `std`), and `GlobalAlloc` and the allocator traits in [`global`]. Routing
+//! is the block's work (`inner.rs`).
 
 mod global;
+#[cfg(all(feature = "std", not(bento_loom)))]
+pub(crate) mod purge;
 mod upkeep;
 
 use core::alloc::{GlobalAlloc, Layout};

@@ -106,9 +106,11 @@ impl<P: PageSource> CommonAllocator<P> {
             .map_or(0, |inner| inner.decay_with(CommitCache::tick))
     }
 
-    /// For a program that does not tick: reads the clock and, when the decay time is
-    /// up, gives back what [`tick`](Self::tick) would (an idle hook; the allocator makes
-    /// the same check on its slow paths). Returns the bytes given back.
+    /// For a program that does not tick, or under a decay in milliseconds only: reads
+    /// the clock and, when the decay time is up, gives back what [`tick`](Self::tick)
+    /// would. The allocator makes the same check on its slow paths, so only a program
+    /// that waits without allocating needs it: call it from the idle hook, or let a
+    /// purger call it (`spawn_purger`, with `std`). Returns the bytes given back.
     ///
     /// ```
     /// assert_eq!(bento_common::CommonAllocator::new().decay(), 0);

@@ -228,3 +228,38 @@ fn eager_keeps_only_its_small_cache() {
     assert_eq!(s.cache.steps, 0, "no decay under Eager");
     common.validate().unwrap();
 }
+
+/// A game that ticks under the default decay in frames, then switches to a decay in
+/// milliseconds (its menus, or the window minimised) and goes on ticking: the clock
+/// rules from the switch, through `tick` and `decay` alike.
+#[cfg(not(miri))]
+#[test]
+fn a_decay_in_milliseconds_set_after_ticks_gives_back_by_the_os_clock() {
+    let common = CommonAllocator::with_config(CommonConfig::DEFAULT.with_pages(heap()));
+    let (live, rounds) = sized();
+    for _ in 0..10 {
+        common.tick();
+    }
+    churn(&common, live / 4, rounds);
+    assert!(common.kept() > 0);
+    common.set_retention(Retention::Decay(Decay::millis(20)));
+    let start = std::time::Instant::now();
+    let mut frame = 0u32;
+    while common.kept() > 0 {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(10),
+            "still kept after 10 s under a decay of 20 ms: {:?}",
+            common.stats().cache
+        );
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        frame += 1;
+        if frame.is_multiple_of(2) {
+            common.tick();
+        } else {
+            common.decay();
+        }
+    }
+    let s = common.stats();
+    assert!(s.resident <= s.tables + (4 << 20), "{s:?}");
+    common.validate().unwrap();
+}

@@ -207,9 +207,9 @@ impl<P: PageSource> CommitCache<P> {
         }
     }
 
-    /// A decay step at `now`, if half the decay time `delay` (rounded down, at least
-    /// 1) passed since the last: the older generation goes back (kept pages and
-    /// spares), the younger becomes the older.
+    /// A decay step at `now`, if half the decay time `delay` (rounded down, at
+    /// least 1) passed since the last: the older generation goes back (kept pages
+    /// and spares), the younger becomes the older.
     ///
     /// A page kept at `k` (the clock's value then: in frames, the last tick before
     /// it) is in the younger generation until the next step, so the step after that
