@@ -647,7 +647,7 @@ impl<P: PageSource> CommitCache<P> {
         (class != size).then_some(class)
     }
 
-    /// The decay's clock now, in its unit (frames once the program ticks).
+    /// The decay's clock now, in its unit (frames once they rule the decay).
     fn now(&self, s: &State) -> Option<u64> {
         let Retention::Decay(d) = s.retention else {
             return None;
