@@ -27,6 +27,15 @@ pub enum PageError {
         /// The OS error number, or the callback's return value; 0 when injected.
         code: i32,
     },
+    /// A commit would take the bytes committed past a fixed limit
+    /// ([`LimitedPages`](crate::LimitedPages)).
+    #[error("commit of {size} bytes refused: over the limit of {limit} bytes committed")]
+    OverLimit {
+        /// The size asked for.
+        size: usize,
+        /// The limit.
+        limit: usize,
+    },
     /// The arguments break the page contract.
     #[error(transparent)]
     Invalid(#[from] Invalid),

@@ -17,6 +17,7 @@ mod faulty;
 mod fixed;
 #[cfg(feature = "alloc")]
 mod heap;
+mod limited;
 pub mod lock;
 mod metered;
 mod misuse;
@@ -37,6 +38,7 @@ pub use crate::faulty::FaultyPages;
 pub use crate::fixed::FixedPages;
 #[cfg(feature = "alloc")]
 pub use crate::heap::HeapPages;
+pub use crate::limited::{LimitStats, LimitedPages};
 pub use crate::metered::{Metered, PageStats};
 pub use crate::misuse::{GuardSide, Leaks, Misuse, MisuseHook, panic_on_misuse};
 #[cfg(all(feature = "os", any(unix, windows)))]

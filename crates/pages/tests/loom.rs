@@ -1,12 +1,15 @@
 //! Loom models of bento-pages' atomic protocols: the spin lock (mutual exclusion,
-//! `try_lock`) and the `Metered` figures (counter and high-water mark).
+//! `try_lock`), the `Metered` figures (counter and high-water mark) and the
+//! `LimitedPages` claim (never past the limit).
 //!
 //! Run with `cargo xtask loom` (`RUSTFLAGS="--cfg bento_loom"`, feature `loom`).
 #![cfg(bento_loom)]
 
 use bento_align::Alignment;
 use bento_pages::lock::RawSpinLock;
-use bento_pages::{CommitCache, Decay, HeapPages, Metered, PageSource, Phase, Retention};
+use bento_pages::{
+    CommitCache, Decay, HeapPages, LimitedPages, Metered, PageSource, Phase, Retention,
+};
 use bento_testkit::loom::in_threads;
 use loom::cell::UnsafeCell;
 use loom::sync::Arc;
@@ -131,5 +134,32 @@ fn kept_pages_shared_between_threads() {
         // SAFETY: the live reservation, all of it decommitted.
         unsafe { cache.release(base, 2 * 4096) };
         assert_eq!(cache.trim(), 0);
+    });
+}
+
+/// Two threads commit a page each through a `LimitedPages` of one page, then one of
+/// them decommits: in every interleaving exactly one commit goes through, the other
+/// is refused and counted, and the peak never passes the limit.
+#[test]
+fn limited_claims_never_pass_the_limit() {
+    loom::model(|| {
+        let pages = Arc::new(LimitedPages::new(HeapPages::new(), 4096));
+        let base = pages.reserve(2 * 4096, Alignment::MIN).unwrap();
+        let each = Arc::clone(&pages);
+        let got = in_threads(2, move |i| {
+            let page = base.map_addr(|a| a.saturating_add((i - 1) * 4096));
+            // SAFETY: thread `i` commits page `i - 1` of the live reservation, its own.
+            unsafe { each.commit(page, 4096) }.is_ok().then_some(page)
+        });
+        let winners: Vec<_> = got.into_iter().flatten().collect();
+        assert_eq!(winners.len(), 1, "one page fits the limit");
+        let s = pages.stats();
+        assert_eq!((s.committed, s.peak, s.refused), (4096, 4096, 1));
+        // SAFETY: the page committed above; then the whole live reservation.
+        unsafe {
+            pages.decommit(winners[0], 4096);
+            pages.release(base, 2 * 4096);
+        }
+        assert_eq!(pages.stats().committed, 0);
     });
 }

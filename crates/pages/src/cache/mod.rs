@@ -66,6 +66,12 @@ pub struct CacheStats {
     pub capacity: usize,
     /// Bytes the cache keeps at most now: at most `capacity`.
     pub limit: usize,
+    /// Bytes of kept pages given back because the source refused a commit (fixed
+    /// memory: a [`LimitedPages`](crate::LimitedPages) source), so that the commit
+    /// could be asked again; counted in `purged` too.
+    pub given_up: usize,
+    /// Commits the source refused even with nothing kept.
+    pub refused: usize,
 }
 
 /// What [`CommitCache::validate`] found broken.
@@ -822,15 +828,33 @@ unsafe impl<P: PageSource> PageSource for CommitCache<P> {
                     out.flush();
                 }
             }
-            // Commits pages `[from, to)` of the range through `inner`; on failure keeps
+            // Commits pages `[from, to)` of the range through `inner`; when the source
+            // refuses, gives every other kept page back (fixed memory: what the cache
+            // holds must not make a commit fail) and asks once more; on failure keeps
             // pages `[0, from)`, already committed, in the cache again.
             let commit_run = |s: &mut State, out: &mut Decommits<'_, P>, from: usize, to: usize| {
                 // SAFETY: a sub-range of the caller's range, whose pages are neither
                 // committed nor kept.
                 let run = unsafe { ptr.add(from * page) };
+                let bytes = (to - from) * page;
                 // SAFETY: the caller upholds `commit`'s contract for the whole range.
-                let result = unsafe { self.inner.commit(run, (to - from) * page) };
+                let mut result = unsafe { self.inner.commit(run, bytes) };
+                if result.is_err() && s.stats.parked > 0 {
+                    let before = s.stats.purged;
+                    let keep = (ptr.addr().get(), ptr.addr().get() + size);
+                    // SAFETY: the lock is held.
+                    unsafe { self.evict(s, out, 0, keep) };
+                    // The pages reach the source before it is asked again.
+                    out.flush();
+                    s.stats.given_up += s.stats.purged - before;
+                    if s.stats.purged != before {
+                        // SAFETY: as above; the range is still neither committed nor
+                        // kept.
+                        result = unsafe { self.inner.commit(run, bytes) };
+                    }
+                }
                 if result.is_err() {
+                    s.stats.refused += 1;
                     // SAFETY: pages `[0, from)` were committed (by `inner` or taken
                     // from the cache) in this call and are unused; the lock is held.
                     unsafe { self.park(s, out, ptr, from) };

@@ -8,6 +8,7 @@ mod common;
 mod decay;
 mod fixed;
 mod heap;
+mod limited;
 mod lock;
 mod metered;
 #[cfg(all(any(unix, windows), not(miri)))]
