@@ -866,10 +866,23 @@ unsafe impl<P: PageSource> PageSource for CommitCache<P> {
                 // SAFETY: `k < pages`, inside the caller's range.
                 let p = unsafe { ptr.add(k * page) };
                 // SAFETY: the lock is held.
-                if let Some(i) = unsafe { self.find(p.addr().get()) } {
+                if let Some(mut i) = unsafe { self.find(p.addr().get()) } {
                     // Commit the pending run first: if it fails, this page stays kept.
                     if let Some(from) = run.take() {
                         commit_run(s, out, from, k)?;
+                        // Pages it gave up to the source shifted the table: this one
+                        // (kept, as the range's own) may sit elsewhere now.
+                        // SAFETY: the lock is held.
+                        match unsafe { self.find(p.addr().get()) } {
+                            Some(j) => i = j,
+                            // Never so (the range's pages stay); a page gone is
+                            // committed like a miss.
+                            None => {
+                                s.stats.misses += 1;
+                                run = Some(k);
+                                continue;
+                            }
+                        }
                     }
                     // SAFETY: the lock is held and `i` holds the page.
                     unsafe { self.remove(s, i) };

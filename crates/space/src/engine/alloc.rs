@@ -338,6 +338,11 @@ impl Core {
         p - p0
     }
 
+    /// Whether the block cache holds any chunk.
+    pub(crate) fn caches_any(&self) -> bool {
+        self.cache.bytes != 0
+    }
+
     /// Hands out a cached chunk for a request of chunk size `csize`, if its class
     /// holds one. Returns the payload. Touches the chunk's head and link words, the
     /// next cached chunk's back link and the segment's header, not the neighbours.

@@ -47,9 +47,41 @@ impl<'a, P: PageSource> Entered<'a, P> {
     }
 
     /// The allocation path: `size > 0`, `align` a power of two, `offset < align` a
-    /// multiple of 16 when `align > 16` (0 otherwise).
+    /// multiple of 16 when `align > 16` (0 otherwise). When the source refuses
+    /// memory, the block cache's chunks are freed for good (their free pages go back
+    /// through the commit cache, which gives them up to the source) and the request
+    /// is made once more: in fixed memory, blocks kept for reuse never make an
+    /// allocation fail.
     #[inline]
     pub(super) fn alloc(
+        &mut self,
+        size: usize,
+        align: usize,
+        offset: usize,
+    ) -> Result<NonNull<u8>, AllocError> {
+        match self.alloc_once(size, align, offset) {
+            Err(AllocError) if self.core.caches_any() => self.alloc_drained(size, align, offset),
+            done => done,
+        }
+    }
+
+    /// [`alloc`](Self::alloc) again with the block cache drained.
+    #[cold]
+    #[inline(never)]
+    fn alloc_drained(
+        &mut self,
+        size: usize,
+        align: usize,
+        offset: usize,
+    ) -> Result<NonNull<u8>, AllocError> {
+        let pages = self.source();
+        self.core.drain(&pages);
+        self.alloc_once(size, align, offset)
+    }
+
+    /// One try of [`alloc`](Self::alloc).
+    #[inline]
+    fn alloc_once(
         &mut self,
         size: usize,
         align: usize,

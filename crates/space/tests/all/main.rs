@@ -2,6 +2,7 @@
 
 mod bad_input;
 mod cache;
+mod fixed_memory;
 mod interop;
 mod model;
 mod pages;
