@@ -713,6 +713,17 @@ impl<P: PageSource> Inner<P> {
         freed
     }
 
+    /// After a refused request: gives back what the allocator keeps for reuse (this
+    /// thread's cache, the class regions' empty runs, the large region's cached
+    /// blocks), whose pages the commit cache then gives up to a source that refuses
+    /// commits. True when anything went back, so the request is worth making again.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn make_room(&self) -> bool {
+        self.detach_here();
+        self.trim_regions() > 0
+    }
+
     /// Makes every class region's empty runs idle and trims every general region's
     /// space; returns the bytes given back. A region that never reserved memory holds
     /// none: its lock is not taken.

@@ -314,7 +314,8 @@ impl<P: PageSource> CommonAllocator<P> {
         if layout.size() == 0 {
             return Ok(bento_pages::dangling(layout));
         }
-        self.inner()?.alloc(layout)
+        let inner = self.inner()?;
+        again(inner, || inner.alloc(layout))
     }
 
     /// Allocates a zeroed block; the memset is skipped for a dedicated segment fresh
@@ -341,7 +342,8 @@ impl<P: PageSource> CommonAllocator<P> {
         if layout.size() == 0 {
             return Ok(bento_pages::dangling(layout));
         }
-        let (p, zero) = self.inner()?.alloc_zeroed(layout)?;
+        let inner = self.inner()?;
+        let (p, zero) = again(inner, || inner.alloc_zeroed(layout))?;
         if !zero {
             // SAFETY: a fresh block of `layout.size()` bytes.
             unsafe { p.write_bytes(0, layout.size()) };
@@ -534,8 +536,9 @@ impl<P: PageSource> CommonAllocator<P> {
         new: Layout,
     ) -> Result<NonNull<u8>, AllocError> {
         let inner = self.inner()?;
-        // SAFETY: the caller's contract.
-        unsafe { inner.resize(ptr, old, new) }
+        // SAFETY: the caller's contract, for each try (a refused one leaves the block
+        // as it was).
+        again(inner, || unsafe { inner.resize(ptr, old, new) })
     }
 
     /// Resizes a block without its old layout (C's `realloc`): where it is when the
@@ -573,8 +576,24 @@ impl<P: PageSource> CommonAllocator<P> {
             report_foreign(crate::abort_on_misuse, ptr);
             return Err(AllocError);
         };
-        // SAFETY: the caller's contract.
-        unsafe { inner.realloc_unsized(ptr, new) }
+        // SAFETY: the caller's contract, for each try (a refused one leaves the block
+        // as it was).
+        again(inner, || unsafe { inner.realloc_unsized(ptr, new) })
+    }
+}
+
+/// Runs `f`; when it is refused, gives back what the allocator keeps for reuse (see
+/// `Inner::make_room`) and, if anything went, runs it once more. In fixed memory
+/// (a `LimitedPages` source) blocks and runs kept for reuse so never make a request
+/// fail.
+#[inline]
+fn again<P: PageSource, T>(
+    inner: &Inner<P>,
+    mut f: impl FnMut() -> Result<T, AllocError>,
+) -> Result<T, AllocError> {
+    match f() {
+        Err(AllocError) if inner.make_room() => f(),
+        done => done,
     }
 }
 

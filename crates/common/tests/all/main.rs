@@ -3,6 +3,7 @@
 
 mod bad_input;
 mod figures;
+mod fixed_memory;
 mod front;
 mod model;
 mod retention;
