@@ -25,6 +25,16 @@
 //! the last few cells; its frames make small blocks (8–520 B) that live for two
 //! frames; a few **growers** double from 4 KiB to 1 MiB by `realloc` and start again.
 //!
+//! [`LongSession`] is a hundred hours of play, for the question a game in fixed
+//! memory asks: does a level that fits after a fresh boot still fit after hours of
+//! play? Besides levels (each of its own size, one in five 1.5 times the median, and
+//! its own mix of sizes), frames and streamed assets (in a cache of fixed bytes that
+//! evicts its oldest and lives across levels), it has state that outlives levels:
+//! **lasting** blocks (UI text, script objects) made between a level's own blocks as
+//! it loads and never freed, an **AI and path cache** whose entries are made during
+//! loads and frames and whose size grows over the session, and **saves**, the last
+//! few kept.
+//!
 //! [`Mixed`] (log-uniform sizes freed in random order around a live set) and
 //! [`LifoBatches`] (batches freed in reverse) are the classic synthetic workloads.
 //!
@@ -63,12 +73,14 @@ macro_rules! refilled_iterator {
     };
 }
 
+mod long;
 mod session;
 mod step;
 mod synthetic;
 pub mod tags;
 mod world;
 
+pub use self::long::{LongConfig, LongSession};
 pub use self::session::{Session, SessionConfig};
 pub use self::step::{Checkpoint, LevelPhase, PARTICLE_SIZE, Step, Workload};
 pub use self::synthetic::{LifoBatches, LifoConfig, Mixed, MixedConfig};

@@ -16,6 +16,10 @@ pub const GLOBAL: u32 = 5;
 pub const PARTICLE: u32 = 6;
 /// Load-time temporaries: short-lived blocks between a load's resident ones.
 pub const LOAD: u32 = 7;
+/// State that outlives levels: saves, UI text, script objects.
+pub const LASTING: u32 = 8;
+/// Entries of a cache that evicts its oldest (AI and path queries).
+pub const CACHE: u32 = 9;
 /// Blocks of the synthetic workloads, which have no purpose.
 pub const NONE: u32 = 0;
 
@@ -37,6 +41,8 @@ pub fn name(tag: u32) -> std::borrow::Cow<'static, str> {
         GLOBAL => "global".into(),
         PARTICLE => "particle".into(),
         LOAD => "load".into(),
+        LASTING => "lasting".into(),
+        CACHE => "cache".into(),
         other => format!("tag {other}").into(),
     }
 }
