@@ -87,7 +87,10 @@ fn streams_and_the_ai_cache_stay_within_their_budgets() {
         w.peak_stream > SHORT.stream_budget / 2,
         "the stream cache fills: {w:?}"
     );
-    assert!(w.peak_cache <= 3 * SHORT.ai_cache + (8 << 10), "{w:?}");
+    assert!(
+        w.peak_cache <= SHORT.ai_cache * 54 / 50 + (8 << 10),
+        "{w:?}"
+    );
     assert!(
         w.peak_cache >= SHORT.ai_cache / 2,
         "the AI cache fills: {w:?}"
@@ -118,4 +121,19 @@ fn hours_count_levels() {
     assert_eq!((c.hour_of(3), c.hour_of(4)), (0, 1));
     let zero = LongConfig { hours: 0, ..SHORT };
     assert_eq!(LongSession::new(zero).count(), 0);
+}
+
+/// The first hours of a longer session are those of a shorter one: a soak of the
+/// first hour plays exactly what the whole session starts with.
+#[test]
+fn a_shorter_session_is_the_start_of_a_longer_one() {
+    let one = LongConfig { hours: 1, ..SHORT };
+    let short: Vec<Step> = LongSession::new(one).collect();
+    let long: Vec<Step> = LongSession::new(SHORT).collect();
+    // Up to the last level's unload, where the shorter one finishes.
+    let unload = short
+        .iter()
+        .rposition(|s| matches!(s, Step::Phase(_)))
+        .expect("phases");
+    assert_eq!(short[..unload], long[..unload]);
 }

@@ -40,8 +40,8 @@ pub struct LongConfig {
     /// while it loads, between its own data; they are never freed.
     pub lasting_blocks: usize,
     /// Bytes the AI and path cache holds at the start (entries of 64 B–8 KiB, made
-    /// during loads and frames, the least recently made evicted); it grows to three
-    /// times as much over the session.
+    /// during loads and frames, the least recently made evicted); it grows by 2 % of
+    /// that an hour (three times as much after a hundred hours).
     pub ai_cache: usize,
     /// Saves kept (a save of 32–512 KiB is made at each level's end; the oldest
     /// beyond these goes).
@@ -170,7 +170,7 @@ impl LongSession {
         64 + resident
             + c.temporaries
             + c.stream_budget / (64 << 10)
-            + 3 * c.ai_cache / 64
+            + ai_budget(c, c.hours) / 64
             + c.saves
             + c.levels() * c.lasting_blocks
     }
@@ -179,11 +179,11 @@ impl LongSession {
         self.rng.below(n.max(1) as u64) as usize
     }
 
-    /// What the AI cache may hold now: from `ai_cache` to three times it, with the
-    /// session's progress.
+    /// What the AI cache may hold now: `ai_cache`, and 2 % more for every hour
+    /// played (three times as much after a hundred hours). It depends on the hour
+    /// alone, so the first hours of a longer session are those of a shorter one.
     fn ai_budget(&self) -> usize {
-        let levels = self.config.levels().max(1);
-        self.config.ai_cache + 2 * self.config.ai_cache * self.level / levels
+        ai_budget(&self.config, self.config.hour_of(self.level))
     }
 
     /// An entry of the AI and path cache, the least recently made ones evicted.
@@ -343,6 +343,13 @@ impl LongSession {
         }
         true
     }
+}
+
+/// What the AI cache of `config` may hold in hour `hour`.
+fn ai_budget(config: &LongConfig, hour: usize) -> usize {
+    config
+        .ai_cache
+        .saturating_add(config.ai_cache.saturating_mul(hour) / 50)
 }
 
 refilled_iterator!(LongSession, steps.queue);
