@@ -7,6 +7,7 @@ mod replay;
 mod rng;
 #[cfg(feature = "heap")]
 mod sink;
+mod soak;
 mod target;
 pub mod workload;
 mod writer;
@@ -17,5 +18,6 @@ pub use crate::replay::{Moment, ReplayError, ReplayOptions, ReplayReport, replay
 pub use crate::rng::Rng;
 #[cfg(feature = "heap")]
 pub use crate::sink::TraceSink;
+pub use crate::soak::{SoakHour, SoakRun, least_memory, soak};
 pub use crate::target::{ApiTarget, Footprint, GlobalTarget, ReplayTarget, Wrapper};
 pub use crate::writer::TraceWriter;

@@ -2,7 +2,7 @@
 //! the streamed assets and the AI cache within their budgets, lasting state growing
 //! level after level, and levels of varied size.
 
-use bento_trace::workload::{LongConfig, LongSession, Step, Workload, tags};
+use bento_trace::workload::{LongConfig, LongSession, Step, tags};
 
 /// A short session of the long shape: four hours of few frames.
 const SHORT: LongConfig = LongConfig {

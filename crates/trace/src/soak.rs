@@ -1,0 +1,273 @@
+//! Soaking an allocator in a long session: its figures hour by hour, and the least
+//! fixed memory in which the session plays with no refused request.
+
+use std::alloc::Layout;
+use std::ptr::NonNull;
+
+use crate::target::{Footprint, ReplayTarget};
+use crate::workload::{self, Checkpoint, LongConfig, LongSession};
+
+/// One hour of a soak.
+///
+/// ```
+/// let h = bento_trace::SoakHour::default();
+/// assert_eq!((h.refused, h.frame_os_calls), (0, 0));
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SoakHour {
+    /// The hour, from 0.
+    pub hour: usize,
+    /// The most bytes live at once in the hour, as asked.
+    pub peak_live: usize,
+    /// The most the allocator held at a checkpoint of the hour (after each load, at
+    /// each frame's busiest moment), by its own figures (0 when it keeps none).
+    pub peak_committed: usize,
+    /// Allocations and resizes the allocator refused in the hour.
+    pub refused: usize,
+    /// Calls to the operating system the allocator made inside gameplay frames
+    /// (from a level's "loaded" to its "unloading"), when it counts them.
+    pub frame_os_calls: u64,
+}
+
+impl SoakHour {
+    /// `peak_committed` over `peak_live` (0 with no live bytes).
+    ///
+    /// ```
+    /// let h = bento_trace::SoakHour { peak_live: 100, peak_committed: 125, ..Default::default() };
+    /// assert_eq!(h.ratio(), 1.25);
+    /// ```
+    pub fn ratio(&self) -> f64 {
+        if self.peak_live == 0 {
+            0.0
+        } else {
+            self.peak_committed as f64 / self.peak_live as f64
+        }
+    }
+}
+
+/// A soak: one run of a long session on one allocator, hour by hour.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SoakRun {
+    /// Each hour's figures, in order.
+    pub hours: Vec<SoakHour>,
+}
+
+impl SoakRun {
+    /// Requests refused over the session.
+    ///
+    /// ```
+    /// assert_eq!(bento_trace::SoakRun::default().refused(), 0);
+    /// ```
+    pub fn refused(&self) -> usize {
+        self.hours.iter().map(|h| h.refused).sum()
+    }
+
+    /// The most bytes live at once over the session.
+    pub fn peak_live(&self) -> usize {
+        self.hours.iter().map(|h| h.peak_live).max().unwrap_or(0)
+    }
+
+    /// The most the allocator held at a checkpoint over the session.
+    pub fn peak_committed(&self) -> usize {
+        self.hours
+            .iter()
+            .map(|h| h.peak_committed)
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// OS calls inside gameplay frames from hour `from` on.
+    pub fn frame_os_calls_from(&self, from: usize) -> u64 {
+        self.hours.iter().skip(from).map(|h| h.frame_os_calls).sum()
+    }
+}
+
+/// A target with the soak's counters around it: what it refuses, what it holds at
+/// each phase and frame end, and its OS calls between a level's "loaded" and its
+/// "unloading", each put in the hour of the level being played.
+struct Counted<'a, T: ?Sized> {
+    inner: &'a mut T,
+    config: LongConfig,
+    hours: Vec<SoakHour>,
+    hour: usize,
+    /// The OS calls when the level's frames began, while in them.
+    in_frames: Option<u64>,
+}
+
+impl<T: ReplayTarget + ?Sized> Counted<'_, T> {
+    fn this_hour(&mut self) -> Option<&mut SoakHour> {
+        self.hours.get_mut(self.hour)
+    }
+
+    fn os_calls(&self) -> u64 {
+        self.inner.footprint().map_or(0, |f| f.os_calls)
+    }
+
+    /// Takes what the allocator holds now into the hour's peak.
+    fn sample(&mut self) {
+        let held = self.inner.footprint().map_or(0, |f| f.committed);
+        if let Some(h) = self.this_hour() {
+            h.peak_committed = h.peak_committed.max(held);
+        }
+    }
+
+    fn refused(&mut self) {
+        if let Some(h) = self.this_hour() {
+            h.refused += 1;
+        }
+    }
+}
+
+impl<T: ReplayTarget + ?Sized> ReplayTarget for Counted<'_, T> {
+    fn alloc(&mut self, layout: Layout, tag: u32) -> Option<NonNull<u8>> {
+        let p = self.inner.alloc(layout, tag);
+        if p.is_none() {
+            self.refused();
+        }
+        p
+    }
+
+    unsafe fn realloc(
+        &mut self,
+        ptr: NonNull<u8>,
+        old: Layout,
+        new: usize,
+        tag: u32,
+    ) -> Option<NonNull<u8>> {
+        // SAFETY: the caller's contract, passed on.
+        let p = unsafe { self.inner.realloc(ptr, old, new, tag) };
+        if p.is_none() {
+            self.refused();
+        }
+        p
+    }
+
+    unsafe fn free(&mut self, ptr: NonNull<u8>, layout: Layout, tag: u32) {
+        // SAFETY: the caller's contract, passed on.
+        unsafe { self.inner.free(ptr, layout, tag) }
+    }
+
+    fn frame(&mut self) -> Result<(), String> {
+        let done = self.inner.frame();
+        self.sample();
+        done
+    }
+
+    fn phase(&mut self, name: &str) {
+        if let Some(level) = name
+            .strip_prefix("level ")
+            .and_then(|rest| rest.split(' ').next())
+            .and_then(|n| n.parse::<usize>().ok())
+        {
+            self.hour = self.config.hour_of(level);
+        }
+        if name.ends_with(" unloading")
+            && let Some(start) = self.in_frames.take()
+        {
+            let calls = self.os_calls().saturating_sub(start);
+            if let Some(h) = self.this_hour() {
+                h.frame_os_calls += calls;
+            }
+        }
+        self.inner.phase(name);
+        self.sample();
+        if name.ends_with(" loaded") {
+            self.in_frames = Some(self.os_calls());
+        }
+    }
+
+    fn footprint(&self) -> Option<Footprint> {
+        self.inner.footprint()
+    }
+}
+
+/// Plays the long session `config` on `target`, checking every block's contents
+/// (see [`workload::play`]), and returns its figures hour by hour.
+///
+/// # Panics
+///
+/// As [`workload::play`]: when the target hands out overlapping memory.
+///
+/// ```
+/// use allocator_api2::alloc::Global;
+/// use bento_trace::{ApiTarget, soak};
+/// use bento_trace::workload::LongConfig;
+///
+/// let config = LongConfig { hours: 2, frames_per_level: 3, ..LongConfig::HUNDRED_HOURS };
+/// let run = soak(&mut ApiTarget(&Global), config);
+/// assert_eq!(run.hours.len(), 2);
+/// assert_eq!(run.refused(), 0);
+/// assert!(run.peak_live() > 1 << 20);
+/// ```
+pub fn soak<T: ReplayTarget + ?Sized>(target: &mut T, config: LongConfig) -> SoakRun {
+    let hours = (0..config.hours)
+        .map(|hour| SoakHour {
+            hour,
+            ..SoakHour::default()
+        })
+        .collect();
+    let mut counted = Counted {
+        inner: target,
+        config,
+        hours,
+        hour: 0,
+        in_frames: None,
+    };
+    let mut live_peaks = vec![0usize; config.hours];
+    workload::play(
+        &mut counted,
+        LongSession::new(config),
+        |c: Checkpoint, live| {
+            if let Some(peak) = live_peaks.get_mut(config.hour_of(c.level)) {
+                *peak = (*peak).max(live);
+            }
+        },
+    );
+    let mut hours = counted.hours;
+    for (h, peak) in hours.iter_mut().zip(live_peaks) {
+        h.peak_live = peak;
+    }
+    SoakRun { hours }
+}
+
+/// The least bytes of fixed memory, a multiple of `granule` within `range`, in which
+/// the long session `config` plays on the target `make` builds over that much memory
+/// with no refused request; `None` when even `range.end` is not enough. The session
+/// is played once per step of a bisection (about `log2(range / granule)` times).
+///
+/// ```
+/// use allocator_api2::alloc::Global;
+/// use bento_trace::{ApiTarget, least_memory};
+/// use bento_trace::workload::LongConfig;
+///
+/// // The global allocator is not bounded: the least of the range is enough.
+/// let config = LongConfig { hours: 1, frames_per_level: 2, ..LongConfig::HUNDRED_HOURS };
+/// let least = least_memory(|_| ApiTarget(&Global), config, (1 << 20)..(64 << 20), 1 << 20);
+/// assert_eq!(least, Some(1 << 20));
+/// ```
+pub fn least_memory<T: ReplayTarget>(
+    mut make: impl FnMut(usize) -> T,
+    config: LongConfig,
+    range: core::ops::Range<usize>,
+    granule: usize,
+) -> Option<usize> {
+    let granule = granule.max(1);
+    let fits = |make: &mut dyn FnMut(usize) -> T, limit: usize| {
+        let mut target = make(limit);
+        soak(&mut target, config).refused() == 0
+    };
+    let (mut lo, mut hi) = (range.start / granule, range.end.div_ceil(granule));
+    if !fits(&mut make, hi * granule) {
+        return None;
+    }
+    // Invariant: `hi * granule` fits; `lo * granule` is the least still in doubt.
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if fits(&mut make, mid * granule) {
+            hi = mid;
+        } else {
+            lo = mid + 1;
+        }
+    }
+    Some(hi * granule)
+}
