@@ -22,19 +22,25 @@ pub(crate) const IDLE_FRAMES: u32 = 2 * bento_pages::Decay::DEFAULT.frames;
 const PROGRESS_EVERY: u64 = 20_000;
 
 /// The child's side: replays `trace` on `allocator` and writes the run to `result`;
-/// with `latency`, each operation is timed (see [`crate::latency`]).
+/// with `latency`, each operation is timed (see [`crate::latency`]); with
+/// `max_live`, the replay stops before a record that would hold more bytes live.
 pub(crate) fn child(
     trace: &Path,
     allocator: &str,
     result: &Path,
     sample_every: u64,
     latency: bool,
+    max_live: Option<u64>,
 ) -> Result<(), String> {
     setup::check_name(allocator)?;
     let go = Go {
         allocator,
         trace,
-        sample_every,
+        options: ReplayOptions {
+            sample_every,
+            max_live: max_live.unwrap_or(u64::MAX),
+            ..ReplayOptions::default()
+        },
         latency,
     };
     let run = match allocator {
@@ -71,7 +77,7 @@ pub(crate) fn child(
 struct Go<'a> {
     allocator: &'a str,
     trace: &'a Path,
-    sample_every: u64,
+    options: ReplayOptions,
     latency: bool,
 }
 
@@ -79,20 +85,21 @@ impl Go<'_> {
     /// Replays on `target`, timing each operation when asked.
     fn run<T: ReplayTarget + Report>(&self, target: &mut T) -> Result<Run, String> {
         if !self.latency {
-            return measure(self.allocator, self.trace, self.sample_every, target);
+            return measure(self.allocator, self.trace, self.options, target);
         }
         let mut timed = Timed::new(target);
-        let mut run = measure(self.allocator, self.trace, self.sample_every, &mut timed)?;
+        let mut run = measure(self.allocator, self.trace, self.options, &mut timed)?;
         run.latency = Some(timed.latency());
         Ok(run)
     }
 }
 
-/// Replays `trace` on `target`, sampling its figures and the resident set.
+/// Replays `trace` on `target` as `options` say, sampling its figures and the
+/// resident set.
 fn measure<T: ReplayTarget + Report>(
     allocator: &str,
     trace: &Path,
-    sample_every: u64,
+    options: ReplayOptions,
     target: &mut T,
 ) -> Result<Run, String> {
     let reader = open(trace)?;
@@ -113,10 +120,6 @@ fn measure<T: ReplayTarget + Report>(
     let mut last_progress = 0;
     // The heaps' report at the busiest moment sampled.
     let (mut heaps, mut busiest) = (None, 0);
-    let options = ReplayOptions {
-        sample_every,
-        ..ReplayOptions::default()
-    };
     let report = replay(target, reader, options, |m, t| {
         let grown = grown();
         peak_rss = peak_rss.max(grown);
@@ -211,13 +214,15 @@ pub(crate) fn open(trace: &Path) -> Result<TraceReader<File>, String> {
 /// The parent's side: runs each allocator's replay of `trace` (of `records` records)
 /// in a child, one after the other, with a progress bar; with `latency`, a second
 /// child per allocator times each operation (so that the timer's cost stays out of
-/// the first one's figures).
+/// the first one's figures). With `max_live`, each replay stops before a record
+/// that would hold more bytes live.
 pub(crate) fn replay_all(
     trace: &Path,
     allocators: &[String],
     records: u64,
     scratch: &Path,
     latency: bool,
+    max_live: Option<u64>,
 ) -> Result<Vec<Run>, String> {
     let passes = if latency { 2 } else { 1 };
     let bar = ProgressBar::new(records.saturating_mul(allocators.len() as u64 * passes));
@@ -236,6 +241,7 @@ pub(crate) fn replay_all(
             trace,
             name,
             scratch,
+            max_live,
             bar: &bar,
         };
         let mut run = child.run(done, &["--sample-every", &sample_every.to_string()])?;
@@ -256,6 +262,7 @@ struct Child<'a> {
     trace: &'a Path,
     name: &'a str,
     scratch: &'a Path,
+    max_live: Option<u64>,
     bar: &'a ProgressBar,
 }
 
@@ -275,6 +282,11 @@ impl Child<'_> {
             .arg("--result")
             .arg(&result)
             .args(args)
+            .args(
+                self.max_live
+                    .iter()
+                    .flat_map(|n| ["--max-live".to_owned(), n.to_string()]),
+            )
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()

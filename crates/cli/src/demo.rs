@@ -12,7 +12,8 @@ use clap::ValueEnum;
 
 use crate::child::replay_all;
 use crate::inspect::scan;
-use crate::output::write_file;
+use crate::limit::LiveBound;
+use crate::output::{Staged, write_file};
 use crate::run::{Run, bytes, latency_table, refusals, runs_table};
 use crate::setup::{self, ALLOCATORS};
 
@@ -134,8 +135,9 @@ fn write(workload: impl Workload, output: &Path) -> Result<Recorded, String> {
     })
 }
 
-/// `bento replay`: an error when an allocator refused requests, unless
-/// `allow_failures`, after the table (or JSON) and the chart.
+/// `bento replay`: an error when the trace's peak live is over `bound` (before any
+/// replay), or when an allocator refused requests, unless `allow_failures`, after
+/// the table (or JSON) and the chart.
 pub(crate) fn replay_command(
     trace: &Path,
     allocators: &[String],
@@ -143,18 +145,27 @@ pub(crate) fn replay_command(
     json: bool,
     latency: bool,
     allow_failures: bool,
+    bound: LiveBound,
 ) -> Result<(), String> {
     for name in allocators {
         setup::check_name(name)?;
     }
-    let records = scan(trace)?.records;
-    if records == 0 {
+    let s = scan(trace)?;
+    if s.records == 0 {
         return Err(format!(
             "{}: an empty trace: it holds no records to replay",
             trace.display()
         ));
     }
-    let runs = replay_all(trace, allocators, records, &std::env::temp_dir(), latency)?;
+    bound.check(trace, s.peak_live)?;
+    let runs = replay_all(
+        trace,
+        allocators,
+        s.records,
+        &std::env::temp_dir(),
+        latency,
+        bound.bytes(),
+    )?;
     if json {
         let summaries: Vec<_> = runs.iter().map(Run::summary).collect();
         out!(
@@ -193,8 +204,13 @@ pub(crate) fn demo(levels: usize, seed: u64, out: &Path, json: bool) -> Result<(
         return Err(format!("--levels must be from 1 to {MAX_DEMO_LEVELS}"));
     }
     std::fs::create_dir_all(out).map_err(|e| format!("cannot make {}: {e}", out.display()))?;
-    let trace = out.join("demo.trace");
-    let counts = session(levels, seed, &trace)?;
+    let trace_out = out.join("demo.trace");
+    // The replays read the trace back: from the output, or from a copy where the
+    // output keeps no bytes (a link to /dev/null, a FIFO).
+    let staged = Staged::new(&trace_out)?;
+    let counts = session(levels, seed, staged.path())?;
+    let written = staged.publish()?;
+    let trace = written.path();
     if !json {
         out!(
             "A game session: {levels} levels of {} frames ({} records, {} allocations, peak \
@@ -206,7 +222,7 @@ pub(crate) fn demo(levels: usize, seed: u64, out: &Path, json: bool) -> Result<(
         );
     }
     let allocators: Vec<String> = ALLOCATORS.iter().map(|s| s.to_string()).collect();
-    let runs = replay_all(&trace, &allocators, counts.records, out, true)?;
+    let runs = replay_all(trace, &allocators, counts.records, out, true, None)?;
     // The session fits every allocator: a refusal is a defect, never accepted.
     if let Some(why) = refusals(&runs) {
         return Err(format!("{why} of the session"));
@@ -217,8 +233,8 @@ pub(crate) fn demo(levels: usize, seed: u64, out: &Path, json: bool) -> Result<(
         &format!("A game session of {levels} levels: memory held over time"),
         &memory_svg,
     )?;
-    let peak = scan(&trace)?.peak_seq;
-    let rows = crate::map::map_at(&trace, peak)?;
+    let peak = scan(trace)?.peak_seq;
+    let rows = crate::map::map_at(trace, peak, LiveBound::Unbounded)?;
     let map_svg = out.join("demo-heapmap.svg");
     crate::chart::map_chart(
         &rows,
@@ -270,7 +286,7 @@ pub(crate) fn demo(levels: usize, seed: u64, out: &Path, json: bool) -> Result<(
     );
     out!(
         "\nwrote {}, {} and {}",
-        trace.display(),
+        trace_out.display(),
         memory_svg.display(),
         map_svg.display()
     );

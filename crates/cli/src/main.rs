@@ -6,6 +6,7 @@ mod child;
 mod demo;
 mod inspect;
 mod latency;
+mod limit;
 mod map;
 mod output;
 mod record;
@@ -135,6 +136,14 @@ enum Command {
         /// after the table.
         #[arg(long)]
         allow_failures: bool,
+        /// The most bytes the trace may hold live at once: a number of bytes, or of
+        /// K, M, G, T, P or E (binary: 1.5G, 512MiB), from 1 byte to 16 EiB less one,
+        /// or `none` for no bound. By default the memory available (MemAvailable in
+        /// /proc/meminfo; no bound where the system does not tell it). A trace whose
+        /// peak live is over it is refused before any replay, and each replay stops
+        /// before a record that would pass it.
+        #[arg(long, value_name = "SIZE", value_parser = limit::parse_max_live)]
+        max_live: Option<limit::LiveBound>,
     },
     /// A trace's sizes, lifetimes and tags, as histograms.
     Inspect {
@@ -157,6 +166,11 @@ enum Command {
         /// The SVG file to write.
         #[arg(short, long, default_value = "map.svg")]
         output: PathBuf,
+        /// The most bytes the replay may hold live, as `replay --max-live` takes it
+        /// (a size, or `none`); by default the memory available (MemAvailable in
+        /// /proc/meminfo). The replay stops before a record that would pass it.
+        #[arg(long, value_name = "SIZE", value_parser = limit::parse_max_live)]
+        max_live: Option<limit::LiveBound>,
     },
     /// Runs one replay for `demo` and `replay`, in a child process.
     #[command(name = "__child", hide = true)]
@@ -170,6 +184,8 @@ enum Command {
         sample_every: u64,
         #[arg(long)]
         latency: bool,
+        #[arg(long)]
+        max_live: Option<u64>,
     },
 }
 
@@ -262,6 +278,7 @@ fn run_command(command: Command) -> Result<(), String> {
             json,
             no_latency,
             allow_failures,
+            max_live,
         } => {
             let names: Vec<String> = if allocators.is_empty() {
                 setup::REPLAY_DEFAULT
@@ -278,11 +295,18 @@ fn run_command(command: Command) -> Result<(), String> {
                 json,
                 !no_latency,
                 allow_failures,
+                limit::LiveBound::new(max_live),
             )
         }
         Command::Inspect { trace, json } => inspect::inspect(&trace, json),
-        Command::Map { trace, at, output } => {
-            let (seq, rows) = map::rows_at(&trace, &at)?;
+        Command::Map {
+            trace,
+            at,
+            output,
+            max_live,
+        } => {
+            let bound = limit::LiveBound::new(max_live);
+            let (seq, rows) = map::rows_at(&trace, &at, bound)?;
             let title = format!(
                 "{}: a memory space after record {seq}",
                 trace
@@ -300,6 +324,7 @@ fn run_command(command: Command) -> Result<(), String> {
             result,
             sample_every,
             latency,
-        } => child::child(&trace, &allocator, &result, sample_every, latency),
+            max_live,
+        } => child::child(&trace, &allocator, &result, sample_every, latency, max_live),
     }
 }

@@ -4,10 +4,11 @@ use std::path::Path;
 
 use bento_pages::SystemPages;
 use bento_space::{ChunkState, MemorySpace, SegmentKind};
-use bento_trace::{ApiTarget, ReplayOptions, replay};
+use bento_trace::{ApiTarget, ReplayError, ReplayOptions, replay};
 
 use crate::child::open;
 use crate::inspect::scan;
+use crate::limit::LiveBound;
 use crate::run::bytes;
 
 /// What a byte of a segment is.
@@ -145,15 +146,22 @@ fn close(row: &mut SegmentRow) {
     }
 }
 
-/// Replays `trace` on a fresh memory space up to record `seq` and returns its rows.
-pub(crate) fn map_at(trace: &Path, seq: u64) -> Result<Vec<SegmentRow>, String> {
+/// Replays `trace` on a fresh memory space up to record `seq` and returns its rows;
+/// a record that would hold more bytes live than `bound` stops it with an error.
+pub(crate) fn map_at(trace: &Path, seq: u64, bound: LiveBound) -> Result<Vec<SegmentRow>, String> {
     let mut space = crate::setup::new_space()?;
     let options = ReplayOptions {
         stop_after: seq,
+        max_live: bound.bytes().unwrap_or(u64::MAX),
         ..ReplayOptions::default()
     };
-    replay(&mut ApiTarget(&&space), open(trace)?, options, |_, _| {})
-        .map_err(|e| format!("{}: {e}", trace.display()))?;
+    replay(&mut ApiTarget(&&space), open(trace)?, options, |_, _| {}).map_err(|e| match e {
+        ReplayError::LiveLimit { seq, live, .. } => bound.refusal(
+            trace,
+            &format!("the {} that record {seq} would make live", bytes(live)),
+        ),
+        e => format!("{}: {e}", trace.display()),
+    })?;
     space
         .validate()
         .map_err(|e| format!("the space is corrupt: {e}"))?;
@@ -204,10 +212,15 @@ pub(crate) fn summary(rows: &[SegmentRow]) -> String {
 }
 
 /// `bento map`'s rows: the space after the record `at` names (see [`resolve_at`]),
-/// with that record's sequence number. The caller draws them.
-pub(crate) fn rows_at(trace: &Path, at: &str) -> Result<(u64, Vec<SegmentRow>), String> {
+/// with that record's sequence number, its replay held within `bound`. The caller
+/// draws them.
+pub(crate) fn rows_at(
+    trace: &Path,
+    at: &str,
+    bound: LiveBound,
+) -> Result<(u64, Vec<SegmentRow>), String> {
     let seq = resolve_at(trace, at)?;
-    Ok((seq, map_at(trace, seq)?))
+    Ok((seq, map_at(trace, seq, bound)?))
 }
 
 #[cfg(test)]

@@ -13,7 +13,8 @@ use crate::run::{bytes, count};
 /// How `record` works, for its `--help`.
 pub(crate) const ABOUT: &str = "\
 The program runs with bento-malloc in LD_PRELOAD and BENTO_TRACE naming a file beside
-the output, which replaces the output once the program has ended. Every thread's
+the output, which replaces the output once the program has ended (for a device or a
+FIFO, a file in the temporary directory, copied into it then). Every thread's
 allocations, resizes and frees are recorded, in the order they took effect. A child
 the program forks stops recording; a program it starts (exec) is not recorded; a
 program that ends without exit (killed, _exit) loses its last 64 KiB of records.

@@ -155,23 +155,30 @@ impl Run {
     }
 
     /// Committed bytes averaged over the replay (each sample weighted by the records
-    /// since the one before): what the allocator held on average.
+    /// since the one before): what the allocator held on average; the one sample's
+    /// figure when every sample is of the first record.
     pub(crate) fn avg_committed(&self) -> u64 {
         let (mut sum, mut last) = (0u128, 0u64);
         for s in &self.samples {
             sum += u128::from(s.committed) * u128::from(s.seq.saturating_sub(last));
             last = last.max(s.seq);
         }
-        u64::try_from(sum / u128::from(last.max(1))).unwrap_or(u64::MAX)
+        if last == 0 {
+            return self.samples.last().map_or(0, |s| s.committed);
+        }
+        u64::try_from(sum / u128::from(last)).unwrap_or(u64::MAX)
     }
 
-    /// Footprint ÷ live bytes at their peaks.
+    /// Footprint ÷ live bytes at their peaks: `None` where the footprint is not
+    /// known, or nothing was live (see [`NO_RATIO`]).
     pub(crate) fn fragmentation(&self) -> Option<f64> {
-        Some(self.footprint()? as f64 / self.peak_live.max(1) as f64)
+        let footprint = self.footprint()?;
+        (self.peak_live > 0).then(|| footprint as f64 / self.peak_live as f64)
     }
 
-    pub(crate) fn ops_per_sec(&self) -> f64 {
-        self.ops as f64 / (self.nanos.max(1) as f64 / 1e9)
+    /// Operations a second: `None` when the replay took no time it could measure.
+    pub(crate) fn ops_per_sec(&self) -> Option<f64> {
+        (self.nanos > 0).then(|| self.ops as f64 / (self.nanos as f64 / 1e9))
     }
 
     /// The figures a script reads (`--json`), without the samples.
@@ -194,7 +201,14 @@ impl Run {
             "kept_for_reuse": self.kept,
             "page_faults": self.faults,
             "held_after_idle": self.held_after_idle,
-            "latency_ns": self.latency,
+            // Percentiles of no operations are none.
+            "latency_ns": self.latency.map(|l| if l.ops == 0 {
+                serde_json::json!({
+                    "ops": 0, "p50": null, "p99": null, "p999": null, "p9999": null, "max": null,
+                })
+            } else {
+                serde_json::json!(l)
+            }),
         })
     }
 }
@@ -249,6 +263,11 @@ pub(crate) fn table(header: &[&str], rows: &[Vec<String>]) -> String {
 /// What a table shows for a figure this system does not tell (no `/proc`).
 pub(crate) const NA: &str = "n/a";
 
+/// What a table shows for a ratio or a percentile of nothing: committed ÷ live
+/// when nothing was live, operations a second over no time, latencies of no
+/// operations.
+pub(crate) const NO_RATIO: &str = "—";
+
 /// The table of runs `demo` and `replay` print.
 pub(crate) fn runs_table(runs: &[Run]) -> String {
     let header = [
@@ -275,7 +294,7 @@ pub(crate) fn runs_table(runs: &[Run]) -> String {
                     n => format!("{n} of {}", r.requests),
                 },
                 format!("{:.1} ms", r.nanos as f64 / 1e6),
-                count(r.ops_per_sec()),
+                r.ops_per_sec().map_or(NO_RATIO.to_owned(), count),
                 bytes(r.peak_live),
                 match (r.peak_committed, r.peak_rss) {
                     (Some(c), _) => bytes(c),
@@ -284,8 +303,11 @@ pub(crate) fn runs_table(runs: &[Run]) -> String {
                 },
                 bytes(r.avg_committed()),
                 r.peak_rss.map_or(NA.to_owned(), bytes),
-                r.fragmentation()
-                    .map_or(NA.to_owned(), |f| format!("{f:.3}")),
+                match (r.footprint(), r.fragmentation()) {
+                    (None, _) => NA.to_owned(),
+                    (Some(_), None) => NO_RATIO.to_owned(),
+                    (Some(_), Some(f)) => format!("{f:.3}"),
+                },
                 r.os_calls.map_or("-".to_owned(), |c| c.to_string()),
                 r.frame_calls
                     .filter(|f| f.frames > 0)
@@ -308,7 +330,8 @@ pub(crate) fn runs_table(runs: &[Run]) -> String {
          pages given back as a frame ends, nor loading and unloading); page \
          faults: the minor faults of the process over the replay (a page touched for \
          the first time, or again after it was given back); -: the allocator keeps no \
-         such figure; n/a: this system does not tell (no /proc).",
+         such figure; n/a: this system does not tell (no /proc); —: a ratio of \
+         nothing (committed ÷ live when nothing was live, ops/s over no time).",
     );
     out
 }
@@ -329,14 +352,22 @@ pub(crate) fn latency_table(runs: &[Run]) -> Option<String> {
         .iter()
         .filter_map(|r| {
             let l = r.latency?;
+            // No operations, no percentiles.
+            let ns = |v: u64| {
+                if l.ops == 0 {
+                    NO_RATIO.to_owned()
+                } else {
+                    v.to_string()
+                }
+            };
             Some(vec![
                 r.allocator.clone(),
                 count(l.ops as f64),
-                l.p50.to_string(),
-                l.p99.to_string(),
-                l.p999.to_string(),
-                l.p9999.to_string(),
-                l.max.to_string(),
+                ns(l.p50),
+                ns(l.p99),
+                ns(l.p999),
+                ns(l.p9999),
+                ns(l.max),
             ])
         })
         .collect();
@@ -500,6 +531,45 @@ mod tests {
         assert!(row("known").contains("8.00 KiB (RSS)"), "{table}");
         // No latency measured, no latency table.
         assert!(latency_table(&[run("a")]).is_none());
+    }
+
+    #[test]
+    fn a_ratio_of_nothing_reads_a_dash_not_a_figure() {
+        let empty = Run {
+            ops: 0,
+            nanos: 0,
+            peak_live: 0,
+            peak_committed: Some(8_204_288),
+            samples: vec![Sample {
+                seq: 0,
+                live: 0,
+                committed: 8_204_288,
+                rss: 0,
+                kept: 0,
+            }],
+            ..run("empty")
+        };
+        assert_eq!((empty.fragmentation(), empty.ops_per_sec()), (None, None));
+        // One sample, at the first record: its own figure is the average.
+        assert_eq!(empty.avg_committed(), 8_204_288);
+        let table = runs_table(std::slice::from_ref(&empty));
+        let row = table.lines().find(|l| l.starts_with("empty")).unwrap();
+        let cells: Vec<&str> = row.split_whitespace().collect();
+        // ops/s, then committed ÷ live: a dash each, and no n/a (every figure is
+        // known).
+        assert_eq!(cells[4], "—", "{table}");
+        assert_eq!(cells.iter().filter(|c| **c == "—").count(), 2, "{table}");
+        assert!(!row.contains("n/a") && !row.contains("8204288"), "{table}");
+        let json = empty.summary();
+        assert!(json["fragmentation"].is_null() && json["ops_per_sec"].is_null());
+        // A latency of no operations has no percentiles.
+        let timed = Run {
+            latency: Some(Latency::default()),
+            ..empty
+        };
+        assert!(timed.summary()["latency_ns"]["p99"].is_null());
+        let latency = latency_table(&[timed]).unwrap();
+        assert_eq!(latency.matches('—').count(), 5, "{latency}");
     }
 
     #[test]

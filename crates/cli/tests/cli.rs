@@ -492,8 +492,13 @@ fn sizes_past_isize_max_are_refused_and_no_sum_wraps() {
     assert_eq!(scan["impossible"].as_u64(), Some(3));
     assert!(scan["peak_live"].as_f64().unwrap() > 2.7e19, "{scan}");
 
-    // A replay counts the same requests as refused, and says so.
-    let o = bento(&["replay", t, "--allocators", "system"]);
+    // More live than any bound of bytes: a replay is refused unless told there is
+    // none, and then counts the same requests as refused, and says so.
+    fails_with(
+        &bento(&["replay", t, "--allocators", "system", "--max-live", "8EiB"]),
+        "its peak live, 24.0 EiB, is more than --max-live 8.00 EiB",
+    );
+    let o = bento(&["replay", t, "--allocators", "system", "--max-live", "none"]);
     fails_with(&o, "system refused ");
     let o = bento(&[
         "replay",
@@ -501,12 +506,23 @@ fn sizes_past_isize_max_are_refused_and_no_sum_wraps() {
         "--allocators",
         "system",
         "--allow-failures",
+        "--max-live",
+        "none",
         "--json",
     ]);
     let runs: serde_json::Value = serde_json::from_str(&ok(&o)).unwrap();
     assert!(runs[0]["failures"].as_u64().unwrap() >= 3, "{runs}");
     let map = dir.join("map.svg");
-    map_at(t, "end", &map);
+    ok(&bento(&[
+        "map",
+        t,
+        "--at",
+        "end",
+        "--max-live",
+        "none",
+        "-o",
+        map.to_str().unwrap(),
+    ]));
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -699,5 +715,194 @@ fn an_empty_trace_inspects_as_one_with_no_records() {
         &bento(&["inspect", garbage.to_str().unwrap()]),
         "not a bento trace",
     );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The rows of the table under `header` (its first line) whose first word is `name`,
+/// each cut at the end of the column `column` (every column but the first is
+/// right-aligned under its header): the last word of what is left is that cell.
+fn cell(table: &str, name: &str, column: &str) -> String {
+    let header = table
+        .lines()
+        .find(|l| l.contains(column))
+        .unwrap_or_else(|| panic!("no column {column}:\n{table}"));
+    let at = header.find(column).unwrap();
+    let end = header[..at].chars().count() + column.chars().count();
+    let row = table
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(name))
+        .unwrap_or_else(|| panic!("no {name} row:\n{table}"));
+    let cut: String = row.chars().take(end).collect();
+    cut.split_whitespace().last().unwrap_or_default().to_owned()
+}
+
+#[test]
+fn a_trace_with_nothing_live_shows_no_ratio() {
+    let dir = scratch("nothing-live");
+    let trace = dir.join("frames.trace");
+    let t = trace.to_str().unwrap();
+    // Frames and phases, no allocation.
+    hand_trace(&trace, |w| {
+        w.phase("level 0 loaded").unwrap();
+        for _ in 0..5 {
+            w.frame().unwrap();
+        }
+        w.phase("level 0 unloading").unwrap();
+    });
+    let names = "space,common,system";
+    let table = ok(&bento(&["replay", t, "--allocators", names]));
+    for name in names.split(',') {
+        // Committed bytes over no live bytes: no ratio, not the committed bytes.
+        assert_eq!(cell(&table, name, "committed ÷ live"), "—", "{table}");
+        // Percentiles of no operations: none.
+        let latency = table
+            .lines()
+            .skip_while(|l| !l.starts_with("latency (ns)"))
+            .find(|l| l.starts_with(name))
+            .unwrap_or_else(|| panic!("no {name} latency:\n{table}"));
+        let words: Vec<&str> = latency.split_whitespace().collect();
+        assert_eq!(words[1..], ["0", "—", "—", "—", "—", "—"], "{table}");
+    }
+    assert!(table.contains("—: a ratio of nothing"), "{table}");
+    let runs: serde_json::Value =
+        serde_json::from_str(&ok(&bento(&["replay", t, "--allocators", names, "--json"]))).unwrap();
+    for run in runs.as_array().unwrap() {
+        assert_eq!(run["peak_live"].as_u64(), Some(0), "{run}");
+        assert!(run["fragmentation"].is_null(), "{run}");
+        assert!(run["latency_ns"]["p50"].is_null(), "{run}");
+        assert_eq!(run["latency_ns"]["ops"].as_u64(), Some(0), "{run}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+#[cfg(target_os = "linux")]
+fn a_trace_bigger_than_the_memory_available_is_refused_before_it_replays() {
+    let dir = scratch("too-big");
+    let huge = dir.join("huge.trace");
+    let h = huge.to_str().unwrap();
+    // 4 EiB in one block: more than any machine's memory, and past any address
+    // space, so that a replay that went ahead anyway would be refused by the
+    // allocator at once rather than touch its pages.
+    hand_trace(&huge, |w| {
+        w.alloc(1, 4096, 8, 0).unwrap();
+        w.alloc(2, 1 << 62, 8, 0).unwrap();
+        w.free(2).unwrap();
+        w.free(1).unwrap();
+    });
+    let o = bento(&["replay", h, "--allocators", "system"]);
+    fails_with(
+        &o,
+        &format!("{h}: its peak live, 4.00 EiB, is more than the "),
+    );
+    let err = stderr(&o);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains(" of memory available (MemAvailable in /proc/meminfo); --max-live SIZE"),
+        "{err}"
+    );
+    // The figure of memory available, in bytes as the tables write them.
+    let available = err
+        .split("is more than the ")
+        .nth(1)
+        .and_then(|s| s.split(" of memory").next())
+        .unwrap_or_default();
+    assert!(available.ends_with("iB"), "{err}");
+    // Refused before any replay: no table.
+    assert!(stdout(&o).is_empty(), "{}", stdout(&o));
+    // `map` replays too: stopped before the record that would pass the bound.
+    let map = dir.join("map.svg");
+    let o = bento(&["map", h, "--at", "end", "-o", map.to_str().unwrap()]);
+    fails_with(
+        &o,
+        &format!("{h}: the 4.00 EiB that record 1 would make live is more than the "),
+    );
+    assert!(!map.exists());
+
+    // Given a bound, the trace goes through it: the allocator itself refuses the
+    // 4 EiB.
+    let out = ok(&bento(&[
+        "replay",
+        h,
+        "--allocators",
+        "system",
+        "--no-latency",
+        "--max-live",
+        "8EiB",
+        "--allow-failures",
+    ]));
+    let row = out.lines().find(|l| l.starts_with("system")).unwrap();
+    assert!(row.contains(" 1 of 2 "), "{out}");
+    ok(&bento(&[
+        "map",
+        h,
+        "--at",
+        "end",
+        "--max-live",
+        "8E",
+        "-o",
+        map.to_str().unwrap(),
+    ]));
+
+    // A trace of 2 MiB live: within a bound of 4 MiB, over one of 1 MiB, in the
+    // parent's check and in each replay's own.
+    let small = dir.join("small.trace");
+    let s = small.to_str().unwrap();
+    hand_trace(&small, |w| {
+        w.alloc(1, 1 << 20, 8, 0).unwrap();
+        w.alloc(2, 1 << 20, 8, 0).unwrap();
+    });
+    let runs: serde_json::Value = serde_json::from_str(&ok(&bento(&[
+        "replay",
+        s,
+        "--allocators",
+        "system,space",
+        "--max-live",
+        "4MiB",
+        "--json",
+    ])))
+    .unwrap();
+    for run in runs.as_array().unwrap() {
+        assert_eq!(run["peak_live"].as_u64(), Some(2 << 20), "{run}");
+    }
+    let o = bento(&["replay", s, "--allocators", "system", "--max-live", "1MiB"]);
+    fails_with(
+        &o,
+        &format!("{s}: its peak live, 2.00 MiB, is more than --max-live 1.00 MiB"),
+    );
+    let result = dir.join("run.json");
+    let o = bento(&[
+        "__child",
+        s,
+        "--allocator",
+        "system",
+        "--result",
+        result.to_str().unwrap(),
+        "--max-live",
+        "1048577",
+    ]);
+    fails_with(
+        &o,
+        "record 1 would make 2097152 bytes live, over the replay's bound of 1048577",
+    );
+    assert!(!result.exists());
+
+    // A bound is a size from 1 byte to 16 EiB less one.
+    for (bad, what) in [
+        ("0", "0 is not from 1 byte to 18446744073709551615 bytes"),
+        ("16EiB", "16EiB is not from 1 byte to"),
+        ("1GB", "`1GB` is not a size"),
+        ("lots", "`lots` is not a size"),
+    ] {
+        fails_with(
+            &bento(&["replay", s, "--max-live", bad]),
+            &format!("invalid value '{bad}' for '--max-live <SIZE>': {what}"),
+        );
+    }
+    for command in ["replay", "map"] {
+        let help = ok(&bento(&[command, "--help"]));
+        assert!(help.contains("--max-live <SIZE>"), "{help}");
+        assert!(help.contains("MemAvailable"), "{help}");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }

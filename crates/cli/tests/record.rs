@@ -204,3 +204,74 @@ fn record_says_what_went_wrong() {
     assert!(left.is_empty(), "{left:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn record_writes_the_file_a_link_names_and_into_a_fifo_in_place() {
+    use std::os::unix::fs::{FileTypeExt, symlink};
+    let dir = scratch("record-outputs");
+    let lib = library().to_str().unwrap();
+    let kind = |p: &Path| std::fs::symlink_metadata(p).unwrap().file_type();
+    // `ls -l` allocates (a shell's `exit` may not).
+    let record_into = |out: &Path| {
+        bento(&[
+            "record",
+            "--library",
+            lib,
+            "-o",
+            out.to_str().unwrap(),
+            "--",
+            "ls",
+            "-l",
+            "/",
+        ])
+    };
+    let records = |trace: &Path| {
+        let scan: serde_json::Value =
+            serde_json::from_str(&ok(&bento(&["inspect", trace.to_str().unwrap(), "--json"])))
+                .unwrap();
+        scan["records"].as_u64().unwrap()
+    };
+    // A link (relative, to a file not there yet): the file it names is the trace.
+    let link = dir.join("link.trace");
+    symlink("real.trace", &link).unwrap();
+    ok(&record_into(&link));
+    assert!(
+        kind(&link).is_symlink(),
+        "{} is no link now",
+        link.display()
+    );
+    let real = dir.join("real.trace");
+    assert!(kind(&real).is_file());
+    assert!(records(&real) > 0);
+    // A FIFO: the trace is copied into it once the program has ended.
+    let fifo = dir.join("trace.fifo");
+    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::read(fifo).unwrap())
+    };
+    let o = record_into(&fifo);
+    ok(&o);
+    // Checked before joining the reader, which a FIFO replaced by a file would
+    // leave waiting for ever.
+    assert!(kind(&fifo).is_fifo(), "{} is no FIFO now", fifo.display());
+    let got = reader.join().unwrap();
+    assert!(got.starts_with(b"BENTOTRC"), "{} bytes", got.len());
+    let copy = dir.join("copy.trace");
+    std::fs::write(&copy, &got).unwrap();
+    assert!(records(&copy) > 0);
+    // Nothing else left, here or in the temporary directory.
+    let mut names: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        ["copy.trace", "link.trace", "real.trace", "trace.fifo"]
+    );
+    let staged = std::env::temp_dir().join(format!(".bento.trace.fifo.{}.tmp", std::process::id()));
+    assert!(!staged.exists(), "{} left", staged.display());
+    let _ = std::fs::remove_dir_all(&dir);
+}

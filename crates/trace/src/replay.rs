@@ -151,6 +151,27 @@ pub struct Moment<'a> {
 ///
 /// let o = ReplayOptions { sample_every: 1000, ..ReplayOptions::default() };
 /// assert_eq!(o.sample_every, 1000);
+/// assert_eq!(o.max_live, u64::MAX); // no bound unless asked
+/// ```
+///
+/// A bound on the bytes live stops a replay before the record that would pass it,
+/// with nothing left allocated:
+///
+/// ```
+/// use allocator_api2::alloc::Global;
+/// use bento_trace::{replay, ApiTarget, ReplayError, ReplayOptions, TraceReader, TraceWriter};
+///
+/// let mut w = TraceWriter::new(Vec::new()).unwrap();
+/// w.alloc(1, 4096, 8, 0).unwrap();
+/// w.alloc(2, 1 << 62, 8, 0).unwrap(); // 4 EiB: a corrupt size
+/// let bytes = w.finish().unwrap();
+/// let options = ReplayOptions { max_live: 1 << 30, ..ReplayOptions::default() };
+/// let reader = TraceReader::new(&bytes[..]).unwrap();
+/// let err = replay(&mut ApiTarget(&Global), reader, options, |_, _| {}).unwrap_err();
+/// assert!(matches!(
+///     err,
+///     ReplayError::LiveLimit { seq: 1, live, limit: 1073741824 } if live == 4096 + (1 << 62)
+/// ));
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ReplayOptions {
@@ -161,6 +182,12 @@ pub struct ReplayOptions {
     /// Stop after the record with this sequence number (`u64::MAX`: at the end).
     /// Blocks live then are left allocated and listed in [`ReplayReport::left`].
     pub stop_after: u64,
+    /// The most bytes live at once, as asked: an allocation or resize that would
+    /// pass it is not made, and the replay stops with [`ReplayError::LiveLimit`].
+    /// `u64::MAX` (the default): no bound, as a replay on an allocator that is not
+    /// the machine's memory (a buffer, a budgeted heap) needs none; set it to the
+    /// memory a replay on the operating system's pages may take.
+    pub max_live: u64,
 }
 
 impl Default for ReplayOptions {
@@ -169,6 +196,7 @@ impl Default for ReplayOptions {
             sample_every: 0,
             batch: 4096,
             stop_after: u64::MAX,
+            max_live: u64::MAX,
         }
     }
 }
@@ -228,6 +256,11 @@ pub struct ReplayReport {
 ///
 /// let e = ReplayError::UnknownId { seq: 4, id: 9 };
 /// assert_eq!(e.to_string(), "record 4 names block 9, which is not live");
+/// let e = ReplayError::LiveLimit { seq: 7, live: 1 << 40, limit: 1 << 30 };
+/// assert_eq!(
+///     e.to_string(),
+///     "record 7 would make 1099511627776 bytes live, over the replay's bound of 1073741824"
+/// );
 /// ```
 #[derive(Debug, thiserror::Error)]
 pub enum ReplayError {
@@ -257,6 +290,17 @@ pub enum ReplayError {
         seq: u64,
         /// The target's sentence.
         why: String,
+    },
+    /// An allocation or resize would hold more bytes live than
+    /// [`ReplayOptions::max_live`]; it was not made.
+    #[error("record {seq} would make {live} bytes live, over the replay's bound of {limit}")]
+    LiveLimit {
+        /// The record.
+        seq: u64,
+        /// The bytes that would be live after it (at most `u64::MAX`).
+        live: u64,
+        /// The bound, [`ReplayOptions::max_live`].
+        limit: u64,
     },
 }
 
@@ -347,9 +391,10 @@ impl Table {
 ///
 /// # Errors
 ///
-/// [`ReplayError`]: the trace is unreadable, names a block that is not live, or the
-/// target refused a frame end. The records before the bad one have run, and the
-/// blocks live then are freed before it returns.
+/// [`ReplayError`]: the trace is unreadable, names a block that is not live, asks
+/// for more bytes live than [`ReplayOptions::max_live`] (that request is not made),
+/// or the target refused a frame end. The records before the bad one have run, and
+/// the blocks live then are freed before it returns.
 ///
 /// # Panics
 ///
@@ -461,12 +506,21 @@ pub fn replay<R: Read, T: ReplayTarget + ?Sized>(
             }
         }
         let start = Instant::now();
+        let mut over = None;
         for &op in &batch {
             // SAFETY: the table's blocks are live in `target`, each marked with its
             // slot.
-            unsafe { run_op(target, &mut table.blocks, &mut r, op) };
+            let ran = unsafe { run_op(target, &mut table.blocks, &mut r, op, &options) };
+            if let Err(e) = ran {
+                // The records after it in the batch do not run.
+                over = Some(e);
+                break;
+            }
         }
         r.nanos += start.elapsed().as_nanos() as u64;
+        if let Some(e) = over {
+            break Err(e);
+        }
         let phase = match stop {
             Stop::Full => continue,
             Stop::End => break Ok(()),
@@ -525,7 +579,8 @@ pub fn replay<R: Read, T: ReplayTarget + ?Sized>(
     outcome.map(|()| r)
 }
 
-/// Runs one decoded record, keeping the report's counts.
+/// Runs one decoded record, keeping the report's counts; an allocation or resize
+/// that would pass [`ReplayOptions::max_live`] is not made and is the error.
 ///
 /// # Safety
 ///
@@ -535,7 +590,21 @@ unsafe fn run_op<T: ReplayTarget + ?Sized>(
     blocks: &mut [Option<Live>],
     r: &mut ReplayReport,
     op: Op,
-) {
+    options: &ReplayOptions,
+) -> Result<(), ReplayError> {
+    // The bytes live once `add` more are, checked against the bound.
+    let within = |live: u64, add: usize, seq: u64| {
+        let live = live.saturating_add(add as u64);
+        if live > options.max_live {
+            Err(ReplayError::LiveLimit {
+                seq,
+                live,
+                limit: options.max_live,
+            })
+        } else {
+            Ok(())
+        }
+    };
     match op {
         Op::Alloc {
             seq,
@@ -543,6 +612,9 @@ unsafe fn run_op<T: ReplayTarget + ?Sized>(
             layout,
             tag,
         } => {
+            if let Some(layout) = layout {
+                within(r.live_at_end, layout.size(), seq)?;
+            }
             r.allocs += 1;
             // SAFETY: the slot is empty: a fresh block.
             let block =
@@ -562,11 +634,17 @@ unsafe fn run_op<T: ReplayTarget + ?Sized>(
             }
         }
         Op::Realloc { seq, slot, new } => {
-            r.reallocs += 1;
             let Some(block) = blocks[slot] else {
-                return;
+                r.reallocs += 1;
+                return Ok(());
             };
-            let resized = Event::layout(new, block.layout.align() as u64).and_then(|new| {
+            let new_layout = Event::layout(new, block.layout.align() as u64);
+            if let Some(grown) = new_layout.and_then(|l| l.size().checked_sub(block.layout.size()))
+            {
+                within(r.live_at_end, grown, seq)?;
+            }
+            r.reallocs += 1;
+            let resized = new_layout.and_then(|new| {
                 // SAFETY: the caller's contract: `block` is live, marked with `slot`.
                 unsafe { realloc_marked(target, block, new.size(), slot) }
             });
@@ -593,4 +671,5 @@ unsafe fn run_op<T: ReplayTarget + ?Sized>(
             }
         }
     }
+    Ok(())
 }

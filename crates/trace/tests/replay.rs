@@ -453,3 +453,119 @@ fn a_target_handing_out_overlapping_blocks_is_caught() {
     };
     let _ = replay_on(&mut target, &bytes, ReplayOptions::default());
 }
+
+/// The system allocator, counting its live blocks, with every size asked of it (an
+/// allocation's, a resize's new one).
+#[derive(Default)]
+struct Asked {
+    inner: Counting,
+    sizes: Vec<usize>,
+}
+
+impl ReplayTarget for Asked {
+    fn alloc(&mut self, layout: Layout, tag: u32) -> Option<NonNull<u8>> {
+        self.sizes.push(layout.size());
+        self.inner.alloc(layout, tag)
+    }
+
+    unsafe fn realloc(
+        &mut self,
+        ptr: NonNull<u8>,
+        old: Layout,
+        new: usize,
+        tag: u32,
+    ) -> Option<NonNull<u8>> {
+        self.sizes.push(new);
+        // SAFETY: the caller's contract.
+        unsafe { self.inner.realloc(ptr, old, new, tag) }
+    }
+
+    unsafe fn free(&mut self, ptr: NonNull<u8>, layout: Layout, tag: u32) {
+        // SAFETY: the caller's contract.
+        unsafe { self.inner.free(ptr, layout, tag) }
+    }
+}
+
+/// Options bounding the bytes live at `max_live`, decoding `batch` records at a time.
+fn bounded(max_live: u64, batch: usize) -> ReplayOptions {
+    ReplayOptions {
+        max_live,
+        batch,
+        ..ReplayOptions::default()
+    }
+}
+
+#[test]
+fn max_live_stops_the_replay_before_the_record_that_would_pass_it() {
+    let bytes = hand(|w| {
+        w.alloc(1, 100, 8, 0).unwrap(); // 100 live
+        w.alloc(2, 200, 8, 0).unwrap(); // 300
+        w.free(1).unwrap(); // 200
+        w.alloc(3, 150, 8, 0).unwrap(); // 350
+        w.realloc(2, 400).unwrap(); // 550
+        w.realloc(3, 10).unwrap(); // 410
+        // 4 EiB and 410 bytes: past any address space, so that no allocator could
+        // touch it were the bound not kept.
+        w.alloc(4, 1 << 62, 8, 0).unwrap();
+        w.free(2).unwrap();
+    });
+    // Each batch size: the bound holds whether the record is first, inside or last
+    // in its batch.
+    for batch in [1, 2, 3, 4096] {
+        // (bound, the record that stops, the bytes it would make live, the sizes
+        // asked of the allocator)
+        let cases: [(u64, u64, u64, &[usize]); 3] = [
+            (349, 3, 350, &[100, 200]),
+            (549, 4, 550, &[100, 200, 150]),
+            (1 << 30, 6, (1 << 62) + 410, &[100, 200, 150, 400, 10]),
+        ];
+        for (max_live, seq, live, sizes) in cases {
+            let mut target = Asked::default();
+            let err = replay_on(&mut target, &bytes, bounded(max_live, batch)).unwrap_err();
+            let ReplayError::LiveLimit {
+                seq: at,
+                live: would,
+                limit,
+            } = err
+            else {
+                panic!("batch {batch}, bound {max_live}: {err}");
+            };
+            assert_eq!((at, would, limit), (seq, live, max_live), "batch {batch}");
+            assert_eq!(
+                err.to_string(),
+                format!(
+                    "record {seq} would make {live} bytes live, over the replay's bound of \
+                     {max_live}"
+                )
+            );
+            // The request that would pass the bound never reached the allocator, and
+            // what was live is freed.
+            assert_eq!(target.sizes, sizes, "batch {batch}, bound {max_live}");
+            assert_eq!(target.inner.live.get(), 0);
+        }
+    }
+    // Reaching the bound exactly is within it; a shrink never passes it.
+    let upto = hand(|w| {
+        w.alloc(1, 100, 8, 0).unwrap();
+        w.alloc(2, 200, 8, 0).unwrap();
+        w.realloc(2, 50).unwrap();
+    });
+    let mut target = Asked::default();
+    let report = replay_on(&mut target, &upto, bounded(300, 4096)).unwrap();
+    assert_eq!((report.peak_live, report.failures), (300, 0));
+    // The default: no bound.
+    assert_eq!(ReplayOptions::default().max_live, u64::MAX);
+}
+
+#[test]
+fn a_request_no_allocator_can_give_is_refused_not_over_the_bound() {
+    let bytes = hand(|w| {
+        w.alloc(1, 1 << 63, 8, 0).unwrap(); // no `Layout` holds it
+        w.alloc(2, 100, 8, 0).unwrap();
+        w.free(2).unwrap();
+    });
+    let mut target = Asked::default();
+    let report = replay_on(&mut target, &bytes, bounded(1000, 4096)).unwrap();
+    assert_eq!((report.failures, report.peak_live), (1, 100));
+    assert_eq!(target.sizes, [100]);
+}
