@@ -22,13 +22,17 @@ pub(crate) static COMMON: CommonAllocator = CommonAllocator::with_config(
         .with_retention(retention(DEFAULT)),
 );
 
-/// The commit cache's capacity, the most it keeps under a decay (within 120 % of the
-/// peak in use): a whole segment of the large region (32 MiB) fits, so the large
-/// region's last segment, released when its last block goes, is kept as a spare and
-/// taken back by the next large allocation without a system call; and a program
-/// whose threads come and go (each freeing its blocks before it exits) takes their
-/// runs' pages back without faulting them in again.
-const COMMIT_CACHE: usize = 128 << 20;
+/// The commit cache's capacity: the most it keeps for reuse, whatever the peak (under
+/// a decay it also keeps no more than the peak in use leaves room for). After a large
+/// free, up to this much stays resident until the decay gives it back. 64 MiB, as
+/// much as glibc keeps of a trimmed heap top at most (its trim threshold grows to
+/// twice its largest mmap threshold, 32 MiB): a whole segment of the large region
+/// (32 MiB) fits, so the large region's last segment, released when its last block
+/// goes, is kept as a spare and taken back by the next large allocation without a
+/// system call; and a program whose threads come and go (each freeing its blocks
+/// before it exits) takes up to this much of their runs' pages back without faulting
+/// them in again.
+const COMMIT_CACHE: usize = 64 << 20;
 /// The pages the commit cache may keep committed however little is reserved, under
 /// `BENTO_RETAIN=eager`.
 const COMMIT_FLOOR: usize = 8 << 20;

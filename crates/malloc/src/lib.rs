@@ -50,6 +50,7 @@ extern "C" fn setup_at_load() {
 fn setup_slow() {
     match SETUP.compare_exchange(NOT_SET, SETTING, Ordering::AcqRel, Ordering::Acquire) {
         Ok(_) => {
+            sys::note_stderr();
             retain::arm();
             fork::register();
             stats::arm();
@@ -399,7 +400,7 @@ pub unsafe extern "C" fn malloc_usable_size(p: *mut c_void) -> usize {
 /// `malloc_trim(pad)`: gives back to the system what the allocator keeps for reuse
 /// (free lists, cached blocks, parked pages and spare segments), whatever `pad`
 /// asks; returns 1 when memory was given back, 0 otherwise, as glibc's does. The
-/// allocator's own tables (about 0.7 MiB) and the region map's address space stay.
+/// allocator's own tables (about 0.85 MiB) and the region map's address space stay.
 ///
 /// # Safety
 ///

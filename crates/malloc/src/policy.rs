@@ -34,7 +34,8 @@ pub(crate) const fn retention(policy: Policy) -> Retention {
 }
 
 /// `BENTO_RETAIN`'s value as a policy: `eager`, or a whole number of milliseconds from
-/// 1 to [`MAX_DECAY_MS`] (an empty value is the default); `None` for anything else.
+/// 1 to [`MAX_DECAY_MS`] in decimal digits, leading zeros or not (an empty value is
+/// the default); `None` for anything else.
 pub(crate) fn parse(value: &[u8]) -> Option<Policy> {
     if value.is_empty() {
         return Some(DEFAULT);
@@ -42,32 +43,46 @@ pub(crate) fn parse(value: &[u8]) -> Option<Policy> {
     if value == b"eager" {
         return Some(Policy::Eager);
     }
-    if value.len() > 7 || !value.iter().all(u8::is_ascii_digit) {
+    if !value.iter().all(u8::is_ascii_digit) {
         return None;
     }
-    let ms = value.iter().fold(0u32, |n, d| n * 10 + u32::from(d - b'0'));
+    // Saturating: a number of any length is read without overflow, and one past
+    // `u32::MAX` is out of range as it is.
+    let ms = value.iter().fold(0u32, |n, d| {
+        n.saturating_mul(10).saturating_add(u32::from(d - b'0'))
+    });
     (1..=MAX_DECAY_MS)
         .contains(&ms)
         .then_some(Policy::Decay(ms))
 }
 
-/// Says in one line on stderr, written without allocating, that `value` is not a
-/// value of `BENTO_RETAIN`.
-pub(crate) fn warn(value: &[u8]) {
-    let mut line = Buf::<256>::new();
+/// The bytes of `BENTO_RETAIN`'s value [`warning`] echoes.
+const ECHOED: usize = 64;
+
+/// The line saying that `value` is not a value of `BENTO_RETAIN`: its first
+/// [`ECHOED`] bytes echoed with control bytes escaped (`\xHH`), so that it stays one
+/// line.
+fn warning(value: &[u8]) -> Buf<512> {
+    let mut line = Buf::<512>::new();
     line.push(b"bento-malloc: BENTO_RETAIN=");
-    line.push(&value[..value.len().min(64)]);
+    line.push_escaped(&value[..value.len().min(ECHOED)]);
     let _ = writeln!(
         line,
         " is neither `eager` nor milliseconds from 1 to {MAX_DECAY_MS}; \
          keeping freed memory for {DEFAULT_DECAY_MS} ms"
     );
-    write_all(2, &line.bytes[..line.len]);
+    line
+}
+
+/// Says in one line on stderr, written without allocating, that `value` is not a
+/// value of `BENTO_RETAIN` (from the set-up, while fd 2 is the program's stderr).
+pub(crate) fn warn(value: &[u8]) {
+    write_all(2, warning(value).as_bytes());
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{Policy, parse};
+    use super::{Policy, parse, warning};
 
     #[test]
     fn bento_retain_takes_eager_and_milliseconds() {
@@ -90,5 +105,71 @@ mod tests {
         ] {
             assert_eq!(parse(bad), None, "{}", String::from_utf8_lossy(bad));
         }
+    }
+
+    #[test]
+    fn bento_retain_takes_any_number_of_leading_zeros() {
+        assert_eq!(parse(b"0000001"), Some(Policy::Decay(1)));
+        assert_eq!(parse(b"00000001"), Some(Policy::Decay(1)));
+        assert_eq!(
+            parse(b"000000000000000000000000000250"),
+            Some(Policy::Decay(250))
+        );
+        assert_eq!(parse(b"0003600000"), Some(Policy::Decay(3_600_000)));
+        // Zero is zero however it is written, and a long number stays out of range
+        // rather than wrapping into it (4294967546 is 250 past 2^32).
+        for bad in [
+            &b"00"[..],
+            b"00000000",
+            b"0003600001",
+            b"4294967546",
+            b"18446744073709551866",
+            b"000000000000000000000000000000000000000000000000009999999999",
+        ] {
+            assert_eq!(parse(bad), None, "{}", String::from_utf8_lossy(bad));
+        }
+    }
+
+    #[test]
+    fn a_bad_bento_retain_is_echoed_on_one_line() {
+        for (value, echoed) in [
+            (&b"12\n34"[..], &b"12\\x0a34"[..]),
+            (b"\r\x1b[2J\x7f", b"\\x0d\\x1b[2J\\x7f"),
+            (b"lazy", b"lazy"),
+        ] {
+            let line = warning(value);
+            let line = line.as_bytes();
+            assert_eq!(
+                line.iter().filter(|&&b| b == b'\n').count(),
+                1,
+                "{}",
+                String::from_utf8_lossy(line)
+            );
+            assert!(
+                line.ends_with(b" ms\n"),
+                "{}",
+                String::from_utf8_lossy(line)
+            );
+            assert!(
+                line.iter().all(|&b| b == b'\n' || (b >= 0x20 && b != 0x7f)),
+                "{}",
+                String::from_utf8_lossy(line)
+            );
+            let mut expected = b"bento-malloc: BENTO_RETAIN=".to_vec();
+            expected.extend_from_slice(echoed);
+            expected.extend_from_slice(b" is neither");
+            assert!(
+                line.starts_with(&expected),
+                "{}",
+                String::from_utf8_lossy(line)
+            );
+        }
+        // A long value of control bytes is cut before it is escaped, and the line
+        // still ends whole.
+        let line = warning(&[b'\n'; 300]);
+        assert!(
+            line.as_bytes()
+                .ends_with(b"keeping freed memory for 1000 ms\n")
+        );
     }
 }

@@ -18,20 +18,27 @@
 //! and the trace then ends at an earlier record (or holds none). A trace that cannot
 //! be opened is said once on stderr.
 //!
+//! The trace's descriptor is moved to a high number and owned as an [`OwnedFd`]: each
+//! write of the buffer first checks that the number is still open on the trace's file
+//! (a program may close descriptors it did not open and open files of its own in
+//! their place). When it is not, the trace's path is opened again for appending, the
+//! same file (device and inode) and, without `%p`, its `flock` taken again; when that
+//! fails, tracing stops, said in one line on stderr, and nothing is written to the
+//! number the program now owns.
+//!
 //! Every write is the `write` system call itself, not libc's: libc's is a
 //! cancellation point, and a thread cancelled there with the trace's lock held would
 //! leave every other thread spinning on it.
 
 use core::alloc::Layout;
 use core::cell::UnsafeCell;
-use core::ffi::{CStr, c_char, c_int};
+use core::ffi::{CStr, c_int};
 use core::ptr::NonNull;
-use core::sync::atomic::{AtomicI32, Ordering};
 
 use bento_common::AllocError;
 use bento_pages::lock::RawSpinLock;
 
-use crate::sys::{Buf, errno, write_all};
+use crate::sys::{self, Buf, OwnedFd, errno, file_of, set_errno, write_all};
 
 /// The trace format's magic and version (bento-trace's `MAGIC` and `VERSION`).
 const MAGIC: &[u8; 8] = b"BENTOTRC";
@@ -46,8 +53,11 @@ const BUFFER: usize = 64 << 10;
 /// The longest record: a kind, a gap, two 10-byte varints, an alignment and a tag.
 const LONGEST: usize = 1 + 1 + 10 + 10 + 1 + 1;
 
-/// The trace file, or -1 when not tracing.
-static FD: AtomicI32 = AtomicI32::new(-1);
+/// The trace's descriptor (none when not tracing), changed with [`LOCK`] held.
+static FD: OwnedFd = OwnedFd::none();
+
+/// Bytes of the expanded path, with its NUL.
+const PATH: usize = 4096;
 
 /// Guards [`STATE`] and orders traced calls.
 static LOCK: RawSpinLock = RawSpinLock::new();
@@ -55,6 +65,10 @@ static LOCK: RawSpinLock = RawSpinLock::new();
 struct State {
     bytes: [u8; BUFFER],
     len: usize,
+    /// The trace's path, `%p` expanded, NUL-terminated: where it is opened again.
+    path: [u8; PATH],
+    /// Whether the trace holds its file's `flock` (a path without `%p`).
+    flocked: bool,
 }
 
 /// The buffer, reached only with [`LOCK`] held.
@@ -66,6 +80,8 @@ unsafe impl Sync for Shared {}
 static STATE: Shared = Shared(UnsafeCell::new(State {
     bytes: [0; BUFFER],
     len: 0,
+    path: [0; PATH],
+    flocked: false,
 }));
 
 /// Opens the trace when `BENTO_TRACE` names one, and writes its header at once, so
@@ -79,17 +95,32 @@ pub(crate) fn arm() {
     }
     // SAFETY: a C string from the environment.
     let path = unsafe { CStr::from_ptr(path) }.to_bytes();
-    let mut name = [0u8; 4096];
-    let Some(per_process) = expand(path, &mut name) else {
+    LOCK.lock();
+    // SAFETY: `LOCK` is held.
+    let armed = unsafe { with_state(|s| open(s, path)) };
+    // SAFETY: taken above by this thread.
+    unsafe { LOCK.unlock() };
+    if armed {
+        // SAFETY: a handler that lives as long as the process.
+        unsafe { libc::atexit(flush_at_exit) };
+    }
+}
+
+/// Opens the trace `path` (from `BENTO_TRACE`) into `FD`, empty but for its header;
+/// says whether it traces.
+fn open(s: &mut State, path: &[u8]) -> bool {
+    let Some(per_process) = expand(path, &mut s.path) else {
         cannot_open(path, libc::ENAMETOOLONG);
-        return;
+        return false;
     };
-    let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_CLOEXEC;
-    // SAFETY: `name` is NUL-terminated by `expand`.
-    let fd = unsafe { libc::open(name.as_ptr().cast::<c_char>(), flags, 0o644 as c_int) };
+    let fd = sys::open(
+        name(s),
+        libc::O_WRONLY | libc::O_CREAT | libc::O_CLOEXEC,
+        0o644,
+    );
     if fd < 0 {
         cannot_open(path, errno());
-        return;
+        return false;
     }
     // SAFETY: `fd` is this process's open file.
     let owned = per_process || unsafe { libc::flock(fd, libc::LOCK_EX | libc::LOCK_NB) } == 0;
@@ -99,17 +130,19 @@ pub(crate) fn arm() {
         if owned {
             cannot_open(path, errno());
         }
-        // SAFETY: as above; closed once.
-        unsafe { libc::close(fd) };
-        return;
+        sys::close(fd);
+        return false;
     }
+    s.flocked = !per_process;
+    let Some(fd) = FD.adopt(fd) else {
+        cannot_open(path, errno());
+        return false;
+    };
     let mut header = [0u8; 9];
     header[..8].copy_from_slice(MAGIC);
     header[8] = VERSION;
     write_all(fd, &header);
-    FD.store(fd, Ordering::Release);
-    // SAFETY: a handler that lives as long as the process.
-    unsafe { libc::atexit(flush_at_exit) };
+    true
 }
 
 /// Says on stderr, in one line written without allocating, that the trace `path`
@@ -124,18 +157,33 @@ fn cannot_open(path: &[u8], code: c_int) {
     } else {
         b"unknown error"
     };
-    let mut line = Buf::<{ 4096 + 256 }>::new();
+    let mut line = Buf::<{ 4 * PATH + 256 }>::new();
     line.push(b"bento-malloc: BENTO_TRACE: cannot write the trace ");
-    line.push(path);
+    line.push_escaped(path);
     line.push(b": ");
     line.push(why);
     line.push(b"; not tracing\n");
-    write_all(2, &line.bytes[..line.len]);
+    write_all(2, line.as_bytes());
+}
+
+/// Says on stderr (when it is still stderr: see `sys::stderr`), in one line written
+/// without allocating, that tracing stopped: the trace's descriptor was closed or
+/// taken over, and its path no longer opens on the same file.
+fn stopped(path: &[u8]) {
+    let mut line = Buf::<{ 4 * PATH + 256 }>::new();
+    line.push(b"bento-malloc: BENTO_TRACE: the trace ");
+    line.push_escaped(path);
+    line.push(
+        b" was closed under bento and cannot be opened again as the same file; tracing stopped\n",
+    );
+    if let Some(fd) = sys::stderr() {
+        write_all(fd, line.as_bytes());
+    }
 }
 
 /// Writes `path` into `out` with `%p` replaced by the process id, NUL-terminated;
 /// says whether it had `%p`. `None` when it does not fit.
-fn expand(path: &[u8], out: &mut [u8; 4096]) -> Option<bool> {
+fn expand(path: &[u8], out: &mut [u8; PATH]) -> Option<bool> {
     let mut pid = [0u8; 20];
     // SAFETY: `getpid` cannot fail.
     let mut n = u64::from(unsafe { libc::getpid() }.unsigned_abs());
@@ -215,12 +263,64 @@ unsafe fn record(kind: u8, fields: &[u64], align: Option<usize>) {
     };
 }
 
+/// Writes the buffer out, to the trace's file only (see [`writable`]); keeps `errno`.
+/// With [`LOCK`] held (the state is reached through it).
 fn flush(s: &mut State) {
-    let fd = FD.load(Ordering::Acquire);
-    if fd >= 0 {
-        write_all(fd, &s.bytes[..s.len]);
+    if s.len > 0 {
+        let saved = errno();
+        if let Some(fd) = writable(s) {
+            write_all(fd, &s.bytes[..s.len]);
+        }
+        set_errno(saved);
     }
     s.len = 0;
+}
+
+/// The trace's descriptor, checked: still open on the trace's file, or the trace
+/// opened again; `None` when not tracing, or when tracing stopped (said on stderr).
+/// With [`LOCK`] held.
+fn writable(s: &State) -> Option<c_int> {
+    if let Some(fd) = FD.checked() {
+        return Some(fd);
+    }
+    if FD.raw() < 0 {
+        return None;
+    }
+    // The number is closed or another file's: the program's now, never written.
+    let fd = reopen(s);
+    if fd.is_none() {
+        FD.forget();
+        stopped(name(s).to_bytes());
+    }
+    fd
+}
+
+/// Opens the trace's path again for appending, as `FD`; `None` (nothing opened) when
+/// it does not open, is not the file the trace was (another file in its place, or
+/// none), or its `flock` is someone else's now.
+fn reopen(s: &State) -> Option<c_int> {
+    let fd = sys::open(
+        name(s),
+        libc::O_WRONLY | libc::O_APPEND | libc::O_CLOEXEC,
+        0,
+    );
+    if fd < 0 {
+        return None;
+    }
+    let same = file_of(fd).is_some_and(|(id, _)| id == FD.file());
+    // SAFETY: `fd` is the file just opened, this library's.
+    let locked =
+        same && (!s.flocked || unsafe { libc::flock(fd, libc::LOCK_EX | libc::LOCK_NB) } == 0);
+    if !locked {
+        sys::close(fd);
+        return None;
+    }
+    FD.adopt(fd)
+}
+
+/// The trace's expanded path (`c""` before it is opened).
+fn name(s: &State) -> &CStr {
+    CStr::from_bytes_until_nul(&s.path).unwrap_or(c"")
 }
 
 extern "C" fn flush_at_exit() {
@@ -229,14 +329,14 @@ extern "C" fn flush_at_exit() {
     unsafe { with_state(flush) };
     // Later calls (other exit handlers, destructors) are not traced: the file ends
     // at the last record written here.
-    FD.store(-1, Ordering::Release);
+    FD.forget();
     // SAFETY: taken above by this thread.
     unsafe { LOCK.unlock() };
 }
 
 #[inline(always)]
 pub(crate) fn tracing() -> bool {
-    FD.load(Ordering::Relaxed) >= 0
+    FD.raw() >= 0
 }
 
 /// Runs an allocation, recording it when tracing.
@@ -322,14 +422,10 @@ pub(crate) fn unlock() {
 }
 
 /// After the fork, in the child: the buffer holds the parent's records, so the child
-/// does not trace; the lock the forking thread took is given back.
+/// does not trace; its copy of the trace's descriptor is closed when it is still the
+/// trace's (the parent's stays open); the lock the forking thread took is given back.
 pub(crate) fn forked_child() {
-    let fd = FD.swap(-1, Ordering::AcqRel);
-    if fd >= 0 {
-        // SAFETY: the child's copy of the trace's descriptor, closed once (the
-        // parent's stays open).
-        unsafe { libc::close(fd) };
-    }
+    FD.close();
     // SAFETY: `lock` took it on the thread that is now the child's only one.
     unsafe { LOCK.unlock() };
 }

@@ -313,16 +313,29 @@ fn retain_program(test: &str) -> std::path::PathBuf {
 /// Runs `retain MODE WAIT_MS LIMIT_MS` (compiled for test `test`) with
 /// `BENTO_RETAIN=retain` (a deadlock ends the test) and reads its line.
 fn retained(test: &str, mode: &str, retain: &str, wait_ms: u64, limit_ms: u64) -> Retained {
+    retained_by(&retain_program(test), &[mode], retain, wait_ms, limit_ms)
+}
+
+/// Runs `program MODE... WAIT_MS LIMIT_MS` (`retain`) with `BENTO_RETAIN=retain` (a
+/// deadlock ends the test) and reads its line.
+fn retained_by(
+    program: &std::path::Path,
+    mode: &[&str],
+    retain: &str,
+    wait_ms: u64,
+    limit_ms: u64,
+) -> Retained {
     let o = run_within(
-        preloaded(retain_program(test))
-            .args([mode, &wait_ms.to_string(), &limit_ms.to_string()])
+        preloaded(program)
+            .args(mode)
+            .args([wait_ms.to_string(), limit_ms.to_string()])
             .env("BENTO_RETAIN", retain),
         std::time::Duration::from_secs(120),
     );
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(
         o.status.success() && o.stderr.is_empty(),
-        "`retain {mode}` with BENTO_RETAIN={retain}: {:?}\nstdout: {out}\nstderr: {}",
+        "`retain {mode:?}` with BENTO_RETAIN={retain}: {:?}\nstdout: {out}\nstderr: {}",
         o.status,
         String::from_utf8_lossy(&o.stderr)
     );
@@ -390,18 +403,39 @@ fn bento_retain_eager_gives_memory_back_at_once_with_no_thread() {
 #[test]
 fn a_bad_bento_retain_is_said_once_and_the_default_holds() {
     let program = retain_program("retain-bad");
-    for bad in ["banana", "0", "3600001", "12ms", "-1", "99999999999"] {
+    // Each echoed on the one line, control bytes escaped.
+    for (bad, echoed) in [
+        ("banana", "banana"),
+        ("0", "0"),
+        ("3600001", "3600001"),
+        ("12ms", "12ms"),
+        ("-1", "-1"),
+        ("99999999999", "99999999999"),
+        ("00000000", "00000000"),
+        ("12\n34", "12\\x0a34"),
+        ("eager\r\x1b[2K", "eager\\x0d\\x1b[2K"),
+    ] {
         let o = run_ok(preloaded(&program).arg("quick").env("BENTO_RETAIN", bad));
         assert_eq!(String::from_utf8_lossy(&o.stdout), "quick: ok\n");
         assert_eq!(
             String::from_utf8_lossy(&o.stderr),
             format!(
-                "bento-malloc: BENTO_RETAIN={bad} is neither `eager` nor milliseconds \
+                "bento-malloc: BENTO_RETAIN={echoed} is neither `eager` nor milliseconds \
                  from 1 to 3600000; keeping freed memory for 1000 ms\n"
             )
         );
     }
-    for good in ["", "eager", "1", "250", "3600000"] {
+    // Leading zeros do not matter, however many.
+    for good in [
+        "",
+        "eager",
+        "1",
+        "250",
+        "3600000",
+        "0000001",
+        "00000001",
+        "0003600000",
+    ] {
         let o = run_ok(preloaded(&program).arg("quick").env("BENTO_RETAIN", good));
         assert_eq!(String::from_utf8_lossy(&o.stdout), "quick: ok\n");
         assert!(o.stderr.is_empty(), "BENTO_RETAIN={good}");
@@ -437,5 +471,79 @@ fn a_program_exits_while_its_purger_ticks() {
             err.starts_with("bento-malloc: the common allocator at exit\n"),
             "{err}"
         );
+    }
+}
+
+/// The most the library keeps for reuse after a free, whatever the peak (the
+/// README's figure), in KiB.
+const KEPT_MOST: u64 = 64 * MIB;
+/// What the resident set may hold above the program's own besides the kept pages:
+/// the allocator's tables and partly used runs (the README's figure), in KiB.
+const KEPT_SLACK: u64 = 4 * MIB;
+
+/// The bytes the statistics report at exit says are kept for reuse, in KiB.
+fn kept_at_exit(report: &str) -> u64 {
+    let line = report
+        .lines()
+        .find(|l| l.starts_with("resident "))
+        .unwrap_or_else(|| panic!("no figures in the report:\n{report}"));
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let at = words
+        .windows(4)
+        .position(|w| w[2..] == ["kept", "for"])
+        .unwrap_or_else(|| panic!("{line}"));
+    let n: f64 = words[at].parse().unwrap();
+    let unit = match words[at + 1].trim_end_matches(',') {
+        "B" => 1.0 / 1024.0,
+        "KiB" => 1.0,
+        "MiB" => 1024.0,
+        "GiB" => 1024.0 * 1024.0,
+        other => panic!("{other} in {line}"),
+    };
+    (n * unit) as u64
+}
+
+#[test]
+fn a_large_peak_freed_whole_keeps_what_the_readme_says() {
+    let program = retain_program("retain-peak");
+    for size in [64usize, 4096, 1 << 20, 20_000_000] {
+        for peak in [64u64, 400] {
+            let what = format!("{peak} MiB in blocks of {size} bytes");
+            // A decay far longer than the run, so that the figures are the cap's
+            // alone; the report at exit says what the allocator keeps.
+            let o = run_within(
+                preloaded(&program)
+                    .args(["peak", &size.to_string(), &peak.to_string(), "0", "0"])
+                    .env("BENTO_RETAIN", "60000")
+                    .env("BENTO_MALLOC_STATS", "1"),
+                std::time::Duration::from_secs(120),
+            );
+            let out = String::from_utf8_lossy(&o.stdout);
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert!(o.status.success(), "{what}: {:?}\n{out}\n{err}", o.status);
+            let v: Vec<u64> = out.split_whitespace().map(|s| s.parse().unwrap()).collect();
+            let [base, top, freed, ..] = v[..] else {
+                panic!("{out}")
+            };
+            assert!(top >= base + (peak - 2) * MIB, "{what}: {out}");
+            let kept = kept_at_exit(&err);
+            let resident = freed.saturating_sub(base);
+            assert!(
+                kept <= KEPT_MOST && resident <= KEPT_MOST + KEPT_SLACK,
+                "{what}: {kept} KiB kept, {resident} KiB resident after the frees\n{err}"
+            );
+            if peak == 400 {
+                // The cap, not less, is what stays after a peak far above it.
+                assert!(
+                    kept >= KEPT_MOST - 8 * MIB && resident >= KEPT_MOST - 8 * MIB,
+                    "{what}: {kept} KiB kept, {resident} KiB resident after the frees"
+                );
+            }
+            // Under a short decay it all goes back, down to what was resident
+            // before the peak.
+            let (size, peak) = (size.to_string(), peak.to_string());
+            let r = retained_by(&program, &["peak", &size, &peak], "200", 800, 30_000);
+            assert_given_back(&r, &format!(" of {what}"));
+        }
     }
 }

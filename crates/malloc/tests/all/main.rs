@@ -3,6 +3,7 @@
 //! everyday tools run with it in `LD_PRELOAD`.
 
 mod c_programs;
+mod descriptors;
 mod library;
 mod real_programs;
 

@@ -11,6 +11,10 @@
  *            is freed (kept by its parent), after it allocates and frees 64 MiB of
  *            its own; the parent forks 20 more children that allocate and exit, then
  *            waits for the first; the child's line is printed.
+ *        retain peak SIZE MIB WAIT_MS LIMIT_MS — allocates MIB MiB in blocks of SIZE
+ *            bytes (touched whole), frees them all, makes one more allocation (a
+ *            program that goes on: the purger starts from an allocation when only
+ *            small frees kept memory), and does as `idle`.
  *        retain quick — a few allocations; prints "quick: ok". */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -144,9 +148,31 @@ static void free_all(int n) {
     for (int i = 1; i < n; i += 2) free(blocks[i]);
 }
 
-/* Frees what `allocate` made, waits, and prints the line. */
-static void measure(long base, long peak, int n, long wait_ms, long limit_ms) {
-    free_all(n);
+/* Allocates `total` bytes in blocks of `size` (at least a pointer), each holding the
+ * previous one's address in its first word and every byte touched; returns the last. */
+static void **chain(size_t size, size_t total) {
+    void **last = NULL;
+    for (size_t done = 0; done < total; done += size) {
+        void **p = malloc(size);
+        if (p == NULL) abort();
+        memset(p, 1, size);
+        *p = last;
+        last = p;
+    }
+    return last;
+}
+
+/* Frees a chain, from its last block back. */
+static void unchain(void **p) {
+    while (p != NULL) {
+        void **prev = *p;
+        free(p);
+        p = prev;
+    }
+}
+
+/* With what was allocated just freed: waits, and prints the line. */
+static void measure_freed(long base, long peak, long wait_ms, long limit_ms) {
     long freed = rss_kib();
     long start = now_ms();
     sleep_ms(wait_ms);
@@ -164,6 +190,12 @@ static void measure(long base, long peak, int n, long wait_ms, long limit_ms) {
     put("\n", 1);
 }
 
+/* Frees what `allocate` made, waits, and prints the line. */
+static void measure(long base, long peak, int n, long wait_ms, long limit_ms) {
+    free_all(n);
+    measure_freed(base, peak, wait_ms, limit_ms);
+}
+
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "quick";
     long wait_ms = argc > 2 ? atol(argv[2]) : 1000;
@@ -173,6 +205,17 @@ int main(int argc, char **argv) {
     if (strcmp(mode, "quick") == 0) {
         for (int i = 0; i < 1000; i++) free(malloc(16 + (size_t)i * 40));
         put("quick: ok\n", 10);
+        return 0;
+    }
+    if (strcmp(mode, "peak") == 0 && argc == 6) {
+        size_t size = (size_t)atol(argv[2]);
+        size_t total = (size_t)atol(argv[3]) << 20;
+        long base = rss_kib();
+        void **last = chain(size < sizeof(void *) ? sizeof(void *) : size, total);
+        long peak = rss_kib();
+        unchain(last);
+        free(malloc(64));
+        measure_freed(base, peak, atol(argv[4]), atol(argv[5]));
         return 0;
     }
     long base = rss_kib();
