@@ -282,3 +282,102 @@ pub(crate) fn map_chart(rows: &[SegmentRow], title: &str, out: &Path) -> Result<
     }
     write(out, &svg)
 }
+
+/// The soak's chart: what each allocator held, hour by hour (committed over fixed
+/// memory with memory to spare, or its resident set's growth), beside the live bytes
+/// as a wide grey line; each bounded allocator's least memory for the whole session
+/// as a dashed line in its colour.
+pub(crate) fn soak_chart(rows: &[crate::soak::Row], title: &str, out: &Path) -> Result<(), String> {
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (1100, 540)).into_drawing_area();
+        root.fill(&WHITE).map_err(draw_err)?;
+        let (area, legend) = root.split_horizontally(820);
+        let hours = rows.iter().map(|r| r.hours.len()).max().unwrap_or(1).max(1);
+        let y_max = rows
+            .iter()
+            .flat_map(|r| {
+                r.hours
+                    .iter()
+                    .map(|h| h.peak_held.max(h.peak_live))
+                    .chain(r.session_least)
+            })
+            .max()
+            .unwrap_or(1) as f64
+            / MIB
+            * 1.1;
+        let mut chart = ChartBuilder::on(&area)
+            .caption(title, ("sans-serif", 20))
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(64)
+            .build_cartesian_2d(0f64..hours as f64, 0f64..y_max.max(1.0))
+            .map_err(draw_err)?;
+        chart
+            .configure_mesh()
+            .x_desc("hours of play")
+            .y_desc("MiB")
+            .draw()
+            .map_err(draw_err)?;
+        // Each hour's figure drawn across the hour.
+        let steps = |f: &dyn Fn(&crate::soak::Hour) -> u64, row: &crate::soak::Row| {
+            row.hours
+                .iter()
+                .flat_map(|h| {
+                    let y = f(h) as f64 / MIB;
+                    [(h.hour as f64, y), (h.hour as f64 + 1.0, y)]
+                })
+                .collect::<Vec<_>>()
+        };
+        let mut entries: Vec<(String, ShapeStyle, bool)> = Vec::new();
+        if let Some(first) = rows.first() {
+            let style = ShapeStyle::from(&BLACK.mix(0.45)).stroke_width(3);
+            chart
+                .draw_series(LineSeries::new(steps(&|h| h.peak_live, first), style))
+                .map_err(draw_err)?;
+            entries.push(("live (asked)".to_owned(), style, false));
+        }
+        for (i, row) in rows.iter().enumerate() {
+            let colour = COLOURS[i % COLOURS.len()].stroke_width(2);
+            chart
+                .draw_series(LineSeries::new(steps(&|h| h.peak_held, row), colour))
+                .map_err(draw_err)?;
+            let what = if row.bounded { "committed" } else { "RSS growth" };
+            entries.push((format!("{} ({what})", row.allocator), colour, false));
+            if let Some(least) = row.session_least {
+                let y = least as f64 / MIB;
+                chart
+                    .draw_series(DashedLineSeries::new(
+                        [(0.0, y), (hours as f64, y)],
+                        DASH.0,
+                        DASH.1,
+                        colour,
+                    ))
+                    .map_err(draw_err)?;
+                entries.push((
+                    format!("{} least memory: {}", row.allocator, bytes(least)),
+                    colour,
+                    true,
+                ));
+            }
+        }
+        for (i, (label, style, dashed)) in entries.into_iter().enumerate() {
+            let y = 40 + 20 * i as i32;
+            let line = vec![(0, y + 6), (24, y + 6)];
+            if dashed {
+                legend
+                    .draw(&DashedPathElement::new(line, DASH.0, DASH.1, style))
+                    .map_err(draw_err)?;
+            } else {
+                legend
+                    .draw(&PathElement::new(line, style))
+                    .map_err(draw_err)?;
+            }
+            legend
+                .draw(&Text::new(label, (30, y), ("sans-serif", 12).into_font()))
+                .map_err(draw_err)?;
+        }
+        root.present().map_err(draw_err)?;
+    }
+    write(out, &svg)
+}

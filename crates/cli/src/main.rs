@@ -1,6 +1,7 @@
 #![doc = include_str!("../README.md")]
 
 mod allocators;
+mod arena;
 mod chart;
 mod child;
 mod demo;
@@ -12,6 +13,7 @@ mod output;
 mod record;
 mod run;
 mod setup;
+mod soak;
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -172,6 +174,49 @@ enum Command {
         #[arg(long, value_name = "SIZE", value_parser = limit::parse_max_live)]
         max_live: Option<limit::LiveBound>,
     },
+    /// A long session (three levels an hour, with state that outlives levels, a
+    /// streamed-asset cache and an AI cache that grows) on each allocator: the least
+    /// fixed memory in which the first hour and the whole session play with no
+    /// refused request, for those that can be bounded (bento's over a commit limit,
+    /// talc, rlsf and dlmalloc-rs over an arena), and what each holds hour by hour.
+    Soak {
+        /// Hours of play: 1 to 1000.
+        #[arg(
+            long,
+            default_value_t = bento_trace::workload::LongConfig::HUNDRED_HOURS.hours,
+            value_parser = RangedU64ValueParser::<usize>::new().range(1..=1000)
+        )]
+        hours: usize,
+        /// Frames a level runs (the hour compressed): 1 to 10000.
+        #[arg(
+            long,
+            default_value_t = bento_trace::workload::LongConfig::HUNDRED_HOURS.frames_per_level,
+            value_parser = RangedU64ValueParser::<usize>::new().range(1..=10_000)
+        )]
+        frames: usize,
+        /// The allocators, comma-separated: bento, common, space, talc, rlsf,
+        /// dlmalloc, system, mimalloc, jemalloc; all when left out.
+        #[arg(long, value_delimiter = ',', value_parser = soak::parse_name)]
+        allocators: Vec<String>,
+        /// Write the chart of memory hour by hour here (SVG).
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+        /// Print the figures as JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Runs one soak of an allocator that cannot be bounded, in a child process.
+    #[command(name = "__soak-child", hide = true)]
+    SoakChild {
+        #[arg(long)]
+        allocator: String,
+        #[arg(long)]
+        hours: usize,
+        #[arg(long)]
+        frames: usize,
+        #[arg(long)]
+        result: PathBuf,
+    },
     /// Runs one replay for `demo` and `replay`, in a child process.
     #[command(name = "__child", hide = true)]
     Child {
@@ -318,6 +363,26 @@ fn run_command(command: Command) -> Result<(), String> {
             out!("wrote {}", output.display());
             Ok(())
         }
+        Command::Soak {
+            hours,
+            frames,
+            allocators,
+            output,
+            json,
+        } => {
+            let names: Vec<String> = if allocators.is_empty() {
+                soak::SOAK_ALLOCATORS.iter().map(|s| s.to_string()).collect()
+            } else {
+                allocators
+            };
+            soak::soak_command(&names, hours, frames, json, output.as_deref())
+        }
+        Command::SoakChild {
+            allocator,
+            hours,
+            frames,
+            result,
+        } => soak::child(&allocator, hours, frames, &result),
         Command::Child {
             trace,
             allocator,

@@ -90,7 +90,7 @@ impl<P: PageSource> Retention for MemorySpace<P> {
     }
 }
 
-impl Retention for CommonAllocator {
+impl<P: PageSource> Retention for CommonAllocator<P> {
     fn tick(&self) -> usize {
         CommonAllocator::tick(self)
     }
@@ -196,7 +196,7 @@ pub(crate) fn space_figures<P: PageSource>(space: &MemorySpace<P>) -> Figures {
 }
 
 /// The common allocator's figures: what it holds in the OS, its tables included.
-pub(crate) fn common_figures(common: &CommonAllocator) -> Figures {
+pub(crate) fn common_figures<P: PageSource>(common: &CommonAllocator<P>) -> Figures {
     let s = common.stats();
     Figures {
         footprint: Footprint {
@@ -219,14 +219,15 @@ pub(crate) fn new_space() -> Result<MemorySpace<SystemPages>, String> {
         .map_err(|e| format!("cannot make a memory space: {e}"))
 }
 
-/// The pages the frame arena and the particle pool take from the OS, counted.
-pub(crate) type Pages = Metered<SystemPages>;
+/// The pages the frame arena and the particle pool take from the source (the OS's,
+/// or fixed memory), counted.
+pub(crate) type Pages<P = SystemPages> = Metered<P>;
 
 /// The parts of the bento set-up that outlive its frames: made first, then lent to
 /// [`Bento`].
-pub(crate) struct Parts {
-    pub(crate) common: CommonAllocator,
-    pub(crate) pages: Pages,
+pub(crate) struct Parts<P: PageSource = SystemPages> {
+    pub(crate) common: CommonAllocator<P>,
+    pub(crate) pages: Pages<P>,
 }
 
 impl Parts {
@@ -234,6 +235,18 @@ impl Parts {
         Self {
             common: CommonAllocator::new(),
             pages: Metered::new(SystemPages::new()),
+        }
+    }
+}
+
+impl<P: PageSource + Clone> Parts<P> {
+    /// The parts over `pages` (a handle to one source both draw from): the common
+    /// allocator of the default shape, and the frame arenas' and pool's pages.
+    pub(crate) fn over(pages: P) -> Self {
+        let config = bento_common::CommonConfig::DEFAULT.with_pages(pages.clone());
+        Self {
+            common: CommonAllocator::with_config(config),
+            pages: Metered::new(pages),
         }
     }
 }
@@ -259,32 +272,32 @@ const PARTICLES: usize = 1 << 16;
 /// "streaming", [`tags::NONE`] to "untagged", everything else to "game". The
 /// "untagged" heap has no budget: a program recorded by `bento record` names no
 /// subsystem, and a budget of bento's game would refuse it for no reason of its own.
-pub(crate) struct Bento<'a> {
-    parts: &'a Parts,
-    level: Heap<&'a CommonAllocator>,
-    streaming: Heap<&'a CommonAllocator>,
-    game: Heap<&'a CommonAllocator>,
-    untagged: Heap<&'a CommonAllocator>,
-    frames: &'a FrameArena<&'a Pages, 2>,
+pub(crate) struct Bento<'a, P: PageSource = SystemPages> {
+    parts: &'a Parts<P>,
+    level: Heap<&'a CommonAllocator<P>>,
+    streaming: Heap<&'a CommonAllocator<P>>,
+    game: Heap<&'a CommonAllocator<P>>,
+    untagged: Heap<&'a CommonAllocator<P>>,
+    frames: &'a FrameArena<&'a Pages<P>, 2>,
     // Invariant: `Some` but while `frame` swaps them.
-    current: Option<Frame<'a, &'a Pages>>,
-    previous: Option<Frame<'a, &'a Pages>>,
+    current: Option<Frame<'a, &'a Pages<P>>>,
+    previous: Option<Frame<'a, &'a Pages<P>>>,
     // Frame blocks live in the current and the previous frame.
     current_live: u64,
     previous_live: u64,
-    particles: &'a GrowingPool<&'a Pages>,
+    particles: &'a GrowingPool<&'a Pages<P>>,
     /// OS calls the last frame end made.
     end_calls: u64,
 }
 
 /// The frame arena and particle pool of a [`Bento`], made from its [`Parts`].
-pub(crate) struct Linear<'a> {
-    pub(crate) frames: FrameArena<&'a Pages, 2>,
-    pub(crate) particles: GrowingPool<&'a Pages>,
+pub(crate) struct Linear<'a, P: PageSource = SystemPages> {
+    pub(crate) frames: FrameArena<&'a Pages<P>, 2>,
+    pub(crate) particles: GrowingPool<&'a Pages<P>>,
 }
 
-impl<'a> Linear<'a> {
-    pub(crate) fn new(parts: &'a Parts) -> Result<Self, String> {
+impl<'a, P: PageSource> Linear<'a, P> {
+    pub(crate) fn new(parts: &'a Parts<P>) -> Result<Self, String> {
         let config = ArenaConfig {
             reserve: FRAME_RESERVE,
             ..ArenaConfig::default()
@@ -309,8 +322,8 @@ enum Route {
     Untagged,
 }
 
-impl<'a> Bento<'a> {
-    pub(crate) fn new(parts: &'a Parts, linear: &'a Linear<'a>) -> Result<Self, String> {
+impl<'a, P: PageSource> Bento<'a, P> {
+    pub(crate) fn new(parts: &'a Parts<P>, linear: &'a Linear<'a, P>) -> Result<Self, String> {
         let heap = |name, budget| HeapBuilder::new(name).budget(budget).build(&parts.common);
         let current = linear
             .frames
@@ -343,7 +356,7 @@ impl<'a> Bento<'a> {
         }
     }
 
-    fn heap(&self, route: Route) -> &Heap<&'a CommonAllocator> {
+    fn heap(&self, route: Route) -> &Heap<&'a CommonAllocator<P>> {
         match route {
             Route::Level => &self.level,
             Route::Streaming => &self.streaming,
@@ -391,7 +404,7 @@ impl<A: ?Sized, F: Fn() -> Figures> Report for Measured<'_, A, F> {
 
 impl<A> Report for bento_trace::GlobalTarget<A> {}
 
-impl Report for Bento<'_> {
+impl<P: PageSource> Report for Bento<'_, P> {
     fn heap_report(&self) -> Option<String> {
         Some(bento_heap::report().to_string())
     }
@@ -406,7 +419,7 @@ impl Report for Bento<'_> {
     }
 }
 
-impl ReplayTarget for Bento<'_> {
+impl<P: PageSource> ReplayTarget for Bento<'_, P> {
     fn alloc(&mut self, layout: Layout, tag: u32) -> Option<NonNull<u8>> {
         match Self::route(layout, tag) {
             Route::Frame => {
@@ -436,7 +449,7 @@ impl ReplayTarget for Bento<'_> {
             } else {
                 &self.previous
             };
-            let arena: &bento_primitives::Arena<&Pages> = frame.as_ref()?;
+            let arena: &bento_primitives::Arena<&Pages<P>> = frame.as_ref()?;
             // SAFETY: the caller's contract: `ptr` is live with `old` in this arena
             // (the frame that holds it is alive).
             return unsafe { ApiTarget(&arena).realloc(ptr, old, new, tag) };
@@ -506,7 +519,7 @@ impl ReplayTarget for Bento<'_> {
     }
 }
 
-impl Bento<'_> {
+impl<P: PageSource> Bento<'_, P> {
     /// The OS calls of every part so far.
     fn os_calls(&self) -> u64 {
         self.footprint().map_or(0, |f| f.os_calls)

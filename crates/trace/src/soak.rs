@@ -231,39 +231,38 @@ pub fn soak<T: ReplayTarget + ?Sized>(target: &mut T, config: LongConfig) -> Soa
 }
 
 /// The least bytes of fixed memory, a multiple of `granule` within `range`, in which
-/// the long session `config` plays on the target `make` builds over that much memory
-/// with no refused request; `None` when even `range.end` is not enough. The session
-/// is played once per step of a bisection (about `log2(range / granule)` times).
+/// `plays` says a session plays (with no refused request); `None` when even
+/// `range.end` is not enough. `plays(limit)` builds an allocator over `limit` bytes
+/// and runs the session on it ([`soak`], and [`SoakRun::refused`] of 0): a bisection
+/// calls it about `log2(range / granule)` times, so it must give the same answer for
+/// the same limit, and a limit that plays must not be below one that does not.
 ///
 /// ```
 /// use allocator_api2::alloc::Global;
-/// use bento_trace::{ApiTarget, least_memory};
+/// use bento_trace::{ApiTarget, least_memory, soak};
 /// use bento_trace::workload::LongConfig;
 ///
 /// // The global allocator is not bounded: the least of the range is enough.
 /// let config = LongConfig { hours: 1, frames_per_level: 2, ..LongConfig::HUNDRED_HOURS };
-/// let least = least_memory(|_| ApiTarget(&Global), config, (1 << 20)..(64 << 20), 1 << 20);
-/// assert_eq!(least, Some(1 << 20));
+/// let plays = |_limit| soak(&mut ApiTarget(&Global), config).refused() == 0;
+/// assert_eq!(least_memory(plays, (1 << 20)..(64 << 20), 1 << 20), Some(1 << 20));
+/// // A budget that plays from 5 MiB up.
+/// assert_eq!(least_memory(|l| l >= 5 << 20, 0..(64 << 20), 1 << 20), Some(5 << 20));
 /// ```
-pub fn least_memory<T: ReplayTarget>(
-    mut make: impl FnMut(usize) -> T,
-    config: LongConfig,
+pub fn least_memory(
+    mut plays: impl FnMut(usize) -> bool,
     range: core::ops::Range<usize>,
     granule: usize,
 ) -> Option<usize> {
     let granule = granule.max(1);
-    let fits = |make: &mut dyn FnMut(usize) -> T, limit: usize| {
-        let mut target = make(limit);
-        soak(&mut target, config).refused() == 0
-    };
     let (mut lo, mut hi) = (range.start / granule, range.end.div_ceil(granule));
-    if !fits(&mut make, hi * granule) {
+    if !plays(hi.saturating_mul(granule)) {
         return None;
     }
-    // Invariant: `hi * granule` fits; `lo * granule` is the least still in doubt.
+    // Invariant: `hi * granule` plays; `lo * granule` is the least still in doubt.
     while lo < hi {
         let mid = lo + (hi - lo) / 2;
-        if fits(&mut make, mid * granule) {
+        if plays(mid * granule) {
             hi = mid;
         } else {
             lo = mid + 1;

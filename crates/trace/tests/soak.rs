@@ -99,28 +99,19 @@ fn too_little_fixed_memory_refuses_and_is_counted_in_its_hour() {
 fn the_least_memory_plays_and_a_granule_less_does_not() {
     let granule = 1 << 20;
     let tries = Cell::new(0);
-    let make = |limit| {
-        tries.set(tries.get() + 1);
-        Bounded::new(limit)
-    };
     let config = LongConfig { hours: 1, ..SHORT };
-    let least =
-        least_memory(make, config, (1 << 20)..(256 << 20), granule).expect("256 MiB is enough");
+    let plays = |limit| {
+        tries.set(tries.get() + 1);
+        soak(&mut Bounded::new(limit), config).refused() == 0
+    };
+    let least = least_memory(plays, (1 << 20)..(256 << 20), granule).expect("256 MiB is enough");
     assert!(tries.get() <= 10, "a bisection: {} tries", tries.get());
     let plays = |limit| soak(&mut Bounded::new(limit), config).refused() == 0;
     assert!(plays(least), "the least memory plays");
     assert!(!plays(least - granule), "a granule less does not");
     // Not bounded: the least of the range.
-    let global = least_memory(
-        |_| ApiTarget(&Global),
-        config,
-        (1 << 20)..(2 << 20),
-        granule,
-    );
-    assert_eq!(global, Some(1 << 20));
+    let global = |_| soak(&mut ApiTarget(&Global), config).refused() == 0;
+    assert_eq!(least_memory(global, (1 << 20)..(2 << 20), granule), Some(1 << 20));
     // Bounded below the range's end: none.
-    assert_eq!(
-        least_memory(make, config, (1 << 20)..(4 << 20), granule),
-        None
-    );
+    assert_eq!(least_memory(plays, (1 << 20)..(4 << 20), granule), None);
 }

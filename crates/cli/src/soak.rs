@@ -1,0 +1,442 @@
+//! `bento soak`: a long session on each allocator. For those that can be bounded —
+//! bento's over fixed memory (`LimitedPages`), talc, rlsf and dlmalloc-rs over a fixed
+//! arena — the least memory in which the first hour plays, and the whole session,
+//! with no refused request (a bisection); for the system allocator, mimalloc and
+//! jemalloc, which cannot be bounded, the resident set hour by hour, each in a fresh
+//! process. Every row has its figures hour by hour from a run with memory to spare:
+//! what it held ÷ what was live, and its OS calls inside gameplay frames.
+
+use std::path::Path;
+use std::process::Command;
+
+use bento_common::CommonAllocator;
+use bento_pages::{LimitedPages, SystemPages};
+use bento_space::{MemorySpace, SpaceConfig};
+use bento_trace::workload::LongConfig;
+use bento_trace::{Footprint, GlobalTarget, ReplayTarget, SoakRun, Wrapper, least_memory, soak};
+use serde::{Deserialize, Serialize};
+
+use crate::arena::{self, PEERS};
+use crate::run::{NO_RATIO, bytes, rss, table};
+use crate::setup::{self, Bento, Linear, Measured, Parts};
+
+/// The allocators `soak` runs, in the order its table lists them.
+pub(crate) const SOAK_ALLOCATORS: &[&str] = &[
+    "bento",
+    "common",
+    "space",
+    "talc",
+    "rlsf",
+    "dlmalloc",
+    "system",
+    #[cfg(feature = "mimalloc")]
+    "mimalloc",
+    #[cfg(all(feature = "jemalloc", unix))]
+    "jemalloc",
+];
+
+/// Parses an allocator of `--allocators`: one of [`SOAK_ALLOCATORS`].
+pub(crate) fn parse_name(name: &str) -> Result<String, String> {
+    if SOAK_ALLOCATORS.contains(&name) {
+        Ok(name.to_owned())
+    } else {
+        setup::check_name(name)?;
+        Err(format!(
+            "`{name}` is not one `soak` runs: expected one of {}",
+            SOAK_ALLOCATORS.join(", ")
+        ))
+    }
+}
+
+/// Whether `name` can be bounded: run over fixed memory, its least memory bisected.
+fn bounded(name: &str) -> bool {
+    matches!(name, "bento" | "common" | "space") || PEERS.contains(&name)
+}
+
+/// The session `soak` plays.
+pub(crate) fn session(hours: usize, frames: usize) -> LongConfig {
+    LongConfig {
+        hours,
+        frames_per_level: frames,
+        ..LongConfig::HUNDRED_HOURS
+    }
+}
+
+/// One hour of a row.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
+pub(crate) struct Hour {
+    pub(crate) hour: usize,
+    pub(crate) peak_live: u64,
+    /// The most it held at a checkpoint: committed for the bounded, the growth of the
+    /// resident set for the others.
+    pub(crate) peak_held: u64,
+    pub(crate) refused: u64,
+    pub(crate) frame_os_calls: u64,
+}
+
+/// One allocator's soak.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(crate) struct Row {
+    pub(crate) allocator: String,
+    /// Whether it ran over fixed memory (else: by its resident set).
+    pub(crate) bounded: bool,
+    /// The most bytes live in the first hour, and in the session.
+    pub(crate) first_hour_live: u64,
+    pub(crate) session_live: u64,
+    /// The least fixed memory in which the first hour, and the session, play with no
+    /// refused request (bounded allocators only; `None` when the search's ceiling
+    /// was not enough).
+    pub(crate) first_hour_least: Option<u64>,
+    pub(crate) session_least: Option<u64>,
+    /// Hour by hour, from a run with memory to spare.
+    pub(crate) hours: Vec<Hour>,
+}
+
+impl Row {
+    /// The least memory of the session as a multiple of its peak live, over the same
+    /// multiple for the first hour: 1.0 is flat (memory grows only as the live
+    /// bytes do).
+    pub(crate) fn flatness(&self) -> Option<f64> {
+        let first = self.first_hour_least? as f64 / self.first_hour_live.max(1) as f64;
+        let whole = self.session_least? as f64 / self.session_live.max(1) as f64;
+        Some(whole / first)
+    }
+
+    /// The most it held in any hour.
+    pub(crate) fn peak_held(&self) -> u64 {
+        self.hours.iter().map(|h| h.peak_held).max().unwrap_or(0)
+    }
+
+    /// OS calls inside gameplay frames after the first hour.
+    pub(crate) fn frame_os_calls_after_first_hour(&self) -> u64 {
+        self.hours.iter().skip(1).map(|h| h.frame_os_calls).sum()
+    }
+}
+
+fn hours_of(run: &SoakRun) -> Vec<Hour> {
+    run.hours
+        .iter()
+        .map(|h| Hour {
+            hour: h.hour,
+            peak_live: h.peak_live as u64,
+            peak_held: h.peak_committed as u64,
+            refused: h.refused as u64,
+            frame_os_calls: h.frame_os_calls,
+        })
+        .collect()
+}
+
+/// The fixed memory of a bento row: the OS's pages with a limit on what is committed.
+type Fixed = LimitedPages<SystemPages>;
+
+/// Plays `config` on the bounded allocator `name` over `limit` bytes (`usize::MAX`:
+/// memory to spare).
+fn bounded_run(name: &str, limit: usize, config: LongConfig) -> Result<SoakRun, String> {
+    match name {
+        "space" => {
+            let pages = LimitedPages::new(SystemPages::new(), limit);
+            let space = MemorySpace::new(&pages, SpaceConfig::DEFAULT)
+                .map_err(|e| format!("cannot make a memory space: {e}"))?;
+            let handle = &space;
+            let mut target = Measured::new(&handle, &space, || setup::space_figures(&space));
+            Ok(soak(&mut target, config))
+        }
+        "common" => {
+            let pages: Fixed = LimitedPages::new(SystemPages::new(), limit);
+            let common = CommonAllocator::with_config(
+                bento_common::CommonConfig::DEFAULT.with_pages(&pages),
+            );
+            let handle = &common;
+            let mut target = Measured::new(&handle, &common, || setup::common_figures(&common));
+            Ok(soak(&mut target, config))
+        }
+        "bento" => {
+            let pages: Fixed = LimitedPages::new(SystemPages::new(), limit);
+            let parts = Parts::over(&pages);
+            let linear = Linear::new(&parts)?;
+            let mut target = Bento::new(&parts, &linear)?;
+            Ok(soak(&mut target, config))
+        }
+        peer => {
+            let mut target = arena::peer(peer, limit.min(isize::MAX as usize / 2))?;
+            Ok(soak(&mut *target, config))
+        }
+    }
+}
+
+/// The least memory in which `config` plays on `name`, searched from `live` (the
+/// session's peak live) up to `ceiling`, to a 256th of the peak live (at least 64 KiB).
+fn least(name: &str, config: LongConfig, live: u64, ceiling: u64) -> Option<u64> {
+    let granule = (live as usize / 256).max(64 << 10);
+    let plays = |limit| bounded_run(name, limit, config).is_ok_and(|run| run.refused() == 0);
+    least_memory(plays, live as usize..ceiling as usize, granule).map(|l| l as u64)
+}
+
+/// The most bytes live in each hour of `config`, from the session itself (no
+/// allocator: the sizes it asks for).
+fn live_by_hour(config: LongConfig) -> Vec<u64> {
+    use bento_trace::workload::{LongSession, Step};
+    let session = LongSession::new(config);
+    let mut sizes = vec![0u64; session.ids()];
+    let mut peaks = vec![0u64; config.hours];
+    let (mut live, mut hour) = (0u64, 0);
+    for step in session {
+        match step {
+            Step::Alloc { id, size, .. } => {
+                sizes[id] = size as u64;
+                live += size as u64;
+            }
+            Step::Realloc { id, size } => {
+                live = live - sizes[id] + size as u64;
+                sizes[id] = size as u64;
+            }
+            Step::Free { id } => live -= std::mem::take(&mut sizes[id]),
+            Step::Checkpoint(c) => hour = config.hour_of(c.level),
+            _ => {}
+        }
+        if let Some(peak) = peaks.get_mut(hour) {
+            *peak = (*peak).max(live);
+        }
+    }
+    peaks
+}
+
+/// A bounded allocator's row: its hours with memory to spare, then the least memory
+/// of the first hour and of the session.
+fn bounded_row(name: &str, config: LongConfig, live: &[u64]) -> Result<Row, String> {
+    let session_live = live.iter().copied().max().unwrap_or(0);
+    let first_hour_live = live.first().copied().unwrap_or(0);
+    // Memory to spare: no limit for bento's, an arena four times the peak live for
+    // the peers.
+    let spare = if PEERS.contains(&name) {
+        (session_live as usize).saturating_mul(4).max(64 << 20)
+    } else {
+        usize::MAX
+    };
+    let run = bounded_run(name, spare, config)?;
+    if run.refused() > 0 {
+        return Err(format!(
+            "{name} refused {} requests with memory to spare",
+            run.refused()
+        ));
+    }
+    let hours = hours_of(&run);
+    // The ceiling of each search: what it held with memory to spare, and a quarter
+    // more (a bounded run gives kept memory up, so it needs no more than that).
+    let ceiling = |held: u64, live: u64| held.max(live).saturating_mul(5) / 4 + (1 << 20);
+    let first = LongConfig { hours: 1, ..config };
+    let first_held = hours.first().map_or(0, |h| h.peak_held);
+    let first_hour_least = least(name, first, first_hour_live, ceiling(first_held, first_hour_live))
+        .or_else(|| least(name, first, first_hour_live, 4 * ceiling(first_held, first_hour_live)));
+    let held = run.peak_committed() as u64;
+    let session_least = least(name, config, session_live, ceiling(held, session_live))
+        .or_else(|| least(name, config, session_live, 4 * ceiling(held, session_live)));
+    Ok(Row {
+        allocator: name.to_owned(),
+        bounded: true,
+        first_hour_live,
+        session_live,
+        first_hour_least,
+        session_least,
+        hours,
+    })
+}
+
+/// The system allocator, mimalloc or jemalloc, with its footprint the growth of this
+/// process's resident set.
+struct Resident<T> {
+    inner: T,
+    base: u64,
+}
+
+impl<T: ReplayTarget> Wrapper for Resident<T> {
+    type Inner = T;
+
+    fn inner(&mut self) -> &mut T {
+        &mut self.inner
+    }
+
+    fn inner_ref(&self) -> &T {
+        &self.inner
+    }
+
+    fn report_footprint(&self) -> Option<Footprint> {
+        let grown = rss()?.saturating_sub(self.base) as usize;
+        Some(Footprint {
+            committed: grown,
+            peak_committed: grown,
+            reserved: 0,
+            os_calls: 0,
+        })
+    }
+}
+
+/// The child's side of an unbounded row: plays `config` on `allocator` in this
+/// process and writes the row as JSON to `result`.
+pub(crate) fn child(
+    allocator: &str,
+    hours: usize,
+    frames: usize,
+    result: &Path,
+) -> Result<(), String> {
+    let config = session(hours, frames);
+    let live = live_by_hour(config);
+    let base = rss().ok_or("soak: this system does not tell the resident set")?;
+    let run = match allocator {
+        "system" => soak(
+            &mut Resident {
+                inner: GlobalTarget(std::alloc::System),
+                base,
+            },
+            config,
+        ),
+        #[cfg(feature = "mimalloc")]
+        "mimalloc" => soak(
+            &mut Resident {
+                inner: GlobalTarget(mimalloc::MiMalloc),
+                base,
+            },
+            config,
+        ),
+        #[cfg(all(feature = "jemalloc", unix))]
+        "jemalloc" => soak(
+            &mut Resident {
+                inner: GlobalTarget(tikv_jemallocator::Jemalloc),
+                base,
+            },
+            config,
+        ),
+        other => return Err(format!("soak: `{other}` is not an unbounded allocator")),
+    };
+    let row = Row {
+        allocator: allocator.to_owned(),
+        bounded: false,
+        first_hour_live: live.first().copied().unwrap_or(0),
+        session_live: live.iter().copied().max().unwrap_or(0),
+        first_hour_least: None,
+        session_least: None,
+        hours: hours_of(&run),
+    };
+    let json = serde_json::to_vec(&row).map_err(|e| e.to_string())?;
+    crate::output::write_bytes(result, &json)
+}
+
+/// An unbounded row, from a fresh child process.
+fn unbounded_row(name: &str, config: LongConfig) -> Result<Row, String> {
+    let dir = std::env::temp_dir().join(format!("bento-soak-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot make {}: {e}", dir.display()))?;
+    let result = dir.join(format!("{name}.json"));
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
+    let status = Command::new(exe)
+        .args(["__soak-child", "--allocator", name])
+        .args(["--hours", &config.hours.to_string()])
+        .args(["--frames", &config.frames_per_level.to_string()])
+        .arg("--result")
+        .arg(&result)
+        .status()
+        .map_err(|e| format!("cannot start the soak of {name}: {e}"))?;
+    let text = std::fs::read(&result);
+    let _ = std::fs::remove_dir_all(&dir);
+    if !status.success() {
+        return Err(format!("the soak of {name} failed ({status})"));
+    }
+    let text = text.map_err(|e| format!("the soak of {name} wrote no result: {e}"))?;
+    serde_json::from_slice(&text).map_err(|e| format!("the soak of {name}: {e}"))
+}
+
+/// `bento soak`: every allocator of `names` through `hours` hours of `frames`
+/// frames a level; the table (or JSON), and the chart when `output` is given.
+pub(crate) fn soak_command(
+    names: &[String],
+    hours: usize,
+    frames: usize,
+    json: bool,
+    output: Option<&Path>,
+) -> Result<(), String> {
+    let config = session(hours, frames);
+    let live = live_by_hour(config);
+    let mut rows = Vec::new();
+    for name in names {
+        if !json {
+            eprintln!("soak: {name}...");
+        }
+        let row = if bounded(name) {
+            bounded_row(name, config, &live)?
+        } else {
+            unbounded_row(name, config)?
+        };
+        rows.push(row);
+    }
+    if json {
+        let text = serde_json::to_string_pretty(&rows).map_err(|e| e.to_string())?;
+        crate::out!("{text}");
+    } else {
+        crate::out!("{}", soak_table(&rows, config));
+    }
+    if let Some(out) = output {
+        let title = format!("{hours} hours of play: what each allocator holds, hour by hour");
+        crate::chart::soak_chart(&rows, &title, out)?;
+        if !json {
+            crate::out!("wrote {}", out.display());
+        }
+    }
+    Ok(())
+}
+
+/// `n` bytes and their multiple of `live`.
+fn times(n: u64, live: u64) -> String {
+    if live == 0 {
+        return format!("{} ({NO_RATIO})", bytes(n));
+    }
+    format!("{} ({:.2}×)", bytes(n), n as f64 / live as f64)
+}
+
+/// The soak's table: one row per allocator.
+pub(crate) fn soak_table(rows: &[Row], config: LongConfig) -> String {
+    let header = [
+        "allocator",
+        "least, first hour",
+        "least, session",
+        "flat",
+        "most held",
+        "OS calls in frames after hour 1",
+    ];
+    let cells: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            let least = |l: Option<u64>, live| match l {
+                Some(l) => times(l, live),
+                None if r.bounded => "over the search".to_owned(),
+                None => "cannot be bounded".to_owned(),
+            };
+            vec![
+                r.allocator.clone(),
+                least(r.first_hour_least, r.first_hour_live),
+                least(r.session_least, r.session_live),
+                r.flatness()
+                    .map_or_else(|| NO_RATIO.to_owned(), |f| format!("{f:.3}")),
+                times(r.peak_held(), r.session_live),
+                if r.bounded {
+                    r.frame_os_calls_after_first_hour().to_string()
+                } else {
+                    crate::run::NA.to_owned()
+                },
+            ]
+        })
+        .collect();
+    let live = rows.first().map_or(0, |r| r.session_live);
+    format!(
+        "{}\n\n{} hours of {} levels of {} frames; peak live {} (first hour {}). \
+         Least: the least fixed memory in which it plays with no refused request \
+         (bento's over the OS's pages with a commit limit, the peers over an arena), \
+         × the peak live. Flat: the session's multiple over the first hour's. Most \
+         held: committed (RSS growth for those that cannot be bounded) with memory to \
+         spare.",
+        table(&header, &cells),
+        config.hours,
+        config.levels_per_hour,
+        config.frames_per_level,
+        bytes(live),
+        bytes(rows.first().map_or(0, |r| r.first_hour_live)),
+    )
+}
