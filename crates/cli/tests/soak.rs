@@ -1,0 +1,75 @@
+//! `bento soak` as a user runs it: a table and JSON with each allocator's least
+//! memory and hours, a chart, and one line for a mistake.
+
+mod common;
+
+use common::{bento, ok, scratch, stderr};
+
+/// A soak small enough for a test: one hour of two frames a level.
+const SMALL: &[&str] = &["soak", "--hours", "1", "--frames", "2"];
+
+fn args<'a>(extra: &[&'a str]) -> Vec<&'a str> {
+    SMALL.iter().copied().chain(extra.iter().copied()).collect()
+}
+
+#[test]
+fn soak_json_gives_each_allocator_its_least_memory_and_hours() {
+    let out = ok(&bento(&args(&["--allocators", "space,talc,system", "--json"])));
+    let rows: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    let rows = rows.as_array().expect("one row per allocator");
+    let names: Vec<&str> = rows.iter().map(|r| r["allocator"].as_str().unwrap()).collect();
+    assert_eq!(names, ["space", "talc", "system"]);
+    for r in rows {
+        let name = r["allocator"].as_str().unwrap();
+        let live = r["session_live"].as_u64().unwrap();
+        assert!(live > 1 << 20, "{name}: {r}");
+        let hours = r["hours"].as_array().unwrap();
+        assert_eq!(hours.len(), 1, "{name}");
+        assert_eq!(hours[0]["refused"].as_u64(), Some(0), "{name}: memory to spare");
+        if r["bounded"].as_bool().unwrap() {
+            let least = r["session_least"].as_u64().expect("a least memory");
+            // No allocator plays in less than the live bytes, and these need less
+            // than twice them.
+            assert!(least >= live && least < 2 * live, "{name}: {least} for {live} live");
+            assert_eq!(r["first_hour_least"].as_u64(), Some(least), "one hour: the same");
+        } else {
+            assert!(r["session_least"].is_null(), "{name} cannot be bounded: {r}");
+            if std::path::Path::new("/proc/self/statm").exists() {
+                assert!(hours[0]["peak_held"].as_u64().unwrap() > 0, "{name}: its RSS grew");
+            }
+        }
+    }
+}
+
+#[test]
+fn soak_prints_a_table_and_writes_its_chart() {
+    let dir = scratch("soak");
+    let chart = dir.join("soak.svg");
+    let out = ok(&bento(&args(&[
+        "--allocators",
+        "bento,dlmalloc",
+        "-o",
+        chart.to_str().unwrap(),
+    ])));
+    for what in ["allocator", "least, session", "bento", "dlmalloc", "peak live", "wrote"] {
+        assert!(out.contains(what), "`{what}` missing:\n{out}");
+    }
+    let svg = std::fs::read_to_string(&chart).unwrap();
+    assert!(svg.contains("hours of play") && svg.contains("least memory"), "{svg}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn soak_mistakes_get_one_line() {
+    for (bad, says) in [
+        (&["soak", "--hours", "0"][..], "0"),
+        (&["soak", "--hours", "1001"][..], "1001"),
+        (&["soak", "--frames", "0"][..], "0"),
+        (&["soak", "--allocators", "tcmalloc"][..], "tcmalloc"),
+    ] {
+        let o = bento(bad);
+        assert!(!o.status.success(), "{bad:?} succeeded");
+        let err = stderr(&o);
+        assert!(err.contains(says), "{bad:?}: {err}");
+    }
+}
