@@ -263,7 +263,8 @@ impl ReplayTarget for Dlmalloc {
         _tag: u32,
     ) -> Option<NonNull<u8>> {
         // SAFETY: the caller's contract: live with `old`; `new` not zero.
-        let p = NonNull::new(unsafe { self.dl.realloc(ptr.as_ptr(), old.size(), old.align(), new) })?;
+        let p =
+            NonNull::new(unsafe { self.dl.realloc(ptr.as_ptr(), old.size(), old.align(), new) })?;
         self.arena.saw(p, new);
         Some(p)
     }
@@ -306,7 +307,11 @@ mod tests {
                 blocks.push(b);
                 assert!(blocks.len() < 2000, "{name}: more than the arena holds");
             }
-            assert!(blocks.len() > 500, "{name}: {} blocks in 1 MiB", blocks.len());
+            assert!(
+                blocks.len() > 500,
+                "{name}: {} blocks in 1 MiB",
+                blocks.len()
+            );
             let f = p.footprint().unwrap();
             assert!(f.committed <= 1 << 20, "{name}: {f:?}");
             for (i, b) in blocks.into_iter().enumerate() {

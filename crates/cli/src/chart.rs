@@ -342,7 +342,11 @@ pub(crate) fn soak_chart(rows: &[crate::soak::Row], title: &str, out: &Path) -> 
             chart
                 .draw_series(LineSeries::new(steps(&|h| h.peak_held, row), colour))
                 .map_err(draw_err)?;
-            let what = if row.bounded { "committed" } else { "RSS growth" };
+            let what = if row.bounded {
+                "committed"
+            } else {
+                "RSS growth"
+            };
             entries.push((format!("{} ({what})", row.allocator), colour, false));
             if let Some(least) = row.session_least {
                 let y = least as f64 / MIB;

@@ -371,7 +371,10 @@ fn run_command(command: Command) -> Result<(), String> {
             json,
         } => {
             let names: Vec<String> = if allocators.is_empty() {
-                soak::SOAK_ALLOCATORS.iter().map(|s| s.to_string()).collect()
+                soak::SOAK_ALLOCATORS
+                    .iter()
+                    .map(|s| s.to_string())
+                    .collect()
             } else {
                 allocators
             };

@@ -226,8 +226,20 @@ fn bounded_row(name: &str, config: LongConfig, live: &[u64]) -> Result<Row, Stri
     let ceiling = |held: u64, live: u64| held.max(live).saturating_mul(5) / 4 + (1 << 20);
     let first = LongConfig { hours: 1, ..config };
     let first_held = hours.first().map_or(0, |h| h.peak_held);
-    let first_hour_least = least(name, first, first_hour_live, ceiling(first_held, first_hour_live))
-        .or_else(|| least(name, first, first_hour_live, 4 * ceiling(first_held, first_hour_live)));
+    let first_hour_least = least(
+        name,
+        first,
+        first_hour_live,
+        ceiling(first_held, first_hour_live),
+    )
+    .or_else(|| {
+        least(
+            name,
+            first,
+            first_hour_live,
+            4 * ceiling(first_held, first_hour_live),
+        )
+    });
     let held = run.peak_committed() as u64;
     let session_least = least(name, config, session_live, ceiling(held, session_live))
         .or_else(|| least(name, config, session_live, 4 * ceiling(held, session_live)));

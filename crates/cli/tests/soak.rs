@@ -14,10 +14,17 @@ fn args<'a>(extra: &[&'a str]) -> Vec<&'a str> {
 
 #[test]
 fn soak_json_gives_each_allocator_its_least_memory_and_hours() {
-    let out = ok(&bento(&args(&["--allocators", "space,talc,system", "--json"])));
+    let out = ok(&bento(&args(&[
+        "--allocators",
+        "space,talc,system",
+        "--json",
+    ])));
     let rows: serde_json::Value = serde_json::from_str(&out).expect("JSON");
     let rows = rows.as_array().expect("one row per allocator");
-    let names: Vec<&str> = rows.iter().map(|r| r["allocator"].as_str().unwrap()).collect();
+    let names: Vec<&str> = rows
+        .iter()
+        .map(|r| r["allocator"].as_str().unwrap())
+        .collect();
     assert_eq!(names, ["space", "talc", "system"]);
     for r in rows {
         let name = r["allocator"].as_str().unwrap();
@@ -25,17 +32,34 @@ fn soak_json_gives_each_allocator_its_least_memory_and_hours() {
         assert!(live > 1 << 20, "{name}: {r}");
         let hours = r["hours"].as_array().unwrap();
         assert_eq!(hours.len(), 1, "{name}");
-        assert_eq!(hours[0]["refused"].as_u64(), Some(0), "{name}: memory to spare");
+        assert_eq!(
+            hours[0]["refused"].as_u64(),
+            Some(0),
+            "{name}: memory to spare"
+        );
         if r["bounded"].as_bool().unwrap() {
             let least = r["session_least"].as_u64().expect("a least memory");
             // No allocator plays in less than the live bytes, and these need less
             // than twice them.
-            assert!(least >= live && least < 2 * live, "{name}: {least} for {live} live");
-            assert_eq!(r["first_hour_least"].as_u64(), Some(least), "one hour: the same");
+            assert!(
+                least >= live && least < 2 * live,
+                "{name}: {least} for {live} live"
+            );
+            assert_eq!(
+                r["first_hour_least"].as_u64(),
+                Some(least),
+                "one hour: the same"
+            );
         } else {
-            assert!(r["session_least"].is_null(), "{name} cannot be bounded: {r}");
+            assert!(
+                r["session_least"].is_null(),
+                "{name} cannot be bounded: {r}"
+            );
             if std::path::Path::new("/proc/self/statm").exists() {
-                assert!(hours[0]["peak_held"].as_u64().unwrap() > 0, "{name}: its RSS grew");
+                assert!(
+                    hours[0]["peak_held"].as_u64().unwrap() > 0,
+                    "{name}: its RSS grew"
+                );
             }
         }
     }
@@ -51,11 +75,21 @@ fn soak_prints_a_table_and_writes_its_chart() {
         "-o",
         chart.to_str().unwrap(),
     ])));
-    for what in ["allocator", "least, session", "bento", "dlmalloc", "peak live", "wrote"] {
+    for what in [
+        "allocator",
+        "least, session",
+        "bento",
+        "dlmalloc",
+        "peak live",
+        "wrote",
+    ] {
         assert!(out.contains(what), "`{what}` missing:\n{out}");
     }
     let svg = std::fs::read_to_string(&chart).unwrap();
-    assert!(svg.contains("hours of play") && svg.contains("least memory"), "{svg}");
+    assert!(
+        svg.contains("hours of play") && svg.contains("least memory"),
+        "{svg}"
+    );
     let _ = std::fs::remove_dir_all(dir);
 }
 

@@ -6,7 +6,7 @@ use core::ptr::NonNull;
 
 use bento_align::Alignment;
 use bento_pages::{
-    Decay, FaultyPages, FixedPages, HeapPages, Metered, PageSource, Phase, Retention,
+    Decay, FaultyPages, FixedPages, HeapPages, LimitedPages, Metered, PageSource, Phase, Retention,
 };
 use bento_space::{MemorySpace, SpaceConfig};
 use bento_testkit::{Api04, Caps, EntryPoints, Ops, SizeGen, Takes, cases, run, seeded};
@@ -188,6 +188,44 @@ fn refuse_reserve_or_commit(pages: &FaultyPages<HeapPages>, k: u32) {
     } else {
         pages.fail_commit(k as usize / 2);
     }
+}
+
+/// Fixed memory: a limit on committed bytes the programs run into, with a commit
+/// cache that keeps pages and a block cache that keeps blocks. A refused request
+/// leaves every block as it was (the oracle checks), the limit is never passed, and
+/// what the caches keep is given up before a request is refused.
+#[test]
+fn model_in_fixed_memory() {
+    let page = config().page_size;
+    let limit = if cfg!(miri) { 24 * page } else { 96 * page };
+    let pages = LimitedPages::new(Metered::new(heap()), limit);
+    let config = config()
+        .with_commit_cache(64 * page)
+        .with_block_cache(16 * page)
+        .with_retention(Retention::Decay(Decay::frames(3).with_peak_percent(400)));
+    let space = MemorySpace::new(&pages, config).unwrap();
+    let caps = caps(Ops::TRIM);
+    seeded(cases(100, 1), |u| {
+        let r = run(&mut target(&space), &caps, u);
+        assert_eq!(space.stats().segments, 0, "an empty space holds no segment");
+        r
+    });
+    let s = pages.stats();
+    assert!(s.peak <= limit, "{s:?}");
+    if !cfg!(miri) {
+        assert!(s.refused > 0, "the programs ran into the limit: {s:?}");
+        assert!(
+            space.stats().cache.given_up > 0,
+            "{:?}",
+            space.stats().cache
+        );
+    }
+    drop(space);
+    assert_eq!(
+        pages.inner().stats().reserved,
+        0,
+        "every reservation went back"
+    );
 }
 
 #[test]
