@@ -9,7 +9,7 @@ use std::ptr::NonNull;
 use allocator_api2::alloc::Allocator;
 use bento_common::CommonAllocator;
 use bento_heap::{Heap, HeapBuilder};
-use bento_pages::{Metered, PageSource, Phase, SystemPages};
+use bento_pages::{Decay, Metered, PageSource, Phase, SystemPages};
 use bento_primitives::{ArenaConfig, Frame, FrameArena, GrowingPool};
 use bento_space::{MemorySpace, SpaceConfig};
 use bento_trace::workload::{PARTICLE_SIZE, tags};
@@ -240,10 +240,15 @@ impl Parts {
 }
 
 impl<P: PageSource + Clone> Parts<P> {
-    /// The parts over `pages` (a handle to one source both draw from): the common
-    /// allocator of the default shape, and the frame arenas' and pool's pages.
+    /// The parts over fixed memory, `pages` (a handle to one source both draw from):
+    /// the common allocator of the default shape but for its retention, which keeps
+    /// freed pages until a commit elsewhere needs them ([`Decay::KEEP`]: in fixed
+    /// memory a page given back serves no other program), and the frame arenas' and
+    /// pool's pages.
     pub(crate) fn over(pages: P) -> Self {
-        let config = bento_common::CommonConfig::DEFAULT.with_pages(pages.clone());
+        let config = bento_common::CommonConfig::DEFAULT
+            .with_pages(pages.clone())
+            .with_retention(bento_pages::Retention::Decay(Decay::KEEP));
         Self {
             common: CommonAllocator::with_config(config),
             pages: Metered::new(pages),
@@ -278,22 +283,28 @@ pub(crate) struct Bento<'a, P: PageSource = SystemPages> {
     streaming: Heap<&'a CommonAllocator<P>>,
     game: Heap<&'a CommonAllocator<P>>,
     untagged: Heap<&'a CommonAllocator<P>>,
-    frames: &'a FrameArena<&'a Pages<P>, 2>,
+    frames: &'a FrameArena<Room<'a, P>, 2>,
     // Invariant: `Some` but while `frame` swaps them.
-    current: Option<Frame<'a, &'a Pages<P>>>,
-    previous: Option<Frame<'a, &'a Pages<P>>>,
+    current: Option<Frame<'a, Room<'a, P>>>,
+    previous: Option<Frame<'a, Room<'a, P>>>,
     // Frame blocks live in the current and the previous frame.
     current_live: u64,
     previous_live: u64,
-    particles: &'a GrowingPool<&'a Pages<P>>,
+    particles: &'a GrowingPool<Room<'a, P>>,
     /// OS calls the last frame end made.
     end_calls: u64,
+    /// A level plays (between its "level N loaded" and its "level N unloading"): its
+    /// frame ends are counted in `unticked` and ticked at its unload, so that what the
+    /// decay gives back goes between levels, never inside a gameplay frame. Outside
+    /// levels (a menu, a trace without them) each frame end ticks.
+    playing: bool,
+    unticked: u32,
 }
 
 /// The frame arena and particle pool of a [`Bento`], made from its [`Parts`].
 pub(crate) struct Linear<'a, P: PageSource = SystemPages> {
-    pub(crate) frames: FrameArena<&'a Pages<P>, 2>,
-    pub(crate) particles: GrowingPool<&'a Pages<P>>,
+    pub(crate) frames: FrameArena<Room<'a, P>, 2>,
+    pub(crate) particles: GrowingPool<Room<'a, P>>,
 }
 
 impl<'a, P: PageSource> Linear<'a, P> {
@@ -302,12 +313,78 @@ impl<'a, P: PageSource> Linear<'a, P> {
             reserve: FRAME_RESERVE,
             ..ArenaConfig::default()
         };
-        let frames = FrameArena::with_source(&parts.pages, config)
+        let frames = FrameArena::with_source(Room(parts), config)
             .map_err(|e| format!("cannot reserve the frame arenas: {e}"))?;
         let chunk = Layout::from_size_align(PARTICLE_SIZE, 16).expect("a valid layout");
-        let particles = GrowingPool::with_source(&parts.pages, chunk, PARTICLES)
+        let particles = GrowingPool::with_source(Room(parts), chunk, PARTICLES)
             .map_err(|e| format!("cannot reserve the particle pool: {e}"))?;
         Ok(Self { frames, particles })
+    }
+}
+
+/// The pages of the frame arenas and the pool: the parts' own, and when their source
+/// refuses a commit (fixed memory), the common allocator gives back what it keeps for
+/// reuse and the commit is asked once more — the memory the common allocator keeps
+/// never makes a frame or a particle fail.
+pub(crate) struct Room<'a, P: PageSource>(&'a Parts<P>);
+
+impl<P: PageSource> Clone for Room<'_, P> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<P: PageSource> Copy for Room<'_, P> {}
+
+// SAFETY: every call goes to the parts' `Metered` source unchanged; a refused commit
+// leaves its range decommitted, and is asked again only after the common allocator's
+// `trim`, which touches none of this source's ranges.
+unsafe impl<P: PageSource> PageSource for Room<'_, P> {
+    fn page_size(&self) -> usize {
+        self.0.pages.page_size()
+    }
+
+    fn reserve(
+        &self,
+        size: usize,
+        align: bento_align::Alignment,
+    ) -> Result<NonNull<u8>, bento_pages::PageError> {
+        self.0.pages.reserve(size, align)
+    }
+
+    unsafe fn release(&self, base: NonNull<u8>, size: usize) {
+        // SAFETY: the caller's contract, which is the source's.
+        unsafe { self.0.pages.release(base, size) }
+    }
+
+    unsafe fn commit(&self, ptr: NonNull<u8>, size: usize) -> Result<(), bento_pages::PageError> {
+        // SAFETY: the caller's contract, which is the source's, for each try.
+        unsafe {
+            self.0.pages.commit(ptr, size).or_else(|e| {
+                if self.0.common.trim() > 0 {
+                    self.0.pages.commit(ptr, size)
+                } else {
+                    Err(e)
+                }
+            })
+        }
+    }
+
+    unsafe fn decommit(&self, ptr: NonNull<u8>, size: usize) {
+        // SAFETY: the caller's contract, which is the source's.
+        unsafe { self.0.pages.decommit(ptr, size) }
+    }
+
+    fn commit_is_implicit(&self) -> bool {
+        self.0.pages.commit_is_implicit()
+    }
+
+    fn decommitted_reads_zero(&self) -> bool {
+        self.0.pages.decommitted_reads_zero()
+    }
+
+    fn decommit_may_span(&self) -> bool {
+        self.0.pages.decommit_may_span()
     }
 }
 
@@ -342,6 +419,8 @@ impl<'a, P: PageSource> Bento<'a, P> {
             previous_live: 0,
             particles: &linear.particles,
             end_calls: 0,
+            playing: false,
+            unticked: 0,
         })
     }
 
@@ -449,7 +528,7 @@ impl<P: PageSource> ReplayTarget for Bento<'_, P> {
             } else {
                 &self.previous
             };
-            let arena: &bento_primitives::Arena<&Pages<P>> = frame.as_ref()?;
+            let arena: &bento_primitives::Arena<Room<'_, P>> = frame.as_ref()?;
             // SAFETY: the caller's contract: `ptr` is live with `old` in this arena
             // (the frame that holds it is alive).
             return unsafe { ApiTarget(&arena).realloc(ptr, old, new, tag) };
@@ -495,15 +574,31 @@ impl<P: PageSource> ReplayTarget for Bento<'_, P> {
     fn frame(&mut self) -> Result<(), String> {
         let before = self.os_calls();
         self.turn_frame()?;
-        self.parts.common.tick();
+        if self.playing {
+            // The level's frames are counted, and ticked at its unload.
+            self.unticked += 1;
+        } else {
+            self.parts.common.tick();
+        }
         self.end_calls = self.os_calls().saturating_sub(before);
         Ok(())
     }
 
     fn phase(&mut self, name: &str) {
-        if let Some(phase) = phase_of(name) {
-            self.parts.common.phase(phase);
+        let Some(phase) = phase_of(name) else {
+            return;
+        };
+        if phase == Phase::Unload {
+            // The level's frames pass at once, outside gameplay: what their decay
+            // gives back goes now, before the unload holds the decay.
+            for _ in 0..std::mem::take(&mut self.unticked) {
+                self.parts.common.tick();
+            }
         }
+        // A level of bento's sessions ("level N loaded"); a menu, or a phase of a
+        // recorded program, ticks each frame.
+        self.playing = phase == Phase::Play && name.starts_with("level ");
+        self.parts.common.phase(phase);
     }
 
     fn footprint(&self) -> Option<Footprint> {

@@ -104,6 +104,26 @@ impl Decay {
         peak_percent: 120,
     };
 
+    /// Keeps freed pages for as long as nothing else needs them: no decay step ever
+    /// runs and the only cap is the cache's capacity, so kept pages go back only
+    /// past it, on `trim`, or when the source refuses a commit (the cache then gives
+    /// them up first). For fixed memory (a console's, a [`LimitedPages`] budget),
+    /// where a page given back serves no other program, and where a page given back
+    /// mid-level is a system call and a fault inside a frame when it is taken again.
+    ///
+    /// [`LimitedPages`]: crate::LimitedPages
+    ///
+    /// ```
+    /// let keep = bento_pages::Decay::KEEP;
+    /// assert_eq!((keep.frames, keep.millis, keep.peak_percent), (0, 0, u32::MAX));
+    /// ```
+    pub const KEEP: Self = Self {
+        frames: 0,
+        millis: 0,
+        clock: None,
+        peak_percent: u32::MAX,
+    };
+
     /// Decay after `frames` calls of `tick`, with no clock.
     ///
     /// ```

@@ -237,3 +237,19 @@ fn decay_millis_after_ticks_gives_memory_back_on_the_os_clock() {
     }
     finish(&pages, base);
 }
+
+/// `Decay::KEEP` never steps: what the cap allows stays through any number of ticks
+/// and clock reads, and goes on `trim`.
+#[test]
+fn keep_never_decays_and_trims() {
+    let (pages, base) = reserved(Retention::Decay(Decay::KEEP));
+    // SAFETY: pages 0..4 of the live reservation.
+    unsafe { use_and_free_run(&pages, base, 0, 4) };
+    for _ in 0..100 {
+        assert_eq!(pages.tick() + pages.decay(), 0);
+    }
+    let s = pages.stats();
+    assert_eq!((s.parked, s.steps), (4 * PAGE, 0));
+    assert_eq!(pages.trim(), 4 * PAGE);
+    finish(&pages, base);
+}
