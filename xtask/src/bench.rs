@@ -7,9 +7,10 @@
 //!
 //! The run, in order: the criterion suites; the game session's footprint, the churn
 //! and `validate()` programs; `bench-global` and `bench-malloc` (five rounds each);
-//! `bento demo --json`; with `--icount`, callgrind counts of the hot loops. Each
-//! writes its figures as JSON to `target/bench-report/NAME.json` (`session`, `churn`,
-//! `validate`, `global`, `malloc`, `demo`, `icount`, and `meta` for the machine and
+//! `bento demo --json`; `bento soak --json` (a hundred hours, every allocator); with
+//! `--icount`, callgrind counts of the hot loops. Each writes its figures as JSON to
+//! `target/bench-report/NAME.json` (`session`, `churn`, `validate`, `global`,
+//! `malloc`, `demo`, `soak`, `icount`, and `meta` for the machine and
 //! the commands; criterion to `target/criterion/`), both directories cleared first,
 //! so that every table of the report comes from this run; the report formats them.
 //! `--render` only renders the last run's figures again (after a change to the
@@ -288,6 +289,14 @@ fn measure(icount: bool) -> Result<(), String> {
         let to = root().join("docs").join("img").join(svg);
         std::fs::copy(demo_dir.join(svg), &to).map_err(|e| format!("{svg}: {e}"))?;
     }
+
+    meta.command("cargo run --release -p bento-alloc-cli -- soak --json");
+    let soak_svg = out.join("soak-memory.svg");
+    let mut soak = Command::new(release.join("bento"));
+    soak.arg("soak").arg("--json").arg("-o").arg(&soak_svg);
+    write(&out.join("soak.json"), &capture(soak)?)?;
+    let to = root().join("docs").join("img").join("soak-memory.svg");
+    std::fs::copy(&soak_svg, &to).map_err(|e| format!("soak-memory.svg: {e}"))?;
 
     if icount {
         meta.command(

@@ -8,8 +8,8 @@ use serde_json::Value;
 use super::data::Data;
 use super::fmt::{NONE, bytes, duration, micros, or_none, ratio};
 
-/// The table of program `name` (`session`, `churn`, `global`, `malloc`, `validate`
-/// or `demo`), or a note that the run did not measure it.
+/// The table of program `name` (`session`, `churn`, `global`, `malloc`, `validate`,
+/// `demo` or `soak`), or a note that the run did not measure it.
 ///
 /// # Errors
 ///
@@ -22,6 +22,7 @@ pub(crate) fn table(data: &Data, name: &str) -> Result<String, String> {
         "malloc" => malloc,
         "validate" => validate,
         "demo" => demo,
+        "soak" => soak,
         _ => return Err(format!("no table for `{name}`")),
     };
     Ok(match data.docs.get(name) {
@@ -247,6 +248,49 @@ fn demo(doc: &Value) -> String {
             "\nThe bento set-up's subsystem heaps at the session's busiest moment:\n\n\
              ```text\n{}\n```\n",
             heaps.trim_end()
+        );
+    }
+    t
+}
+
+/// `bento soak --json`: the session, then a row per allocator: its least memory for
+/// the first hour and for the session (× the peak live), how flat that is, the most
+/// it held with memory to spare, and its OS calls inside gameplay frames after the
+/// first hour.
+fn soak(doc: &Value) -> String {
+    let count = |v: Option<f64>| or_none(v, |v| format!("{v:.0}"));
+    let mut t = format!(
+        "{} hours of {} levels of {} frames (peak live {}).\n\n\
+         | allocator | least memory, first hour | least memory, session | flat | \
+         most held with memory to spare | OS calls in frames after hour 1 |\n\
+         |---|---|---|---|---|---|\n",
+        count(num(doc, "hours")),
+        count(num(doc, "levels_per_hour")),
+        count(num(doc, "frames_per_level")),
+        or_none(num(doc, "peak_live"), bytes),
+    );
+    for row in doc["rows"].as_array().map_or(&[][..], Vec::as_slice) {
+        let times = |n: Option<f64>, live: Option<f64>| match (n, live) {
+            (Some(n), Some(l)) if l > 0.0 => format!("{} ({:.3}×)", bytes(n), n / l),
+            (Some(n), _) => bytes(n),
+            _ if row["bounded"].as_bool() == Some(false) => "cannot be bounded".to_owned(),
+            _ => NONE.to_owned(),
+        };
+        let held = match row["bounded"].as_bool() {
+            Some(false) => format!(
+                "{} (RSS)",
+                times(num(row, "peak_held"), num(row, "session_live"))
+            ),
+            _ => times(num(row, "peak_held"), num(row, "session_live")),
+        };
+        let _ = writeln!(
+            t,
+            "| {} | {} | {} | {} | {held} | {} |",
+            text(row, "allocator"),
+            times(num(row, "first_hour_least"), num(row, "first_hour_live")),
+            times(num(row, "session_least"), num(row, "session_live")),
+            or_none(num(row, "flatness"), |f| format!("{f:.3}")),
+            count(num(row, "frame_os_calls_after_first_hour")),
         );
     }
     t

@@ -53,6 +53,19 @@ fn per_live(d: &Data, file: &str, allocator: &str, field: &str) -> Option<f64> {
     Some(d.figure(file, &key, field)? / d.figure(file, &key, "peak_live_bytes")?)
 }
 
+/// `field` of `allocator`'s row of the soak.
+fn soak(d: &Data, allocator: &str, field: &str) -> Option<f64> {
+    d.figure("soak", &[("allocator", allocator)], field)
+}
+
+/// The least of `field` over `allocators`' rows of the soak.
+fn least_of(d: &Data, allocators: &[&str], field: &str) -> Option<f64> {
+    allocators
+        .iter()
+        .filter_map(|a| soak(d, a, field))
+        .reduce(f64::min)
+}
+
 /// The largest of bento's `field` ÷ glibc's over [`MALLOC_PROGRAMS`].
 fn worst_malloc(d: &Data, field: &str) -> Option<f64> {
     MALLOC_PROGRAMS
@@ -235,6 +248,42 @@ pub const TARGETS: &[Target] = &[
         what: "game session, defaults: peak RSS growth ÷ peak live",
         figure: |d| per_live(d, "session", "bento", "peak_rss_growth_bytes"),
         bound: Bound::AtMost(1.10),
+    },
+    Target {
+        section: "soak",
+        what: "bento set-up: least memory for the session ÷ peak live, ÷ the first hour's",
+        figure: |d| soak(d, "bento", "flatness"),
+        bound: Bound::AtMost(1.05),
+    },
+    Target {
+        section: "soak",
+        what: "common: least memory for the session ÷ peak live, ÷ the first hour's",
+        figure: |d| soak(d, "common", "flatness"),
+        bound: Bound::AtMost(1.10),
+    },
+    Target {
+        section: "soak",
+        what: "bento set-up: least memory ÷ the best of talc, rlsf and dlmalloc-rs",
+        figure: |d| {
+            let best = least_of(d, &["talc", "rlsf", "dlmalloc"], "session_least")?;
+            Some(soak(d, "bento", "session_least")? / best)
+        },
+        bound: Bound::AtMost(0.9),
+    },
+    Target {
+        section: "soak",
+        what: "bento set-up: least memory ÷ the least peak RSS of glibc, mimalloc, jemalloc",
+        figure: |d| {
+            let best = least_of(d, &["system", "mimalloc", "jemalloc"], "peak_held")?;
+            Some(soak(d, "bento", "session_least")? / best)
+        },
+        bound: Bound::AtMost(0.6),
+    },
+    Target {
+        section: "soak",
+        what: "bento set-up: OS calls inside gameplay frames after the first hour",
+        figure: |d| soak(d, "bento", "frame_os_calls_after_first_hour"),
+        bound: Bound::AtMost(0.0),
     },
     Target {
         section: "churn",

@@ -117,6 +117,36 @@ fn data() -> Data {
             ]}),
         ),
         (
+            "soak",
+            json!({"hours": 100, "levels_per_hour": 3, "frames_per_level": 120,
+                "peak_live": 70 * MIB, "rows": [
+                {"allocator": "bento", "bounded": true, "first_hour_live": 60 * MIB,
+                 "session_live": 70 * MIB, "first_hour_least": 63 * MIB,
+                 "session_least": 77 * MIB, "flatness": 1.048, "peak_held": 90 * MIB,
+                 "frame_os_calls_after_first_hour": 0},
+                {"allocator": "common", "bounded": true, "first_hour_live": 60 * MIB,
+                 "session_live": 70 * MIB, "first_hour_least": 65 * MIB,
+                 "session_least": 77 * MIB, "flatness": 1.016, "peak_held": 90 * MIB,
+                 "frame_os_calls_after_first_hour": 50},
+                {"allocator": "rlsf", "bounded": true, "first_hour_live": 60 * MIB,
+                 "session_live": 70 * MIB, "first_hour_least": 66 * MIB,
+                 "session_least": 84 * MIB, "flatness": 1.09, "peak_held": 84 * MIB,
+                 "frame_os_calls_after_first_hour": 0},
+                {"allocator": "talc", "bounded": true, "first_hour_live": 60 * MIB,
+                 "session_live": 70 * MIB, "first_hour_least": 70 * MIB,
+                 "session_least": 133 * MIB, "flatness": 1.63, "peak_held": 130 * MIB,
+                 "frame_os_calls_after_first_hour": 0},
+                {"allocator": "system", "bounded": false, "first_hour_live": 60 * MIB,
+                 "session_live": 70 * MIB, "first_hour_least": null,
+                 "session_least": null, "flatness": null, "peak_held": 121 * MIB,
+                 "frame_os_calls_after_first_hour": null},
+                {"allocator": "jemalloc", "bounded": false, "first_hour_live": 60 * MIB,
+                 "session_live": 70 * MIB, "first_hour_least": null,
+                 "session_least": null, "flatness": null, "peak_held": 100 * MIB,
+                 "frame_os_calls_after_first_hour": null},
+            ]}),
+        ),
+        (
             "meta",
             json!({"date_utc": "2026-11-27 18:39", "cpu": "AMD EPYC", "logical_cpus": 2,
                 "kernel": "6.18", "rustc": "rustc 1.95.0", "profile": "release",
@@ -206,6 +236,23 @@ fn targets_are_judged_from_the_numbers() {
     assert_eq!(
         value("MiB held a second after every block is freed, no `trim()`"),
         Some(0.5)
+    );
+    // The soak: flat lines, and the best of each kind of peer.
+    assert_eq!(
+        find("bento set-up: least memory for the session ÷ peak live, ÷ the first hour's").met(&d),
+        Some(true)
+    );
+    assert_eq!(
+        value("bento set-up: least memory ÷ the best of talc, rlsf and dlmalloc-rs"),
+        Some(77.0 / 84.0)
+    );
+    assert_eq!(
+        value("bento set-up: least memory ÷ the least peak RSS of glibc, mimalloc, jemalloc"),
+        Some(0.77)
+    );
+    assert_eq!(
+        value("bento set-up: OS calls inside gameplay frames after the first hour"),
+        Some(0.0)
     );
     // The worst of the programs measured: sort's time, gzip's footprint.
     assert_eq!(
@@ -303,6 +350,20 @@ fn program_tables_are_formatted_from_their_figures() {
     assert!(demo.contains("| bento | 45.0 ms | 12.03 M | 37.0 MiB |"));
     assert!(demo.contains("| 385 | 33 | 11602 | 1.09 MiB |"), "{demo}");
     assert!(demo.contains("```text\nheap  live\nlevel 22 MiB\n```"));
+    let soak = table("soak");
+    assert!(soak.starts_with("100 hours of 3 levels of 120 frames (peak live 70.0 MiB)"));
+    assert!(
+        soak.contains(
+            "| bento | 63.0 MiB (1.050×) | 77.0 MiB (1.100×) | 1.048 | 90.0 MiB (1.286×) | 0 |"
+        ),
+        "{soak}"
+    );
+    assert!(
+        soak.contains(
+            "| system | cannot be bounded | cannot be bounded | — | 121 MiB (1.729×) (RSS) | — |"
+        ),
+        "{soak}"
+    );
     let missing = render("{{table churn}}\n", &Data::default(), &dir).unwrap();
     assert_eq!(missing, "*(`churn` was not measured in this run)*\n");
     assert!(render("{{table nothing}}\n", &d, &dir).is_err());

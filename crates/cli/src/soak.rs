@@ -111,6 +111,19 @@ impl Row {
     pub(crate) fn frame_os_calls_after_first_hour(&self) -> u64 {
         self.hours.iter().skip(1).map(|h| h.frame_os_calls).sum()
     }
+
+    /// The row as `--json` prints it: its fields and the figures made of them.
+    fn summary(&self) -> serde_json::Value {
+        let mut v = serde_json::to_value(self).unwrap_or_default();
+        v["flatness"] = self.flatness().into();
+        v["peak_held"] = self.peak_held().into();
+        v["frame_os_calls_after_first_hour"] = if self.bounded {
+            self.frame_os_calls_after_first_hour().into()
+        } else {
+            serde_json::Value::Null
+        };
+        v
+    }
 }
 
 fn hours_of(run: &SoakRun) -> Vec<Hour> {
@@ -167,7 +180,7 @@ fn bounded_run(name: &str, limit: usize, config: LongConfig) -> Result<SoakRun, 
 /// The least memory in which `config` plays on `name`, searched from `live` (the
 /// session's peak live) up to `ceiling`, to a 256th of the peak live (at least 64 KiB).
 fn least(name: &str, config: LongConfig, live: u64, ceiling: u64) -> Option<u64> {
-    let granule = (live as usize / 256).max(64 << 10);
+    let granule = (live as usize / 1024).max(64 << 10);
     let plays = |limit| bounded_run(name, limit, config).is_ok_and(|run| run.refused() == 0);
     least_memory(plays, live as usize..ceiling as usize, granule).map(|l| l as u64)
 }
@@ -380,7 +393,14 @@ pub(crate) fn soak_command(
         rows.push(row);
     }
     if json {
-        let text = serde_json::to_string_pretty(&rows).map_err(|e| e.to_string())?;
+        let doc = serde_json::json!({
+            "hours": config.hours,
+            "levels_per_hour": config.levels_per_hour,
+            "frames_per_level": config.frames_per_level,
+            "peak_live": live.iter().copied().max().unwrap_or(0),
+            "rows": rows.iter().map(Row::summary).collect::<Vec<_>>(),
+        });
+        let text = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?;
         crate::out!("{text}");
     } else {
         crate::out!("{}", soak_table(&rows, config));

@@ -19,8 +19,12 @@ fn soak_json_gives_each_allocator_its_least_memory_and_hours() {
         "space,talc,system",
         "--json",
     ])));
-    let rows: serde_json::Value = serde_json::from_str(&out).expect("JSON");
-    let rows = rows.as_array().expect("one row per allocator");
+    let doc: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(
+        (doc["hours"].as_u64(), doc["frames_per_level"].as_u64()),
+        (Some(1), Some(2))
+    );
+    let rows = doc["rows"].as_array().expect("one row per allocator");
     let names: Vec<&str> = rows
         .iter()
         .map(|r| r["allocator"].as_str().unwrap())
@@ -50,6 +54,8 @@ fn soak_json_gives_each_allocator_its_least_memory_and_hours() {
                 Some(least),
                 "one hour: the same"
             );
+            assert_eq!(r["flatness"].as_f64(), Some(1.0), "{name}");
+            assert!(r["frame_os_calls_after_first_hour"].is_u64(), "{name}");
         } else {
             assert!(
                 r["session_least"].is_null(),
