@@ -113,3 +113,39 @@ fn soak_mistakes_get_one_line() {
         assert!(err.contains(says), "{bad:?}: {err}");
     }
 }
+
+/// The README's promise, at its full size: over a hundred hours the bento set-up's
+/// least memory grows only as the live bytes do, and stays below rlsf's, whose grows
+/// with play. A release build's test (a dozen plays of a hundred hours per allocator).
+#[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "a hundred hours a dozen times: release builds"
+)]
+fn a_hundred_hours_leave_the_bento_set_ups_least_memory_flat() {
+    let out = ok(&bento(&["soak", "--allocators", "bento,rlsf", "--json"]));
+    let doc: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    let row = |name: &str| {
+        doc["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["allocator"] == name)
+            .cloned()
+            .unwrap()
+    };
+    let (bento, rlsf) = (row("bento"), row("rlsf"));
+    let flat = |r: &serde_json::Value| r["flatness"].as_f64().unwrap();
+    assert!(flat(&bento) <= 1.05, "bento: {bento}");
+    assert!(flat(&rlsf) > flat(&bento), "rlsf: {rlsf}");
+    let least = |r: &serde_json::Value| r["session_least"].as_u64().unwrap();
+    assert!(
+        least(&bento) < least(&rlsf),
+        "{} against {}",
+        least(&bento),
+        least(&rlsf)
+    );
+    for h in bento["hours"].as_array().unwrap() {
+        assert_eq!(h["refused"].as_u64(), Some(0), "memory to spare: {h}");
+    }
+}
