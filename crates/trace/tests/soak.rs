@@ -111,7 +111,10 @@ fn the_least_memory_plays_and_a_granule_less_does_not() {
     assert!(!plays(least - granule), "a granule less does not");
     // Not bounded: the least of the range.
     let global = |_| soak(&mut ApiTarget(&Global), config).refused() == 0;
-    assert_eq!(least_memory(global, (1 << 20)..(2 << 20), granule), Some(1 << 20));
+    assert_eq!(
+        least_memory(global, (1 << 20)..(2 << 20), granule),
+        Some(1 << 20)
+    );
     // Bounded below the range's end: none.
     assert_eq!(least_memory(plays, (1 << 20)..(4 << 20), granule), None);
 }
