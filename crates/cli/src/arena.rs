@@ -312,6 +312,12 @@ mod tests {
                 "{name}: {} blocks in 1 MiB",
                 blocks.len()
             );
+            let mut starts: Vec<usize> = blocks.iter().map(|b| b.addr().get()).collect();
+            starts.sort_unstable();
+            assert!(
+                starts.windows(2).all(|w| w[0] + 1000 <= w[1]),
+                "{name}: blocks overlap"
+            );
             let f = p.footprint().unwrap();
             assert!(f.committed <= 1 << 20, "{name}: {f:?}");
             for (i, b) in blocks.into_iter().enumerate() {

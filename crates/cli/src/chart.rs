@@ -283,11 +283,22 @@ pub(crate) fn map_chart(rows: &[SegmentRow], title: &str, out: &Path) -> Result<
     write(out, &svg)
 }
 
+/// One allocator's line of the soak's chart.
+pub(crate) struct SoakLine {
+    pub(crate) allocator: String,
+    /// Whether it ran over fixed memory (its figure is committed, else RSS growth).
+    pub(crate) bounded: bool,
+    /// Each hour's most live and most held, in order.
+    pub(crate) hours: Vec<(u64, u64)>,
+    /// Its least memory for the whole session, when bounded.
+    pub(crate) least: Option<u64>,
+}
+
 /// The soak's chart: what each allocator held, hour by hour (committed over fixed
 /// memory with memory to spare, or its resident set's growth), beside the live bytes
 /// as a wide grey line; each bounded allocator's least memory for the whole session
 /// as a dashed line in its colour.
-pub(crate) fn soak_chart(rows: &[crate::soak::Row], title: &str, out: &Path) -> Result<(), String> {
+pub(crate) fn soak_chart(rows: &[SoakLine], title: &str, out: &Path) -> Result<(), String> {
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (1100, 540)).into_drawing_area();
@@ -299,8 +310,8 @@ pub(crate) fn soak_chart(rows: &[crate::soak::Row], title: &str, out: &Path) -> 
             .flat_map(|r| {
                 r.hours
                     .iter()
-                    .map(|h| h.peak_held.max(h.peak_live))
-                    .chain(r.session_least)
+                    .map(|&(live, held)| held.max(live))
+                    .chain(r.least)
             })
             .max()
             .unwrap_or(1) as f64
@@ -320,12 +331,13 @@ pub(crate) fn soak_chart(rows: &[crate::soak::Row], title: &str, out: &Path) -> 
             .draw()
             .map_err(draw_err)?;
         // Each hour's figure drawn across the hour.
-        let steps = |f: &dyn Fn(&crate::soak::Hour) -> u64, row: &crate::soak::Row| {
+        let steps = |f: &dyn Fn(&(u64, u64)) -> u64, row: &SoakLine| {
             row.hours
                 .iter()
-                .flat_map(|h| {
+                .enumerate()
+                .flat_map(|(hour, h)| {
                     let y = f(h) as f64 / MIB;
-                    [(h.hour as f64, y), (h.hour as f64 + 1.0, y)]
+                    [(hour as f64, y), (hour as f64 + 1.0, y)]
                 })
                 .collect::<Vec<_>>()
         };
@@ -333,14 +345,14 @@ pub(crate) fn soak_chart(rows: &[crate::soak::Row], title: &str, out: &Path) -> 
         if let Some(first) = rows.first() {
             let style = ShapeStyle::from(&BLACK.mix(0.45)).stroke_width(3);
             chart
-                .draw_series(LineSeries::new(steps(&|h| h.peak_live, first), style))
+                .draw_series(LineSeries::new(steps(&|h| h.0, first), style))
                 .map_err(draw_err)?;
             entries.push(("live (asked)".to_owned(), style, false));
         }
         for (i, row) in rows.iter().enumerate() {
             let colour = COLOURS[i % COLOURS.len()].stroke_width(2);
             chart
-                .draw_series(LineSeries::new(steps(&|h| h.peak_held, row), colour))
+                .draw_series(LineSeries::new(steps(&|h| h.1, row), colour))
                 .map_err(draw_err)?;
             let what = if row.bounded {
                 "committed"
@@ -348,7 +360,7 @@ pub(crate) fn soak_chart(rows: &[crate::soak::Row], title: &str, out: &Path) -> 
                 "RSS growth"
             };
             entries.push((format!("{} ({what})", row.allocator), colour, false));
-            if let Some(least) = row.session_least {
+            if let Some(least) = row.least {
                 let y = least as f64 / MIB;
                 chart
                     .draw_series(DashedLineSeries::new(

@@ -235,12 +235,14 @@ pub(crate) fn replay_all(
     let sample_every = (records / 1000).max(1);
     let mut runs = Vec::new();
     let mut done = 0;
+    // The children's results, where no one else can put a link.
+    let results = crate::output::PrivateDir::new(scratch)?;
     for name in allocators {
         bar.set_message(name.clone());
         let child = Child {
             trace,
             name,
-            scratch,
+            results: &results,
             max_live,
             bar: &bar,
         };
@@ -261,7 +263,7 @@ pub(crate) fn replay_all(
 struct Child<'a> {
     trace: &'a Path,
     name: &'a str,
-    scratch: &'a Path,
+    results: &'a crate::output::PrivateDir,
     max_live: Option<u64>,
     bar: &'a ProgressBar,
 }
@@ -271,9 +273,7 @@ impl Child<'_> {
     fn run(&self, done: u64, args: &[&str]) -> Result<Run, String> {
         let me = std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
         let name = self.name;
-        let result = self
-            .scratch
-            .join(format!(".bento-run-{}-{name}.json", std::process::id()));
+        let result = self.results.join(&format!("{name}.json"));
         self.bar.set_position(done);
         let mut child = Command::new(&me)
             .arg("__child")

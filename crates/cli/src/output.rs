@@ -25,8 +25,9 @@ enum Dest {
     /// A regular file, or nothing yet, at this path (the output's links followed):
     /// written whole beside it and renamed over it.
     Replace(PathBuf),
-    /// Written in place through the output's own path: a device, a FIFO or a socket
-    /// (`truncate` false), or a regular file only the system's own links lead to
+    /// Written in place through the output's own path: a device, a FIFO, a socket or
+    /// a file reached through a descriptor's link (`/dev/stdout`), appended to
+    /// (`truncate` false); or a regular file only the system's own links lead to
     /// (`/proc/self/fd/N` of a deleted file, `truncate` true).
     InPlace { truncate: bool },
 }
@@ -47,6 +48,12 @@ fn resolve(path: &Path) -> Result<Dest, String> {
     // A regular file or nothing: the name at the end of the links, to rename over.
     let mut at = path.to_owned();
     for _ in 0..=MAX_LINKS {
+        // A descriptor's link (`/dev/stdout` leads to `/proc/self/fd/1`): the file is
+        // one the program was handed open (a shell's `> file` or `>> file`), written
+        // through the descriptor's link, appended to, never renamed over.
+        if is_descriptor(&at) {
+            return Ok(Dest::InPlace { truncate: false });
+        }
         let found = match std::fs::symlink_metadata(&at) {
             Ok(m) if m.file_type().is_symlink() => {
                 let to = std::fs::read_link(&at).map_err(|e| fail(&e))?;
@@ -78,6 +85,18 @@ fn resolve(path: &Path) -> Result<Dest, String> {
     Err(fail(&format_args!(
         "more than {MAX_LINKS} symbolic links lead from it"
     )))
+}
+
+/// Whether `path` is a link of the system's to an open descriptor: `/dev/fd/N`, or
+/// `/proc/PID/fd/N` (`/proc/self/fd/N`).
+fn is_descriptor(path: &Path) -> bool {
+    let mut parts = path.components().map(|c| c.as_os_str().to_string_lossy());
+    let mut next = || parts.next().unwrap_or_default();
+    match (next().as_ref(), next().as_ref(), next().as_ref()) {
+        ("/", "dev", "fd") => true,
+        ("/", "proc", _) => next() == "fd",
+        _ => false,
+    }
 }
 
 /// Whether two looks at a path found the same file.
@@ -152,9 +171,12 @@ fn in_place<T>(
     fill: impl FnOnce(&mut BufWriter<File>) -> io::Result<T>,
 ) -> Result<T, String> {
     let fail = |e: io::Error| format!("cannot write {}: {e}", path.display());
+    // Not truncated, a file is appended to: a device or a FIFO takes the bytes as they
+    // come, and a file the program was handed (`>> file`) keeps what it held.
     let handle = OpenOptions::new()
         .write(true)
         .truncate(truncate)
+        .append(!truncate)
         .open(path)
         .map_err(fail)?;
     let mut out = BufWriter::new(handle);
@@ -229,6 +251,42 @@ impl Staged {
                 })
             }
         }
+    }
+}
+
+/// A fresh directory that only this user may enter, removed with what it holds when
+/// dropped: where a child process writes its result, so that no one else can put a
+/// link where it writes.
+pub(crate) struct PrivateDir {
+    path: PathBuf,
+}
+
+impl PrivateDir {
+    /// A new directory in `parent`, named for this process and the moment; an error
+    /// when it cannot be made (or the name is taken).
+    pub(crate) fn new(parent: &Path) -> Result<Self, String> {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let path = parent.join(format!(".bento-{}-{nanos}", std::process::id()));
+        let mut builder = std::fs::DirBuilder::new();
+        #[cfg(unix)]
+        std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+        builder
+            .create(&path)
+            .map_err(|e| format!("cannot make {}: {e}", path.display()))?;
+        Ok(Self { path })
+    }
+
+    /// `name` inside the directory.
+    pub(crate) fn join(&self, name: &str) -> PathBuf {
+        self.path.join(name)
+    }
+}
+
+impl Drop for PrivateDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
     }
 }
 
@@ -362,6 +420,19 @@ mod tests {
             resolve(Path::new("/dev/null")),
             Ok(Dest::InPlace { truncate: false })
         );
+        // A descriptor's link to a regular file: appended to where it is.
+        let handed = std::fs::File::create(dir.join("handed")).unwrap();
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&handed);
+        for link in [format!("/proc/self/fd/{fd}"), format!("/dev/fd/{fd}")] {
+            assert_eq!(
+                resolve(Path::new(&link)),
+                Ok(Dest::InPlace { truncate: false })
+            );
+        }
+        assert!(is_descriptor(Path::new("/proc/123/fd/4")));
+        assert!(!is_descriptor(Path::new("/proc/123/maps")));
+        assert!(!is_descriptor(&dir.join("fd")));
+        drop(handed);
         let err = resolve(&dir).unwrap_err();
         assert!(err.ends_with("it is a directory"), "{err}");
         symlink("loop-b", dir.join("loop-a")).unwrap();

@@ -588,12 +588,11 @@ impl<P: PageSource> ReplayTarget for Bento<'_, P> {
         let Some(phase) = phase_of(name) else {
             return;
         };
-        if phase == Phase::Unload {
-            // The level's frames pass at once, outside gameplay: what their decay
-            // gives back goes now, before the unload holds the decay.
-            for _ in 0..std::mem::take(&mut self.unticked) {
-                self.parts.common.tick();
-            }
+        // The level's frames pass at once, outside gameplay, at whatever phase ends
+        // it (its unload, or a load with none before): what their decay gives back
+        // goes now, before an unload or a load holds the decay.
+        for _ in 0..std::mem::take(&mut self.unticked) {
+            self.parts.common.tick();
         }
         // A level of bento's sessions ("level N loaded"); a menu, or a phase of a
         // recorded program, ticks each frame.

@@ -17,6 +17,7 @@ use bento_trace::{Footprint, GlobalTarget, ReplayTarget, SoakRun, Wrapper, least
 use serde::{Deserialize, Serialize};
 
 use crate::arena::{self, PEERS};
+use crate::chart::SoakLine;
 use crate::run::{NO_RATIO, bytes, rss, table};
 use crate::setup::{self, Bento, Linear, Measured, Parts};
 
@@ -178,7 +179,7 @@ fn bounded_run(name: &str, limit: usize, config: LongConfig) -> Result<SoakRun, 
 }
 
 /// The least memory in which `config` plays on `name`, searched from `live` (the
-/// session's peak live) up to `ceiling`, to a 256th of the peak live (at least 64 KiB).
+/// session's peak live) up to `ceiling`, to a 1024th of the peak live (at least 64 KiB).
 fn least(name: &str, config: LongConfig, live: u64, ceiling: u64) -> Option<u64> {
     let granule = (live as usize / 1024).max(64 << 10);
     let plays = |limit| bounded_run(name, limit, config).is_ok_and(|run| run.refused() == 0);
@@ -188,7 +189,7 @@ fn least(name: &str, config: LongConfig, live: u64, ceiling: u64) -> Option<u64>
 /// The most bytes live in each hour of `config`, from the session itself (no
 /// allocator: the sizes it asks for).
 fn live_by_hour(config: LongConfig) -> Vec<u64> {
-    use bento_trace::workload::{LongSession, Step};
+    use bento_trace::workload::{LevelPhase, LongSession, Step};
     let session = LongSession::new(config);
     let mut sizes = vec![0u64; session.ids()];
     let mut peaks = vec![0u64; config.hours];
@@ -204,7 +205,8 @@ fn live_by_hour(config: LongConfig) -> Vec<u64> {
                 sizes[id] = size as u64;
             }
             Step::Free { id } => live -= std::mem::take(&mut sizes[id]),
-            Step::Checkpoint(c) => hour = config.hour_of(c.level),
+            // A level's hour begins as it begins to load, as `soak` counts it.
+            Step::Phase(LevelPhase::Loading(level)) => hour = config.hour_of(level),
             _ => {}
         }
         if let Some(peak) = peaks.get_mut(hour) {
@@ -348,9 +350,9 @@ pub(crate) fn child(
 
 /// An unbounded row, from a fresh child process.
 fn unbounded_row(name: &str, config: LongConfig) -> Result<Row, String> {
-    let dir = std::env::temp_dir().join(format!("bento-soak-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot make {}: {e}", dir.display()))?;
-    let result = dir.join(format!("{name}.json"));
+    // The child's result, where no one else can put a link.
+    let dir = crate::output::PrivateDir::new(&std::env::temp_dir())?;
+    let result = dir.join(&format!("{name}.json"));
     let exe = std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
     let status = Command::new(exe)
         .args(["__soak-child", "--allocator", name])
@@ -361,7 +363,7 @@ fn unbounded_row(name: &str, config: LongConfig) -> Result<Row, String> {
         .status()
         .map_err(|e| format!("cannot start the soak of {name}: {e}"))?;
     let text = std::fs::read(&result);
-    let _ = std::fs::remove_dir_all(&dir);
+    drop(dir);
     if !status.success() {
         return Err(format!("the soak of {name} failed ({status})"));
     }
@@ -407,7 +409,16 @@ pub(crate) fn soak_command(
     }
     if let Some(out) = output {
         let title = format!("{hours} hours of play: what each allocator holds, hour by hour");
-        crate::chart::soak_chart(&rows, &title, out)?;
+        let lines: Vec<SoakLine> = rows
+            .iter()
+            .map(|r| SoakLine {
+                allocator: r.allocator.clone(),
+                bounded: r.bounded,
+                hours: r.hours.iter().map(|h| (h.peak_live, h.peak_held)).collect(),
+                least: r.session_least,
+            })
+            .collect();
+        crate::chart::soak_chart(&lines, &title, out)?;
         if !json {
             crate::out!("wrote {}", out.display());
         }

@@ -324,3 +324,43 @@ fn a_device_output_is_written_in_place_and_never_replaced() {
     still_the_device(dev_full, rdev);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `-o /dev/stdout` with stdout a file the shell opened (`>> file`): the trace goes
+/// into that file after what it held, and the file is the same file afterwards (not
+/// a new one renamed over it, which would leave the shell's descriptor on a file with
+/// no name).
+#[test]
+fn stdout_redirected_to_a_file_is_appended_to_not_replaced() {
+    let dir = scratch("stdout-file");
+    let expected = lifo_bytes(&dir);
+    let out = dir.join("out");
+    std::fs::write(&out, b"head\n").unwrap();
+    let before = std::fs::metadata(&out).unwrap().ino();
+    let handle = std::fs::OpenOptions::new().append(true).open(&out).unwrap();
+    let o = command(&[
+        "gen",
+        "--profile",
+        "lifo",
+        "--scale",
+        "0.05",
+        "-o",
+        "/dev/stdout",
+    ])
+    .stdout(handle)
+    .output()
+    .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(
+        std::fs::metadata(&out).unwrap().ino(),
+        before,
+        "the same file"
+    );
+    let got = std::fs::read(&out).unwrap();
+    assert!(got.starts_with(b"head\n"), "what it held is kept");
+    assert_eq!(
+        &got[5..5 + expected.len()],
+        &expected[..],
+        "then the whole trace"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -5,8 +5,8 @@ mod common;
 
 use common::{bento, ok, scratch, stderr};
 
-/// A soak small enough for a test: one hour of two frames a level.
-const SMALL: &[&str] = &["soak", "--hours", "1", "--frames", "2"];
+/// A soak small enough for a test: two hours of two frames a level.
+const SMALL: &[&str] = &["soak", "--hours", "2", "--frames", "2"];
 
 fn args<'a>(extra: &[&'a str]) -> Vec<&'a str> {
     SMALL.iter().copied().chain(extra.iter().copied()).collect()
@@ -22,7 +22,7 @@ fn soak_json_gives_each_allocator_its_least_memory_and_hours() {
     let doc: serde_json::Value = serde_json::from_str(&out).expect("JSON");
     assert_eq!(
         (doc["hours"].as_u64(), doc["frames_per_level"].as_u64()),
-        (Some(1), Some(2))
+        (Some(2), Some(2))
     );
     let rows = doc["rows"].as_array().expect("one row per allocator");
     let names: Vec<&str> = rows
@@ -35,12 +35,10 @@ fn soak_json_gives_each_allocator_its_least_memory_and_hours() {
         let live = r["session_live"].as_u64().unwrap();
         assert!(live > 1 << 20, "{name}: {r}");
         let hours = r["hours"].as_array().unwrap();
-        assert_eq!(hours.len(), 1, "{name}");
-        assert_eq!(
-            hours[0]["refused"].as_u64(),
-            Some(0),
-            "{name}: memory to spare"
-        );
+        assert_eq!(hours.len(), 2, "{name}");
+        for h in hours {
+            assert_eq!(h["refused"].as_u64(), Some(0), "{name}: memory to spare");
+        }
         if r["bounded"].as_bool().unwrap() {
             let least = r["session_least"].as_u64().expect("a least memory");
             // No allocator plays in less than the live bytes, and these need less
@@ -49,12 +47,11 @@ fn soak_json_gives_each_allocator_its_least_memory_and_hours() {
                 least >= live && least < 2 * live,
                 "{name}: {least} for {live} live"
             );
-            assert_eq!(
-                r["first_hour_least"].as_u64(),
-                Some(least),
-                "one hour: the same"
-            );
-            assert_eq!(r["flatness"].as_f64(), Some(1.0), "{name}");
+            let first = r["first_hour_least"].as_u64().expect("a least memory");
+            let first_live = r["first_hour_live"].as_u64().unwrap();
+            assert!(first >= first_live && first <= least, "{name}: {r}");
+            let flat = r["flatness"].as_f64().unwrap();
+            assert!((0.5..2.0).contains(&flat), "{name}: flatness {flat}");
             assert!(r["frame_os_calls_after_first_hour"].is_u64(), "{name}");
         } else {
             assert!(

@@ -720,8 +720,17 @@ impl<P: PageSource> Inner<P> {
     #[cold]
     #[inline(never)]
     pub(crate) fn make_room(&self) -> bool {
+        let kept = self.layer.cache.kept();
+        // Blocks the general regions' spaces keep: draining them frees memory the
+        // request may fit in even when no page goes to the commit cache.
+        let cached: usize = self
+            .generals()
+            .filter(|g| self.layer.touched(g.id))
+            .map(|g| g.lock().stats().cached_bytes)
+            .sum();
         self.detach_here();
-        self.trim_regions() > 0
+        let freed = self.trim_regions();
+        freed > 0 || cached > 0 || self.layer.cache.kept() > kept
     }
 
     /// Makes every class region's empty runs idle and trims every general region's

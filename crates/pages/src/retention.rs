@@ -58,8 +58,9 @@ impl Default for Retention {
 /// always, even in a program that ticks. The clock is read on the cache's slow paths,
 /// by [`CommitCache::decay`] and, under `frames: 0`, by `tick`. In frames, a page
 /// freed during a frame has been unused for one frame at the next tick: under
-/// `Decay::frames(3)` it goes back at the second or third tick after its free.
-/// Setting a new policy ([`CommitCache::set_retention`]) starts every age afresh.
+/// `Decay::frames(3)` it goes back at the second tick after its free, under
+/// `Decay::frames(4)` at the second to the fourth. A new schedule
+/// ([`CommitCache::set_retention`]) starts the decay clock afresh.
 ///
 /// The cap: the bytes committed through the cache, in use and kept, stay within
 /// `peak_percent` of the most ever in use at once, and the kept bytes within the

@@ -59,9 +59,10 @@ impl<P: PageSource + Send + Sync + 'static> CommonAllocator<P> {
     /// Starts a thread named `bento-purge` that calls [`decay`](Self::decay) while the
     /// program runs: what stays unused for the decay time goes back even when the
     /// program makes no allocation. It wakes every quarter of the decay's
-    /// milliseconds while memory is kept (at least once a millisecond), and once a
-    /// second while none is, or under a retention that reads no clock; it allocates
-    /// nothing once started, and takes the allocator's locks only inside `decay`.
+    /// milliseconds while memory is kept (at least once a millisecond), once a decay
+    /// time (at most a second) while none is, and once a second under a retention
+    /// that reads no clock; it allocates nothing once started, and takes the
+    /// allocator's locks only inside `decay`.
     ///
     /// A program that ticks ([`tick`](Self::tick)) under a decay counted in frames
     /// needs no purger (once it ticks, frames rule and `decay` does nothing); a
@@ -121,7 +122,8 @@ impl<P: PageSource + Send + Sync + 'static> CommonAllocator<P> {
                 clock: Some(_),
                 ..
             })) if millis > 0 => u64::from(millis),
-            _ => IDLE_WAIT_MS,
+            // No clock to read: a look once a second, should the policy change.
+            _ => return Duration::from_millis(IDLE_WAIT_MS),
         };
         let wait = if self.kept() > 0 {
             (millis / 4).max(1)

