@@ -65,6 +65,7 @@ fn fresh_capacity(retention: Retention, front: bool, sizes: &[usize]) -> usize {
 /// the next, with and without the thread cache: each seats as many blocks as in a
 /// fresh allocator.
 #[test]
+#[cfg_attr(miri, ignore = "megabytes of blocks a level: minutes under Miri")]
 fn every_level_fits_as_it_did_in_a_fresh_allocator() {
     let levels: [&[usize]; 4] = [
         &[24, 200, 1500],
@@ -121,6 +122,7 @@ fn cached(pages: &Fixed, routing: bento_common::Routing) -> CommonAllocator<&Fix
 /// blocks once the runs are full: the small level seats what it does in a fresh
 /// allocator, under `Routing::Contention` too (general regions only).
 #[test]
+#[cfg_attr(miri, ignore = "megabytes of blocks a level: minutes under Miri")]
 fn cached_large_blocks_make_way_for_small_ones() {
     for routing in [
         bento_common::Routing::BySize,

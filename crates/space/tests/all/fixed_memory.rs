@@ -64,6 +64,7 @@ fn fresh_capacity(retention: Retention, sizes: &[usize]) -> usize {
 /// the next: every level seats exactly as many blocks as in a fresh space, and the
 /// space validates between levels.
 #[test]
+#[cfg_attr(miri, ignore = "megabytes of blocks a level: minutes under Miri")]
 fn every_level_fits_as_it_did_in_a_fresh_space() {
     let levels: [&[usize]; 4] = [
         &[200, 48, 3000],
@@ -107,6 +108,7 @@ fn every_level_fits_as_it_did_in_a_fresh_space() {
 /// A long-lived block between levels pins its segment; the rest of the memory still
 /// serves each level as it did with that block alone in a fresh space.
 #[test]
+#[cfg_attr(miri, ignore = "megabytes of blocks a level: minutes under Miri")]
 fn a_level_fits_beside_what_outlives_the_levels_before_it() {
     let level: &[usize] = &[300, 5000, 80];
     let retention = BY_FRAMES.retention;
