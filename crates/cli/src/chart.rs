@@ -136,25 +136,37 @@ pub(crate) fn memory_chart(runs: &[Run], title: &str, out: &Path) -> Result<(), 
                 entries.push((format!("{} kept for reuse", run.allocator), style, true));
             }
         }
-        for (i, (label, style, dashed)) in entries.into_iter().enumerate() {
-            let y = 60 + 22 * i as i32;
-            let line = vec![(0, y + 6), (24, y + 6)];
-            if dashed {
-                legend
-                    .draw(&DashedPathElement::new(line, DASH.0, DASH.1, style))
-                    .map_err(draw_err)?;
-            } else {
-                legend
-                    .draw(&PathElement::new(line, style))
-                    .map_err(draw_err)?;
-            }
-            legend
-                .draw(&Text::new(label, (30, y), ("sans-serif", 12).into_font()))
-                .map_err(draw_err)?;
-        }
+        draw_legend(&legend, entries, 60, 22)?;
         root.present().map_err(draw_err)?;
     }
     write(out, &svg)
+}
+
+/// A legend's entries (a label, the line's style, whether it is dashed), one under
+/// the other from `top`, `step` pixels apart.
+fn draw_legend(
+    legend: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>,
+    entries: Vec<(String, ShapeStyle, bool)>,
+    top: i32,
+    step: i32,
+) -> Result<(), String> {
+    for (i, (label, style, dashed)) in entries.into_iter().enumerate() {
+        let y = top + step * i as i32;
+        let line = vec![(0, y + 6), (24, y + 6)];
+        if dashed {
+            legend
+                .draw(&DashedPathElement::new(line, DASH.0, DASH.1, style))
+                .map_err(draw_err)?;
+        } else {
+            legend
+                .draw(&PathElement::new(line, style))
+                .map_err(draw_err)?;
+        }
+        legend
+            .draw(&Text::new(label, (30, y), ("sans-serif", 12).into_font()))
+            .map_err(draw_err)?;
+    }
+    Ok(())
 }
 
 /// Buckets across the x axis: a line keeps each bucket's lowest and highest point.
@@ -377,22 +389,7 @@ pub(crate) fn soak_chart(rows: &[SoakLine], title: &str, out: &Path) -> Result<(
                 ));
             }
         }
-        for (i, (label, style, dashed)) in entries.into_iter().enumerate() {
-            let y = 40 + 20 * i as i32;
-            let line = vec![(0, y + 6), (24, y + 6)];
-            if dashed {
-                legend
-                    .draw(&DashedPathElement::new(line, DASH.0, DASH.1, style))
-                    .map_err(draw_err)?;
-            } else {
-                legend
-                    .draw(&PathElement::new(line, style))
-                    .map_err(draw_err)?;
-            }
-            legend
-                .draw(&Text::new(label, (30, y), ("sans-serif", 12).into_font()))
-                .map_err(draw_err)?;
-        }
+        draw_legend(&legend, entries, 40, 20)?;
         root.present().map_err(draw_err)?;
     }
     write(out, &svg)
