@@ -14,7 +14,9 @@
 //! `operations`; latency percentiles over every operation, `p50_ns`, `p99_ns`,
 //! `p999_ns`, `p9999_ns` and `max_ns`; how many took over 10 µs and over 100 µs
 //! (`over_10us`, `over_100us`); `peak_live_bytes`; `peak_rss_growth_bytes`, the
-//! peak resident set (`VmHWM`) less the one before the run; `mappings_at_peak`, the
+//! peak resident set (`VmHWM`) less the one before the run; `peak_committed_bytes`,
+//! the most the allocator's page layer held committed (bento's rows; 0 for the
+//! others, which cannot say); `mappings_at_peak`, the
 //! most mappings the process had at a round's peak; and `held_after_free_all_bytes`,
 //! what the process still holds a second after everything is freed (no trim call;
 //! bento's space is told to look at the clock, its decay time being 1 s). Every page
@@ -61,6 +63,9 @@ struct Figures {
     vmas: usize,
     /// The resident set once every block is freed, the heap still alive.
     held: usize,
+    /// The most bytes the allocator's page layer had committed, for bento's rows
+    /// (0 for the others, which are measured by their resident set).
+    committed: usize,
 }
 
 /// Runs the churn on `heap`, timing each call; `settle` runs once everything is freed,
@@ -110,6 +115,7 @@ fn churn<H: Heap>(heap: &mut H, settle: impl FnOnce()) -> Figures {
         vmas,
         peak_live,
         held: status_bytes("VmRSS:"),
+        committed: 0,
     }
 }
 
@@ -132,17 +138,21 @@ fn run(peer: &str) -> serde_json::Value {
                 MemorySpace::new(SystemPages::new(), SpaceConfig::DEFAULT).expect("a space");
             // The space's decay time passes; it is told to look at the clock, as an
             // idle program's hook would.
-            churn(&mut Api(&space), || {
+            let mut figures = churn(&mut Api(&space), || {
                 idle();
                 space.decay();
-            })
+            });
+            figures.committed = space.stats().max_committed;
+            figures
         }
         "common" => {
             let common = bento_common::CommonAllocator::new();
-            churn(&mut Api(&common), || {
+            let mut figures = churn(&mut Api(&common), || {
                 idle();
                 common.decay();
-            })
+            });
+            figures.committed = common.stats().max_resident;
+            figures
         }
         "glibc" => churn(&mut GlobalHeap(std::alloc::System), idle),
         "mimalloc" => churn(&mut GlobalHeap(mimalloc::MiMalloc), idle),
@@ -167,6 +177,7 @@ fn run(peer: &str) -> serde_json::Value {
         "over_100us": over(100_000),
         "peak_live_bytes": figures.peak_live,
         "peak_rss_growth_bytes": peak,
+        "peak_committed_bytes": figures.committed,
         "mappings_at_peak": figures.vmas,
         "held_after_free_all_bytes": figures.held.saturating_sub(base),
     })

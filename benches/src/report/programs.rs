@@ -76,8 +76,9 @@ fn session(doc: &Value) -> String {
 fn churn(doc: &Value) -> String {
     let mut t = String::from(
         "| allocator | operations | p50 µs | p99 µs | p99.9 µs | p99.99 µs | max µs | \
-         over 10 µs | over 100 µs | peak RSS ÷ peak live | mappings at peak | \
-         held 1 s after free-all |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+         over 10 µs | over 100 µs | peak RSS ÷ peak live | peak committed ÷ peak live | \
+         mappings at peak | held 1 s after free-all |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for row in rows(doc) {
         let us = |f: &str| or_none(num(row, f), micros);
@@ -89,9 +90,17 @@ fn churn(doc: &Value) -> String {
             (Some(rss), Some(live)) => ratio(rss / live),
             _ => NONE.to_owned(),
         };
+        // Only bento's rows can say what they committed (0 for the others).
+        let committed = match (
+            num(row, "peak_committed_bytes"),
+            num(row, "peak_live_bytes"),
+        ) {
+            (Some(c), Some(live)) if c > 0.0 => ratio(c / live),
+            _ => NONE.to_owned(),
+        };
         let _ = writeln!(
             t,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {rss} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {rss} | {committed} | {} | {} |",
             text(row, "allocator"),
             count("operations"),
             us("p50_ns"),

@@ -308,6 +308,21 @@ pub const TARGETS: &[Target] = &[
     },
     Target {
         section: "churn",
+        what: "common: peak committed ÷ peak live, ÷ glibc's peak RSS ÷ peak live",
+        figure: |d| {
+            let committed = per_live(d, "churn", "common", "peak_committed_bytes")?;
+            Some(committed / per_live(d, "churn", "glibc", "peak_rss_growth_bytes")?)
+        },
+        bound: Bound::AtMost(1.0),
+    },
+    Target {
+        section: "churn",
+        what: "space: peak committed ÷ peak live",
+        figure: |d| per_live(d, "churn", "bento", "peak_committed_bytes"),
+        bound: Bound::AtMost(1.5),
+    },
+    Target {
+        section: "churn",
         what: "MiB held a second after every block is freed, no `trim()`",
         figure: |d| Some(churn(d, "bento", "held_after_free_all_bytes")? / f64::from(1 << 20)),
         bound: Bound::AtMost(1.0),
