@@ -243,12 +243,15 @@ impl<P: PageSource + Clone> Parts<P> {
     /// The parts over fixed memory, `pages` (a handle to one source both draw from):
     /// the common allocator of the default shape but for its retention, which keeps
     /// freed pages until a commit elsewhere needs them ([`Decay::KEEP`]: in fixed
-    /// memory a page given back serves no other program), and the frame arenas' and
-    /// pool's pages.
+    /// memory a page given back serves no other program) and for its large region's
+    /// pages, the source's own (every byte committed counts against the limit), and the frame
+    /// arenas' and pool's pages.
     pub(crate) fn over(pages: P) -> Self {
         let config = bento_common::CommonConfig::DEFAULT
             .with_pages(pages.clone())
             .with_retention(bento_pages::Retention::Decay(Decay::KEEP));
+        let large = config.large.with_page_size(pages.page_size());
+        let config = config.with_large(large);
         Self {
             common: CommonAllocator::with_config(config),
             pages: Metered::new(pages),

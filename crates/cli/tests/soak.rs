@@ -112,8 +112,8 @@ fn soak_mistakes_get_one_line() {
 }
 
 /// The README's promise, at its full size: over a hundred hours the bento set-up's
-/// least memory grows only as the live bytes do, and stays below rlsf's, whose grows
-/// with play. A release build's test (a dozen plays of a hundred hours per allocator).
+/// least memory grows only as the live bytes do, and stays at most 0.9× rlsf's, whose
+/// grows with play. A release build's test (a dozen plays of a hundred hours per allocator).
 #[test]
 #[cfg_attr(
     debug_assertions,
@@ -135,9 +135,9 @@ fn a_hundred_hours_leave_the_bento_set_ups_least_memory_flat() {
     let flat = |r: &serde_json::Value| r["flatness"].as_f64().unwrap();
     assert!(flat(&bento) <= 1.05, "bento: {bento}");
     assert!(flat(&rlsf) > flat(&bento), "rlsf: {rlsf}");
-    let least = |r: &serde_json::Value| r["session_least"].as_u64().unwrap();
+    let least = |r: &serde_json::Value| r["session_least"].as_u64().unwrap() as f64;
     assert!(
-        least(&bento) < least(&rlsf),
+        least(&bento) <= 0.9 * least(&rlsf),
         "{} against {}",
         least(&bento),
         least(&rlsf)
