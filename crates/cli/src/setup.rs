@@ -228,6 +228,9 @@ pub(crate) type Pages<P = SystemPages> = Metered<P>;
 pub(crate) struct Parts<P: PageSource = SystemPages> {
     pub(crate) common: CommonAllocator<P>,
     pub(crate) pages: Pages<P>,
+    /// What a level's start readies of the large region for its frames
+    /// (`CommonAllocator::prepare`; 0: nothing is readied).
+    headroom: usize,
 }
 
 impl Parts {
@@ -235,6 +238,7 @@ impl Parts {
         Self {
             common: CommonAllocator::new(),
             pages: Metered::new(SystemPages::new()),
+            headroom: 0,
         }
     }
 }
@@ -245,7 +249,9 @@ impl<P: PageSource + Clone> Parts<P> {
     /// freed pages until a commit elsewhere needs them ([`Decay::KEEP`]: in fixed
     /// memory a page given back serves no other program) and for its large region's
     /// pages, the source's own (every byte committed counts against the limit), and the frame
-    /// arenas' and pool's pages.
+    /// arenas' and pool's pages. A level's start readies memory for its frames
+    /// ([`HEADROOM`]): in fixed memory the budget is the machine's, and what is
+    /// committed ahead is given back before a request is refused.
     pub(crate) fn over(pages: P) -> Self {
         let config = bento_common::CommonConfig::DEFAULT
             .with_pages(pages.clone())
@@ -255,6 +261,7 @@ impl<P: PageSource + Clone> Parts<P> {
         Self {
             common: CommonAllocator::with_config(config),
             pages: Metered::new(pages),
+            headroom: HEADROOM,
         }
     }
 }
@@ -264,6 +271,9 @@ impl<P: PageSource + Clone> Parts<P> {
 const LEVEL_BUDGET: usize = 512 << 20;
 const STREAM_BUDGET: usize = 64 << 20;
 const GAME_BUDGET: usize = 64 << 20;
+/// What a level's start readies of the large region's fresh memory for its frames,
+/// over fixed memory.
+const HEADROOM: usize = 4 << 20;
 /// Each of the two frame arenas reserves this much.
 const FRAME_RESERVE: usize = 64 << 20;
 /// The most particles alive at once.
@@ -601,6 +611,11 @@ impl<P: PageSource> ReplayTarget for Bento<'_, P> {
         // recorded program, ticks each frame.
         self.playing = phase == Phase::Play && name.starts_with("level ");
         self.parts.common.phase(phase);
+        if self.playing && self.parts.headroom > 0 {
+            // Before the level's frames: a run ahead for each size class in use and
+            // fresh large-block memory committed, so that no frame waits for the OS.
+            self.parts.common.prepare(self.parts.headroom);
+        }
     }
 
     fn footprint(&self) -> Option<Footprint> {

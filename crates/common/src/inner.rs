@@ -747,6 +747,20 @@ impl<P: PageSource> Inner<P> {
         classes + generals.map(|g| g.lock().trim()).sum::<usize>()
     }
 
+    /// Readies memory ahead (`CommonAllocator::prepare`): an empty run for every class
+    /// region in use that has none, and `large` bytes of each general region's fresh
+    /// free space warmed. Returns the bytes committed.
+    pub(crate) fn prepare(&self, large: usize) -> usize {
+        let touched = |id| self.layer.touched(id);
+        let classes: usize = self
+            .class_regions()
+            .filter(|c| touched(c.id))
+            .map(|c| c.lock().spare())
+            .sum();
+        let generals = self.generals().filter(|g| touched(g.id));
+        classes + generals.map(|g| g.lock().warm(large)).sum::<usize>()
+    }
+
     pub(crate) fn trim(&self) -> usize {
         self.detach_here();
         self.trim_regions() + self.layer.cache.trim()

@@ -162,6 +162,12 @@ impl<P: PageSource> ClassRuns<P> {
         unsafe { self.runs.give_chain(head, n, &self.pages) }
     }
 
+    /// Readies an empty run ahead when the region is in use and has none; returns
+    /// the bytes committed.
+    pub(crate) fn spare(&mut self) -> usize {
+        self.runs.spare(&self.pages)
+    }
+
     /// Makes the empty runs idle; returns their bytes.
     pub(crate) fn trim(&mut self) -> usize {
         self.runs.trim(&self.pages)

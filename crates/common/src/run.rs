@@ -544,6 +544,28 @@ impl Runs {
         Some(run)
     }
 
+    /// Readies a run ahead for a region in use that has no empty one: taken as a
+    /// refill would take it (an idle run committed, or a new span), it waits on
+    /// `empty`, so that the next refill past the partial runs calls the source no
+    /// more. Returns the bytes it committed (0: none needed, or the source refused).
+    #[cold]
+    pub(crate) fn spare(&mut self, pages: &impl PageSource) -> usize {
+        if self.used == 0 || self.empty.len > 0 {
+            return 0;
+        }
+        let before = self.committed;
+        let Some(run) = self.ready(pages) else {
+            return 0;
+        };
+        // SAFETY: `ready` put the fresh run, nothing carved, on `partial`.
+        unsafe {
+            self.partial.remove(run);
+            (*run).list = EMPTY;
+            self.empty.push(run);
+        }
+        self.committed - before
+    }
+
     /// Counts `committed` and `reserved` bytes more.
     fn grew(&mut self, committed: usize, reserved: usize) {
         self.committed += committed;

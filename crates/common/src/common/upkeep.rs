@@ -137,6 +137,33 @@ impl<P: PageSource> CommonAllocator<P> {
         }
     }
 
+    /// Readies memory before a stretch that must not wait for the OS, such as a
+    /// level's gameplay frames: every size class in use gets an empty run ahead
+    /// (committed now, so that its next refill past its partial runs calls no one),
+    /// and the next `large` bytes of the large region's fresh free space are committed
+    /// and kept by the commit cache (see [`MemorySpace::warm`](bento_space::MemorySpace::warm)). Returns the bytes
+    /// committed. Call it outside the stretch (at a level's "loaded"); what it
+    /// readies is memory in use to a budget: in fixed memory a commit the limit
+    /// refuses readies less, and what it holds is given back before a request is
+    /// refused. Kept pages decay under the retention policy as any others.
+    ///
+    /// ```
+    /// use core::alloc::Layout;
+    /// use bento_common::CommonAllocator;
+    ///
+    /// let common = CommonAllocator::new();
+    /// let small = common.alloc(Layout::new::<[u8; 48]>()).unwrap();
+    /// let big = common.alloc(Layout::from_size_align(1 << 20, 8).unwrap()).unwrap();
+    /// assert!(common.prepare(4 << 20) >= (4 << 20) + (64 << 10));
+    /// assert_eq!(common.prepare(0), 0); // each class in use has its run ahead
+    /// // SAFETY: live blocks, each freed once.
+    /// unsafe { common.free(big) };
+    /// unsafe { common.free(small) };
+    /// ```
+    pub fn prepare(&self, large: usize) -> usize {
+        self.started().map_or(0, |inner| inner.prepare(large))
+    }
+
     /// Bytes of freed memory kept committed for reuse now, read without a lock.
     ///
     /// ```

@@ -6,6 +6,7 @@ mod figures;
 mod fixed_memory;
 mod front;
 mod model;
+mod prepare;
 mod retention;
 mod runs;
 

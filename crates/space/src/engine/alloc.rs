@@ -225,6 +225,52 @@ impl Core {
         }
     }
 
+    /// Commits and at once decommits the first `bytes` (in whole pages) of the
+    /// designated chunk's interior, where the blocks that no listed chunk fits are
+    /// cut next: through a commit cache the pages stay committed, kept, and those
+    /// blocks' commits find them there with no call to the source. Returns the bytes
+    /// passed through: 0 with no designated chunk (or one with no interior), or when
+    /// the source refuses.
+    pub(crate) fn warm(&mut self, pages: &impl PageOps, bytes: usize) -> usize {
+        let Some(c) = NonNull::new(self.dv) else {
+            return 0;
+        };
+        if !self.may_span_page(self.dv_size) {
+            return 0;
+        }
+        // SAFETY: the designated chunk is a free chunk in a live segment (the
+        // invariant of `dv`).
+        let (_, kind, seg) = unsafe { self.head_and_segment(c) };
+        if kind != 0 {
+            return 0;
+        }
+        let (lo, hi) = self.interior(c.addr().get(), self.dv_size);
+        let want = lo.saturating_add(bytes).saturating_add(self.page_mask) & !self.page_mask;
+        let to = hi.min(want);
+        if lo >= to {
+            return 0;
+        }
+        let len = to - lo;
+        // SAFETY: `[lo, to)` lies in the chunk's interior, inside `seg`, so the offset
+        // keeps the pointer inside the segment's provenance.
+        let ptr = unsafe {
+            NonNull::new_unchecked(seg)
+                .cast::<u8>()
+                .add(lo - seg.addr())
+        };
+        // SAFETY: a free chunk's interior in an ordinary segment: page-aligned and
+        // decommitted (the invariant of `interior`); committed, it holds nothing that
+        // is read before a carve commits it again, so it goes back at once, and the
+        // space's figures never see it.
+        unsafe {
+            if !pages.commit(ptr, len) {
+                return 0;
+            }
+            pages.decommit(ptr, len);
+        }
+        len
+    }
+
     /// Chunk `c`'s head, its segment-kind bits and its segment's header.
     ///
     /// # Safety

@@ -10,6 +10,7 @@ mod probe;
 mod resized;
 mod segments;
 mod session;
+mod warm;
 
 #[cfg(debug_assertions)]
 use std::cell::RefCell;
