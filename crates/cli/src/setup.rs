@@ -247,15 +247,18 @@ impl<P: PageSource + Clone> Parts<P> {
     /// The parts over fixed memory, `pages` (a handle to one source both draw from):
     /// the common allocator of the default shape but for its retention, which keeps
     /// freed pages until a commit elsewhere needs them ([`Decay::KEEP`]: in fixed
-    /// memory a page given back serves no other program) and for its large region's
-    /// pages, the source's own (every byte committed counts against the limit), and the frame
-    /// arenas' and pool's pages. A level's start readies memory for its frames
-    /// ([`HEADROOM`]): in fixed memory the budget is the machine's, and what is
-    /// committed ahead is given back before a request is refused.
+    /// memory a page given back serves no other program), its commit cache, which
+    /// may keep 128 MiB (the limit, not the cache's capacity, decides what is kept),
+    /// and its large region's pages, the source's own (every byte committed counts
+    /// against the limit); and the frame arenas' and pool's pages. A level's start
+    /// readies memory for its frames ([`HEADROOM`]): in fixed memory the budget is the
+    /// machine's, and what is committed ahead is given back before a request is
+    /// refused.
     pub(crate) fn over(pages: P) -> Self {
         let config = bento_common::CommonConfig::DEFAULT
             .with_pages(pages.clone())
-            .with_retention(bento_pages::Retention::Decay(Decay::KEEP));
+            .with_retention(bento_pages::Retention::Decay(Decay::KEEP))
+            .with_commit_cache(128 << 20);
         let large = config.large.with_page_size(pages.page_size());
         let config = config.with_large(large);
         Self {
@@ -273,7 +276,7 @@ const STREAM_BUDGET: usize = 64 << 20;
 const GAME_BUDGET: usize = 64 << 20;
 /// What a level's start readies of the large region's fresh memory for its frames,
 /// over fixed memory.
-const HEADROOM: usize = 4 << 20;
+const HEADROOM: usize = 8 << 20;
 /// Each of the two frame arenas reserves this much.
 const FRAME_RESERVE: usize = 64 << 20;
 /// The most particles alive at once.

@@ -140,8 +140,9 @@ impl<P: PageSource> CommonAllocator<P> {
     /// Readies memory before a stretch that must not wait for the OS, such as a
     /// level's gameplay frames: every size class in use gets an empty run ahead
     /// (committed now, so that its next refill past its partial runs calls no one),
-    /// and the next `large` bytes of the large region's fresh free space are committed
-    /// and kept by the commit cache (see [`MemorySpace::warm`](bento_space::MemorySpace::warm)). Returns the bytes
+    /// and the first `large` bytes of the free space that ends each of the large
+    /// region's segments are committed and kept by the commit cache (see
+    /// [`MemorySpace::warm`](bento_space::MemorySpace::warm)). Returns the bytes
     /// committed. Call it outside the stretch (at a level's "loaded"); what it
     /// readies is memory in use to a budget: in fixed memory a commit the limit
     /// refuses readies less, and what it holds is given back before a request is

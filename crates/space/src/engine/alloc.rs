@@ -226,49 +226,58 @@ impl Core {
     }
 
     /// Commits and at once decommits the first `bytes` (in whole pages) of the
-    /// designated chunk's interior, where the blocks that no listed chunk fits are
-    /// cut next: through a commit cache the pages stay committed, kept, and those
-    /// blocks' commits find them there with no call to the source. Returns the bytes
-    /// passed through: 0 with no designated chunk (or one with no interior), or when
-    /// the source refuses.
+    /// interior of each ordinary segment's last chunk, when it is free: the fresh
+    /// free space of a segment (the designated chunk, or one listed when another
+    /// took its place), whose pages were never committed. Through a commit cache they
+    /// stay committed, kept, and the blocks cut there find them with no call to the
+    /// source (pages the cache keeps already pass through it without one). Returns
+    /// the bytes passed through: 0 with no such chunk, or when the source refuses.
     pub(crate) fn warm(&mut self, pages: &impl PageOps, bytes: usize) -> usize {
-        let Some(c) = NonNull::new(self.dv) else {
-            return 0;
-        };
-        if !self.may_span_page(self.dv_size) {
-            return 0;
-        }
-        // SAFETY: the designated chunk is a free chunk in a live segment (the
-        // invariant of `dv`).
-        let (_, kind, seg) = unsafe { self.head_and_segment(c) };
-        if kind != 0 {
-            return 0;
-        }
-        let (lo, hi) = self.interior(c.addr().get(), self.dv_size);
-        let want = lo.saturating_add(bytes).saturating_add(self.page_mask) & !self.page_mask;
-        let to = hi.min(want);
-        if lo >= to {
-            return 0;
-        }
-        let len = to - lo;
-        // SAFETY: `[lo, to)` lies in the chunk's interior, inside `seg`, so the offset
-        // keeps the pointer inside the segment's provenance.
-        let ptr = unsafe {
-            NonNull::new_unchecked(seg)
-                .cast::<u8>()
-                .add(lo - seg.addr())
-        };
-        // SAFETY: a free chunk's interior in an ordinary segment: page-aligned and
-        // decommitted (the invariant of `interior`); committed, it holds nothing that
-        // is read before a carve commits it again, so it goes back at once, and the
-        // space's figures never see it.
-        unsafe {
-            if !pages.commit(ptr, len) {
-                return 0;
+        let mut warmed = 0;
+        let mut seg = self.segments;
+        while let Some(s) = NonNull::new(seg) {
+            // SAFETY: a live segment of the list: its header is readable, and so is
+            // its end fence; the chunk before a fence whose `PREV_IN_USE` is clear is
+            // free, its size in the fence's `prev_foot`.
+            let (c, size) = unsafe {
+                seg = (*s.as_ptr()).next;
+                let Segment { size, kind, .. } = *s.as_ptr();
+                if kind != Kind::Normal as usize {
+                    continue;
+                }
+                let fence = s.cast::<u8>().add(size - FENCE);
+                if raw::head(fence) & PREV_IN_USE != 0 {
+                    continue;
+                }
+                let last = raw::prev_foot(fence);
+                (fence.sub(last), last)
+            };
+            if !self.may_span_page(size) {
+                continue;
             }
-            pages.decommit(ptr, len);
+            let (lo, hi) = self.interior(c.addr().get(), size);
+            let want = lo.saturating_add(bytes).saturating_add(self.page_mask) & !self.page_mask;
+            let to = hi.min(want);
+            if lo >= to {
+                continue;
+            }
+            let len = to - lo;
+            // SAFETY: `lo` lies in the chunk's interior, inside segment `s`: the
+            // pointer keeps the segment's provenance.
+            let ptr = unsafe { c.add(lo - c.addr().get()) };
+            // SAFETY: a free chunk's interior in an ordinary segment: page-aligned and
+            // decommitted (the invariant of `interior`); committed, it holds nothing
+            // that is read before a carve commits it again, so it goes back at once,
+            // and the space's figures never see it.
+            unsafe {
+                if !pages.commit(ptr, len) {
+                    break;
+                }
+                pages.decommit(ptr, len);
+            }
+            warmed += len;
         }
-        len
+        warmed
     }
 
     /// Chunk `c`'s head, its segment-kind bits and its segment's header.

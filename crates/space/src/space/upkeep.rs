@@ -53,14 +53,17 @@ impl<P: PageSource> MemorySpace<P> {
         self.pages.as_ref().map_or(0, CommitCache::trim)
     }
 
-    /// Moves the OS calls of the next `bytes` of fresh memory to now: commits them
-    /// and hands them at once to the commit cache, which keeps them (under its
-    /// retention) until the blocks cut from the space's fresh free space commit them
-    /// with no call to the source. Call it before a stretch that must not wait for the
-    /// OS, such as a level's gameplay frames. Returns the bytes warmed: 0 when the
-    /// space has no fresh free space yet, or the source refuses. Without a commit
-    /// cache (a space with no `commit_cache`, over a source that keeps nothing) the
-    /// pages go straight back and the call only costs two.
+    /// Moves the OS calls of the space's fresh memory to now: in each segment the
+    /// free chunk at its end (where the blocks no other free chunk fits are cut),
+    /// the first `bytes` of it are committed and handed at once to the commit cache,
+    /// which keeps them (under its retention) until those blocks commit them with no
+    /// call to the source; pages the cache keeps already pass through it without one.
+    /// Call it before a stretch that must not wait for the OS, such as a level's
+    /// gameplay frames. Returns the bytes warmed: 0 when no segment ends in free
+    /// space, or the source refuses. The kept pages count against the cache's
+    /// capacity (past it the oldest go back); without a commit cache (a space with
+    /// no `commit_cache`, over a source that keeps nothing) they go straight back and
+    /// the call only costs two.
     ///
     /// ```
     /// use core::alloc::Layout;

@@ -1,6 +1,6 @@
-//! `warm`: the pages a space's fresh free space will give next are committed ahead,
-//! kept by the commit cache, and the blocks cut from there call the source no more;
-//! in fixed memory a warm the limit refuses changes nothing.
+//! `warm`: the pages the free space at each segment's end will give next are
+//! committed ahead, kept by the commit cache, and the blocks cut from there call the
+//! source no more; in fixed memory a warm the limit refuses changes nothing.
 
 use core::alloc::Layout;
 use core::ptr::NonNull;
@@ -122,4 +122,36 @@ fn a_warm_fixed_memory_refuses_changes_nothing() {
     check(&&space).unwrap();
     free_all(&space, first);
     check(&&space).unwrap();
+}
+
+/// A block that does not fit what is left of a segment's free space takes a new
+/// segment; what was left is listed, its pages never committed. A warm reaches it
+/// too, so the block best fit puts there calls the source no more.
+#[test]
+fn the_free_space_a_new_segment_left_behind_is_warmed_too() {
+    for warm in [true, false] {
+        let pages = Metered::new(HeapPages::new());
+        let space = MemorySpace::new(&pages, KEPT).unwrap();
+        let big = Layout::from_size_align(300 << 10, 16).unwrap();
+        let mut live: Vec<_> = (0..4).map(|_| space.alloc(big).unwrap()).collect();
+        assert_eq!(space.stats().segments, 2);
+        if warm {
+            assert!(space.warm(usize::MAX) > 100 << 10);
+        }
+        let before = pages.stats().commits;
+        live.push(
+            space
+                .alloc(Layout::from_size_align(80 << 10, 16).unwrap())
+                .unwrap(),
+        );
+        let calls = pages.stats().commits - before;
+        assert_eq!(calls == 0, warm, "warm {warm}: {calls} commits");
+        check(&&space).unwrap();
+        for p in live {
+            // SAFETY: live blocks of the space, each freed once.
+            unsafe { space.free(p) };
+        }
+        check(&&space).unwrap();
+        assert_eq!(space.stats().live_blocks, 0);
+    }
 }
