@@ -5,8 +5,8 @@ use std::path::Path;
 
 use bento_trace::TraceWriter;
 use bento_trace::workload::{
-    LifoBatches, LifoConfig, Mixed, MixedConfig, OpenWorld, Recorded, Session, SessionConfig,
-    Workload, WorldConfig, record,
+    LifoBatches, LifoConfig, LongConfig, LongSession, Mixed, MixedConfig, OpenWorld, Recorded,
+    Session, SessionConfig, Workload, WorldConfig, record,
 };
 use clap::ValueEnum;
 
@@ -28,7 +28,14 @@ pub(crate) enum Profile {
     Mixed,
     /// Batches freed in reverse order.
     Lifo,
+    /// The long session of `bento soak`: three levels an hour with state that
+    /// outlives them, a streamed-asset cache and an AI cache that grows.
+    Long,
 }
+
+/// The hours `gen --profile long` writes at scale 1 (a trace of the size of the
+/// other profiles'; `--scale 12.5` gives `bento soak`'s hundred hours).
+pub(crate) const LONG_HOURS: usize = 8;
 
 /// The most levels `demo` plays: a trace of about 125 MiB (some 23 million records),
 /// replayed on every allocator.
@@ -93,6 +100,17 @@ pub(crate) fn generate(
             write(
                 Mixed::new(MixedConfig {
                     ops: times(d.ops),
+                    seed: seed.unwrap_or(d.seed),
+                    ..d
+                }),
+                output,
+            )
+        }
+        Profile::Long => {
+            let d = LongConfig::HUNDRED_HOURS;
+            write(
+                LongSession::new(LongConfig {
+                    hours: times(LONG_HOURS),
                     seed: seed.unwrap_or(d.seed),
                     ..d
                 }),

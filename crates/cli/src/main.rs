@@ -83,7 +83,8 @@ enum Command {
         profile: Profile,
         /// The workload's size as a multiple of the profile's default: 0.01 to 100 (a
         /// trace of at most about 300 MiB). The default game is 24 levels, the world 40
-        /// cells, mixed 200,000 operations and lifo 2,000 batches.
+        /// cells, mixed 200,000 operations, lifo 2,000 batches and long 8 hours (12.5
+        /// for `soak`'s hundred).
         #[arg(long, default_value_t = 1.0, value_parser = demo::parse_scale)]
         scale: f64,
         /// The seed of the workload's choices; the profile's default when left out.

@@ -533,7 +533,7 @@ fn every_number_a_user_types_is_bounded() {
     let t = trace.to_str().unwrap();
     // Past the largest scale, below the smallest, not numbers at all: refused before
     // anything is written.
-    for profile in ["game", "world", "mixed", "lifo"] {
+    for profile in ["game", "world", "mixed", "lifo", "long"] {
         for scale in ["100.5", "18446744073709552", "1e300", "inf", "0.001", "-1"] {
             fails_with(&gen_scale(profile, scale, t), "is not from 0.01 to 100");
         }
@@ -603,8 +603,14 @@ fn a_scale_is_a_multiple_of_the_profiles_default_for_every_profile() {
         let scan = inspect_json(t);
         scan["allocs"].as_u64().unwrap()
     };
-    for profile in ["game", "world", "mixed", "lifo"] {
-        let (small, double) = (allocs(profile, "0.05"), allocs(profile, "0.1"));
+    for profile in ["game", "world", "mixed", "lifo", "long"] {
+        // The long session's unit is an hour of its 8: a quarter is two.
+        let (a, b) = if profile == "long" {
+            ("0.25", "0.5")
+        } else {
+            ("0.05", "0.1")
+        };
+        let (small, double) = (allocs(profile, a), allocs(profile, b));
         // Twice the units, about twice the allocations (the units differ in size).
         let ratio = double as f64 / small as f64;
         assert!(
