@@ -195,6 +195,23 @@ enum Command {
             value_parser = RangedU64ValueParser::<usize>::new().range(1..=10_000)
         )]
         frames: usize,
+        /// Soak a recorded trace instead of the long session: played `--loops` times
+        /// in a row, each loop an hour of the figures, what it never frees freed at the
+        /// end of each loop.
+        #[arg(long, conflicts_with_all = ["hours", "frames"])]
+        trace: Option<PathBuf>,
+        /// With `--trace`: how many times it plays, 1 to 1000.
+        #[arg(
+            long,
+            default_value_t = 10,
+            requires = "trace",
+            value_parser = RangedU64ValueParser::<usize>::new().range(1..=1000)
+        )]
+        loops: usize,
+        /// With `--trace`: the most bytes it may hold live, as `replay --max-live`
+        /// takes it (a size, or `none`); by default the memory available.
+        #[arg(long, value_name = "SIZE", requires = "trace", value_parser = limit::parse_max_live)]
+        max_live: Option<limit::LiveBound>,
         /// The allocators, comma-separated: bento, common, space, talc, rlsf,
         /// dlmalloc, system, mimalloc, jemalloc; all when left out.
         #[arg(long, value_delimiter = ',', value_parser = soak::parse_name)]
@@ -211,10 +228,16 @@ enum Command {
     SoakChild {
         #[arg(long)]
         allocator: String,
-        #[arg(long)]
+        #[arg(long, default_value_t = 1)]
         hours: usize,
-        #[arg(long)]
+        #[arg(long, default_value_t = 1)]
         frames: usize,
+        #[arg(long)]
+        trace: Option<PathBuf>,
+        #[arg(long, default_value_t = 1)]
+        loops: usize,
+        #[arg(long, default_value_t = u64::MAX)]
+        max_live: u64,
         #[arg(long)]
         result: PathBuf,
     },
@@ -367,6 +390,9 @@ fn run_command(command: Command) -> Result<(), String> {
         Command::Soak {
             hours,
             frames,
+            trace,
+            loops,
+            max_live,
             allocators,
             output,
             json,
@@ -379,14 +405,39 @@ fn run_command(command: Command) -> Result<(), String> {
             } else {
                 allocators
             };
-            soak::soak_command(&names, hours, frames, json, output.as_deref())
+            let play = match trace {
+                Some(path) => {
+                    let bound = limit::LiveBound::new(max_live);
+                    bound.check(&path, inspect::scan(&path)?.peak_live)?;
+                    soak::Play::Trace {
+                        path,
+                        loops,
+                        max_live: bound.bytes().unwrap_or(u64::MAX),
+                    }
+                }
+                None => soak::Play::Long(soak::session(hours, frames)),
+            };
+            soak::soak_command(&names, &play, json, output.as_deref())
         }
         Command::SoakChild {
             allocator,
             hours,
             frames,
+            trace,
+            loops,
+            max_live,
             result,
-        } => soak::child(&allocator, hours, frames, &result),
+        } => {
+            let play = match trace {
+                Some(path) => soak::Play::Trace {
+                    path,
+                    loops,
+                    max_live,
+                },
+                None => soak::Play::Long(soak::session(hours, frames)),
+            };
+            soak::child(&allocator, &play, &result)
+        }
         Command::Child {
             trace,
             allocator,

@@ -78,6 +78,9 @@ pub(crate) trait Retention {
 
     /// The game entered `phase`.
     fn phase(&self, phase: Phase);
+
+    /// The largest free block it holds (a walk: now and then).
+    fn largest_free(&self) -> usize;
 }
 
 impl<P: PageSource> Retention for MemorySpace<P> {
@@ -88,6 +91,10 @@ impl<P: PageSource> Retention for MemorySpace<P> {
     fn phase(&self, phase: Phase) {
         MemorySpace::phase(self, phase);
     }
+
+    fn largest_free(&self) -> usize {
+        MemorySpace::largest_free(self)
+    }
 }
 
 impl<P: PageSource> Retention for CommonAllocator<P> {
@@ -97,6 +104,10 @@ impl<P: PageSource> Retention for CommonAllocator<P> {
 
     fn phase(&self, phase: Phase) {
         CommonAllocator::phase(self, phase);
+    }
+
+    fn largest_free(&self) -> usize {
+        CommonAllocator::largest_free(self)
     }
 }
 
@@ -176,6 +187,10 @@ impl<'a, A: Allocator + ?Sized, F: Fn() -> Figures> Wrapper for Measured<'a, A, 
 
     fn report_footprint(&self) -> Option<Footprint> {
         Some((self.figures)().footprint)
+    }
+
+    fn report_largest_free(&self) -> Option<usize> {
+        Some(self.retention.largest_free())
     }
 }
 
@@ -631,6 +646,10 @@ impl<P: PageSource> ReplayTarget for Bento<'_, P> {
             reserved: common.reserved + pages.reserved,
             os_calls: common.os_calls + calls(&pages),
         })
+    }
+
+    fn largest_free(&self) -> Option<usize> {
+        Some(self.parts.common.largest_free())
     }
 }
 

@@ -4,16 +4,21 @@
 //! with no refused request (a bisection); for the system allocator, mimalloc and
 //! jemalloc, which cannot be bounded, the resident set hour by hour, each in a fresh
 //! process. Every row has its figures hour by hour from a run with memory to spare:
-//! what it held ÷ what was live, and its OS calls inside gameplay frames.
+//! what it held ÷ what was live, and its OS calls inside gameplay frames. A recorded
+//! trace can be soaked in place of the long session: played in a loop, each loop an
+//! hour of the figures.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use bento_common::CommonAllocator;
 use bento_pages::{LimitedPages, SystemPages};
 use bento_space::{MemorySpace, SpaceConfig};
 use bento_trace::workload::LongConfig;
-use bento_trace::{Footprint, GlobalTarget, ReplayTarget, SoakRun, Wrapper, least_memory, soak};
+use bento_trace::{
+    Footprint, GlobalTarget, ReplayOptions, ReplayTarget, SoakRun, TraceError, TraceReader,
+    Wrapper, least_memory, soak, soak_trace,
+};
 use serde::{Deserialize, Serialize};
 
 use crate::arena::{self, PEERS};
@@ -63,6 +68,90 @@ pub(crate) fn session(hours: usize, frames: usize) -> LongConfig {
     }
 }
 
+/// What a soak plays: the long session, or a recorded trace in a loop.
+#[derive(Clone, Debug)]
+pub(crate) enum Play {
+    /// [`LongConfig`]'s session.
+    Long(LongConfig),
+    /// A trace played `loops` times, each loop an hour, holding at most `max_live`
+    /// bytes live (`u64::MAX`: no bound).
+    Trace {
+        path: PathBuf,
+        loops: usize,
+        max_live: u64,
+    },
+}
+
+impl Play {
+    /// Its hours: the session's, or the loops.
+    fn hours(&self) -> usize {
+        match self {
+            Self::Long(c) => c.hours,
+            Self::Trace { loops, .. } => *loops,
+        }
+    }
+
+    /// Its first hour alone.
+    fn first(&self) -> Self {
+        match self {
+            Self::Long(c) => Self::Long(LongConfig { hours: 1, ..*c }),
+            Self::Trace { path, max_live, .. } => Self::Trace {
+                path: path.clone(),
+                loops: 1,
+                max_live: *max_live,
+            },
+        }
+    }
+
+    /// Plays it on `target`.
+    fn run<T: ReplayTarget + ?Sized>(&self, target: &mut T) -> Result<SoakRun, String> {
+        match self {
+            Self::Long(c) => Ok(soak(target, *c)),
+            Self::Trace {
+                path,
+                loops,
+                max_live,
+            } => {
+                let open = || {
+                    let file = std::fs::File::open(path)
+                        .map_err(|source| TraceError::Io { offset: 0, source })?;
+                    TraceReader::new(file)
+                };
+                let options = ReplayOptions {
+                    max_live: *max_live,
+                    ..ReplayOptions::default()
+                };
+                soak_trace(target, open, *loops, options)
+                    .map_err(|e| format!("{}: {e}", path.display()))
+            }
+        }
+    }
+
+    /// The most bytes live in each hour, as asked.
+    fn live_by_hour(&self) -> Result<Vec<u64>, String> {
+        match self {
+            Self::Long(c) => Ok(live_by_hour(*c)),
+            Self::Trace { path, loops, .. } => {
+                let peak = crate::inspect::scan(path)?.peak_live;
+                Ok(vec![u64::try_from(peak).unwrap_or(u64::MAX); *loops])
+            }
+        }
+    }
+
+    /// What it plays, for the table's note and the chart's title.
+    fn describe(&self) -> String {
+        match self {
+            Self::Long(c) => format!(
+                "{} hours of {} levels of {} frames",
+                c.hours, c.levels_per_hour, c.frames_per_level
+            ),
+            Self::Trace { path, loops, .. } => {
+                format!("{} played {loops} times, each an hour", path.display())
+            }
+        }
+    }
+}
+
 /// One hour of a row.
 #[derive(Clone, Copy, Debug, Serialize, Deserialize)]
 pub(crate) struct Hour {
@@ -73,6 +162,9 @@ pub(crate) struct Hour {
     pub(crate) peak_held: u64,
     pub(crate) refused: u64,
     pub(crate) frame_os_calls: u64,
+    /// The largest free block after each level loaded, the least of the hour (bento's
+    /// rows; `None` for the others, which do not tell).
+    pub(crate) largest_free: Option<u64>,
 }
 
 /// One allocator's soak.
@@ -136,6 +228,7 @@ fn hours_of(run: &SoakRun) -> Vec<Hour> {
             peak_held: h.peak_committed as u64,
             refused: h.refused as u64,
             frame_os_calls: h.frame_os_calls,
+            largest_free: h.largest_free.map(|l| l as u64),
         })
         .collect()
 }
@@ -143,9 +236,9 @@ fn hours_of(run: &SoakRun) -> Vec<Hour> {
 /// The fixed memory of a bento row: the OS's pages with a limit on what is committed.
 type Fixed = LimitedPages<SystemPages>;
 
-/// Plays `config` on the bounded allocator `name` over `limit` bytes (`usize::MAX`:
+/// Plays `play` on the bounded allocator `name` over `limit` bytes (`usize::MAX`:
 /// memory to spare).
-fn bounded_run(name: &str, limit: usize, config: LongConfig) -> Result<SoakRun, String> {
+fn bounded_run(name: &str, limit: usize, play: &Play) -> Result<SoakRun, String> {
     match name {
         "space" => {
             let pages = LimitedPages::new(SystemPages::new(), limit);
@@ -153,7 +246,7 @@ fn bounded_run(name: &str, limit: usize, config: LongConfig) -> Result<SoakRun, 
                 .map_err(|e| format!("cannot make a memory space: {e}"))?;
             let handle = &space;
             let mut target = Measured::new(&handle, &space, || setup::space_figures(&space));
-            Ok(soak(&mut target, config))
+            play.run(&mut target)
         }
         "common" => {
             let pages: Fixed = LimitedPages::new(SystemPages::new(), limit);
@@ -162,27 +255,27 @@ fn bounded_run(name: &str, limit: usize, config: LongConfig) -> Result<SoakRun, 
             );
             let handle = &common;
             let mut target = Measured::new(&handle, &common, || setup::common_figures(&common));
-            Ok(soak(&mut target, config))
+            play.run(&mut target)
         }
         "bento" => {
             let pages: Fixed = LimitedPages::new(SystemPages::new(), limit);
             let parts = Parts::over(&pages);
             let linear = Linear::new(&parts)?;
             let mut target = Bento::new(&parts, &linear)?;
-            Ok(soak(&mut target, config))
+            play.run(&mut target)
         }
         peer => {
             let mut target = arena::peer(peer, limit.min(isize::MAX as usize / 2))?;
-            Ok(soak(&mut *target, config))
+            play.run(&mut *target)
         }
     }
 }
 
-/// The least memory in which `config` plays on `name`, searched from `live` (the
+/// The least memory in which `play` plays on `name`, searched from `live` (the
 /// session's peak live) up to `ceiling`, to a 1024th of the peak live (at least 64 KiB).
-fn least(name: &str, config: LongConfig, live: u64, ceiling: u64) -> Option<u64> {
+fn least(name: &str, play: &Play, live: u64, ceiling: u64) -> Option<u64> {
     let granule = (live as usize / 1024).max(64 << 10);
-    let plays = |limit| bounded_run(name, limit, config).is_ok_and(|run| run.refused() == 0);
+    let plays = |limit| bounded_run(name, limit, play).is_ok_and(|run| run.refused() == 0);
     least_memory(plays, live as usize..ceiling as usize, granule).map(|l| l as u64)
 }
 
@@ -218,7 +311,7 @@ fn live_by_hour(config: LongConfig) -> Vec<u64> {
 
 /// A bounded allocator's row: its hours with memory to spare, then the least memory
 /// of the first hour and of the session.
-fn bounded_row(name: &str, config: LongConfig, live: &[u64]) -> Result<Row, String> {
+fn bounded_row(name: &str, play: &Play, live: &[u64]) -> Result<Row, String> {
     let session_live = live.iter().copied().max().unwrap_or(0);
     let first_hour_live = live.first().copied().unwrap_or(0);
     // Memory to spare: no limit for bento's, an arena four times the peak live for
@@ -228,7 +321,7 @@ fn bounded_row(name: &str, config: LongConfig, live: &[u64]) -> Result<Row, Stri
     } else {
         usize::MAX
     };
-    let run = bounded_run(name, spare, config)?;
+    let run = bounded_run(name, spare, play)?;
     if run.refused() > 0 {
         return Err(format!(
             "{name} refused {} requests with memory to spare",
@@ -239,25 +332,25 @@ fn bounded_row(name: &str, config: LongConfig, live: &[u64]) -> Result<Row, Stri
     // The ceiling of each search: what it held with memory to spare, and a quarter
     // more (a bounded run gives kept memory up, so it needs no more than that).
     let ceiling = |held: u64, live: u64| held.max(live).saturating_mul(5) / 4 + (1 << 20);
-    let first = LongConfig { hours: 1, ..config };
+    let first = play.first();
     let first_held = hours.first().map_or(0, |h| h.peak_held);
     let first_hour_least = least(
         name,
-        first,
+        &first,
         first_hour_live,
         ceiling(first_held, first_hour_live),
     )
     .or_else(|| {
         least(
             name,
-            first,
+            &first,
             first_hour_live,
             4 * ceiling(first_held, first_hour_live),
         )
     });
     let held = run.peak_committed() as u64;
-    let session_least = least(name, config, session_live, ceiling(held, session_live))
-        .or_else(|| least(name, config, session_live, 4 * ceiling(held, session_live)));
+    let session_least = least(name, play, session_live, ceiling(held, session_live))
+        .or_else(|| least(name, play, session_live, 4 * ceiling(held, session_live)));
     Ok(Row {
         allocator: name.to_owned(),
         bounded: true,
@@ -298,41 +391,26 @@ impl<T: ReplayTarget> Wrapper for Resident<T> {
     }
 }
 
-/// The child's side of an unbounded row: plays `config` on `allocator` in this
+/// The child's side of an unbounded row: plays `play` on `allocator` in this
 /// process and writes the row as JSON to `result`.
-pub(crate) fn child(
-    allocator: &str,
-    hours: usize,
-    frames: usize,
-    result: &Path,
-) -> Result<(), String> {
-    let config = session(hours, frames);
-    let live = live_by_hour(config);
+pub(crate) fn child(allocator: &str, play: &Play, result: &Path) -> Result<(), String> {
+    let live = play.live_by_hour()?;
     let base = rss().ok_or("soak: this system does not tell the resident set")?;
     let run = match allocator {
-        "system" => soak(
-            &mut Resident {
-                inner: GlobalTarget(std::alloc::System),
-                base,
-            },
-            config,
-        ),
+        "system" => play.run(&mut Resident {
+            inner: GlobalTarget(std::alloc::System),
+            base,
+        })?,
         #[cfg(feature = "mimalloc")]
-        "mimalloc" => soak(
-            &mut Resident {
-                inner: GlobalTarget(mimalloc::MiMalloc),
-                base,
-            },
-            config,
-        ),
+        "mimalloc" => play.run(&mut Resident {
+            inner: GlobalTarget(mimalloc::MiMalloc),
+            base,
+        })?,
         #[cfg(all(feature = "jemalloc", unix))]
-        "jemalloc" => soak(
-            &mut Resident {
-                inner: GlobalTarget(tikv_jemallocator::Jemalloc),
-                base,
-            },
-            config,
-        ),
+        "jemalloc" => play.run(&mut Resident {
+            inner: GlobalTarget(tikv_jemallocator::Jemalloc),
+            base,
+        })?,
         other => return Err(format!("soak: `{other}` is not an unbounded allocator")),
     };
     let row = Row {
@@ -349,15 +427,28 @@ pub(crate) fn child(
 }
 
 /// An unbounded row, from a fresh child process.
-fn unbounded_row(name: &str, config: LongConfig) -> Result<Row, String> {
+fn unbounded_row(name: &str, play: &Play) -> Result<Row, String> {
     // The child's result, where no one else can put a link.
     let dir = crate::output::PrivateDir::new(&std::env::temp_dir())?;
     let result = dir.join(&format!("{name}.json"));
     let exe = std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
-    let status = Command::new(exe)
-        .args(["__soak-child", "--allocator", name])
-        .args(["--hours", &config.hours.to_string()])
-        .args(["--frames", &config.frames_per_level.to_string()])
+    let mut child = Command::new(exe);
+    child.args(["__soak-child", "--allocator", name]);
+    match play {
+        Play::Long(c) => child
+            .args(["--hours", &c.hours.to_string()])
+            .args(["--frames", &c.frames_per_level.to_string()]),
+        Play::Trace {
+            path,
+            loops,
+            max_live,
+        } => child
+            .arg("--trace")
+            .arg(path)
+            .args(["--loops", &loops.to_string()])
+            .args(["--max-live", &max_live.to_string()]),
+    };
+    let status = child
         .arg("--result")
         .arg(&result)
         .status()
@@ -371,44 +462,51 @@ fn unbounded_row(name: &str, config: LongConfig) -> Result<Row, String> {
     serde_json::from_slice(&text).map_err(|e| format!("the soak of {name}: {e}"))
 }
 
-/// `bento soak`: every allocator of `names` through `hours` hours of `frames`
-/// frames a level; the table (or JSON), and the chart when `output` is given.
+/// `bento soak`: every allocator of `names` through `play`; the table (or JSON), and
+/// the chart when `output` is given.
 pub(crate) fn soak_command(
     names: &[String],
-    hours: usize,
-    frames: usize,
+    play: &Play,
     json: bool,
     output: Option<&Path>,
 ) -> Result<(), String> {
-    let config = session(hours, frames);
-    let live = live_by_hour(config);
+    let live = play.live_by_hour()?;
     let mut rows = Vec::new();
     for name in names {
         if !json {
             eprintln!("soak: {name}...");
         }
         let row = if bounded(name) {
-            bounded_row(name, config, &live)?
+            bounded_row(name, play, &live)?
         } else {
-            unbounded_row(name, config)?
+            unbounded_row(name, play)?
         };
         rows.push(row);
     }
     if json {
-        let doc = serde_json::json!({
-            "hours": config.hours,
-            "levels_per_hour": config.levels_per_hour,
-            "frames_per_level": config.frames_per_level,
+        let mut doc = serde_json::json!({
+            "hours": play.hours(),
             "peak_live": live.iter().copied().max().unwrap_or(0),
             "rows": rows.iter().map(Row::summary).collect::<Vec<_>>(),
         });
+        match play {
+            Play::Long(c) => {
+                doc["levels_per_hour"] = c.levels_per_hour.into();
+                doc["frames_per_level"] = c.frames_per_level.into();
+            }
+            Play::Trace { path, .. } => doc["trace"] = path.display().to_string().into(),
+        }
         let text = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?;
         crate::out!("{text}");
     } else {
-        crate::out!("{}", soak_table(&rows, config));
+        crate::out!("{}", soak_table(&rows, play));
     }
     if let Some(out) = output {
-        let title = format!("{hours} hours of play: what each allocator holds, hour by hour");
+        let title = match play {
+            Play::Long(c) => format!("{} hours of play", c.hours),
+            Play::Trace { .. } => play.describe(),
+        };
+        let title = format!("{title}: what each allocator holds, hour by hour");
         let lines: Vec<SoakLine> = rows
             .iter()
             .map(|r| SoakLine {
@@ -435,7 +533,7 @@ fn times(n: u64, live: u64) -> String {
 }
 
 /// The soak's table: one row per allocator.
-pub(crate) fn soak_table(rows: &[Row], config: LongConfig) -> String {
+pub(crate) fn soak_table(rows: &[Row], play: &Play) -> String {
     let header = [
         "allocator",
         "least, first hour",
@@ -469,16 +567,14 @@ pub(crate) fn soak_table(rows: &[Row], config: LongConfig) -> String {
         .collect();
     let live = rows.first().map_or(0, |r| r.session_live);
     format!(
-        "{}\n\n{} hours of {} levels of {} frames; peak live {} (first hour {}). \
+        "{}\n\n{}; peak live {} (first hour {}). \
          Least: the least fixed memory in which it plays with no refused request \
          (bento's over the OS's pages with a commit limit, the peers over an arena), \
          × the peak live. Flat: the session's multiple over the first hour's. Most \
          held: committed (RSS growth for those that cannot be bounded) with memory to \
          spare.",
         table(&header, &cells),
-        config.hours,
-        config.levels_per_hour,
-        config.frames_per_level,
+        play.describe(),
         bytes(live),
         bytes(rows.first().map_or(0, |r| r.first_hour_live)),
     )

@@ -38,6 +38,10 @@ fn soak_json_gives_each_allocator_its_least_memory_and_hours() {
         assert_eq!(hours.len(), 2, "{name}");
         for h in hours {
             assert_eq!(h["refused"].as_u64(), Some(0), "{name}: memory to spare");
+            // Only bento's allocators tell their largest free block.
+            let free = h["largest_free"].as_u64();
+            assert_eq!(free.is_some(), name == "space", "{name}: {h}");
+            assert!(free.is_none_or(|f| f > 0 && f < live), "{name}: {h}");
         }
         if r["bounded"].as_bool().unwrap() {
             let least = r["session_least"].as_u64().expect("a least memory");
@@ -151,4 +155,104 @@ fn a_hundred_hours_leave_the_bento_set_ups_least_memory_flat() {
         Some(0),
         "{bento}"
     );
+}
+
+/// A recorded trace soaked in a loop: each loop an hour with the trace's own peak
+/// live, nothing refused with memory to spare, a least memory for the first loop
+/// and for them all.
+#[test]
+fn a_recorded_trace_soaks_in_a_loop() {
+    let dir = scratch("soak-trace");
+    let trace = dir.join("game.trace");
+    let t = trace.to_str().unwrap();
+    ok(&bento(&[
+        "gen",
+        "--profile",
+        "game",
+        "--scale",
+        "0.1",
+        "-o",
+        t,
+    ]));
+    let inspect: serde_json::Value =
+        serde_json::from_str(&ok(&bento(&["inspect", t, "--json"]))).unwrap();
+    let peak = inspect["peak_live"].as_u64().unwrap();
+    let out = ok(&bento(&[
+        "soak",
+        "--trace",
+        t,
+        "--loops",
+        "3",
+        "--allocators",
+        "bento,rlsf,system",
+        "--json",
+    ]));
+    let doc: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(doc["hours"].as_u64(), Some(3));
+    assert_eq!(doc["trace"].as_str(), Some(t));
+    for r in doc["rows"].as_array().unwrap() {
+        let name = r["allocator"].as_str().unwrap();
+        let hours = r["hours"].as_array().unwrap();
+        assert_eq!(hours.len(), 3, "{name}");
+        for h in hours {
+            assert_eq!(h["peak_live"].as_u64(), Some(peak), "{name}: {h}");
+            assert_eq!(h["refused"].as_u64(), Some(0), "{name}: {h}");
+        }
+        if r["bounded"].as_bool().unwrap() {
+            let first = r["first_hour_least"].as_u64().expect("a least memory");
+            let all = r["session_least"].as_u64().expect("a least memory");
+            assert!(
+                peak <= first && first <= all && all < 2 * peak,
+                "{name}: {r}"
+            );
+        }
+    }
+    let text = ok(&bento(&[
+        "soak",
+        "--trace",
+        t,
+        "--loops",
+        "2",
+        "--allocators",
+        "space",
+    ]));
+    assert!(text.contains("played 2 times"), "{text}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn trace_soak_mistakes_get_one_line() {
+    let dir = scratch("soak-trace-bad");
+    let trace = dir.join("t.trace");
+    let t = trace.to_str().unwrap();
+    ok(&bento(&[
+        "gen",
+        "--profile",
+        "lifo",
+        "--scale",
+        "0.05",
+        "-o",
+        t,
+    ]));
+    let missing = dir.join("missing.trace");
+    for (bad, says) in [
+        (vec!["soak", "--trace", t, "--loops", "0"], "0"),
+        (vec!["soak", "--trace", t, "--loops", "1001"], "1001"),
+        (vec!["soak", "--loops", "2"], "--trace"),
+        (
+            vec!["soak", "--trace", t, "--hours", "2"],
+            "cannot be used with",
+        ),
+        (
+            vec!["soak", "--trace", missing.to_str().unwrap()],
+            "missing.trace",
+        ),
+        (vec!["soak", "--trace", t, "--max-live", "1K"], "--max-live"),
+    ] {
+        let o = bento(&bad);
+        assert!(!o.status.success(), "{bad:?} succeeded");
+        let err = stderr(&o);
+        assert!(err.contains(says), "{bad:?}: {err}");
+    }
+    let _ = std::fs::remove_dir_all(dir);
 }

@@ -365,6 +365,46 @@ impl<P: PageSource> MemorySpace<P> {
         }
     }
 
+    /// The largest free chunk of any segment, cached ones included: the biggest
+    /// block the space could place without a new segment (less its head word). 0
+    /// with no free chunk. Walks every chunk, so call it now and then, not per
+    /// request.
+    ///
+    /// ```
+    /// use core::alloc::Layout;
+    /// use bento_pages::HeapPages;
+    /// use bento_space::{MemorySpace, SpaceConfig};
+    ///
+    /// let config = SpaceConfig::DEFAULT.with_page_size(4096).with_block_cache(0);
+    /// let space = MemorySpace::new(HeapPages::new(), config).unwrap();
+    /// assert_eq!(space.largest_free(), 0);
+    /// let a = space.alloc(Layout::new::<[u8; 100]>()).unwrap();
+    /// let whole = space.largest_free();
+    /// assert!(whole > config.segment_granularity / 2);
+    /// let b = space.alloc(Layout::from_size_align(whole / 2, 16).unwrap()).unwrap();
+    /// assert!(space.largest_free() < whole);
+    /// // SAFETY: live blocks, each freed once.
+    /// unsafe { space.free(b) };
+    /// unsafe { space.free(a) };
+    /// ```
+    pub fn largest_free(&self) -> usize {
+        let entered = self.entered();
+        let mut cursor = Cursor {
+            seg: entered.core.first_segment(),
+            next: None,
+        };
+        let mut largest = 0;
+        // SAFETY: the space is entered for the whole walk and the loop calls nothing
+        // that allocates or frees in it, so no tag changes while it walks.
+        while let Some((_, head, free)) = unsafe { cursor.step() } {
+            if free {
+                largest = largest.max(raw::size(head));
+            }
+        }
+        drop(entered);
+        largest
+    }
+
     fn cursor(&mut self) -> Cursor {
         let entered = self.entered();
         Cursor {

@@ -18,6 +18,6 @@ pub use crate::replay::{Moment, ReplayError, ReplayOptions, ReplayReport, replay
 pub use crate::rng::Rng;
 #[cfg(feature = "heap")]
 pub use crate::sink::TraceSink;
-pub use crate::soak::{SoakHour, SoakRun, least_memory, soak};
+pub use crate::soak::{SoakHour, SoakRun, least_memory, soak, soak_trace};
 pub use crate::target::{ApiTarget, Footprint, GlobalTarget, ReplayTarget, Wrapper};
 pub use crate::writer::TraceWriter;

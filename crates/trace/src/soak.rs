@@ -2,8 +2,11 @@
 //! fixed memory in which the session plays with no refused request.
 
 use std::alloc::Layout;
+use std::io::Read;
 use std::ptr::NonNull;
 
+use crate::reader::{TraceError, TraceReader};
+use crate::replay::{ReplayError, ReplayOptions, replay};
 use crate::target::{Footprint, ReplayTarget};
 use crate::workload::{self, Checkpoint, LongConfig, LongSession};
 
@@ -27,6 +30,10 @@ pub struct SoakHour {
     /// Calls to the operating system the allocator made inside gameplay frames
     /// (from a level's "loaded" to its "unloading"), when it counts them.
     pub frame_os_calls: u64,
+    /// The largest free block the allocator held as a level of the hour had loaded,
+    /// the least of the hour's ([`ReplayTarget::largest_free`]; `None` when it does
+    /// not tell, or the hour had no "loaded" phase).
+    pub largest_free: Option<usize>,
 }
 
 impl SoakHour {
@@ -87,7 +94,9 @@ impl SoakRun {
 /// "unloading", each put in the hour of the level being played.
 struct Counted<'a, T: ?Sized> {
     inner: &'a mut T,
-    config: LongConfig,
+    /// The session whose level numbers give the hour (`None`: a trace's loop, one
+    /// hour whatever its phases say).
+    config: Option<LongConfig>,
     hours: Vec<SoakHour>,
     hour: usize,
     /// The OS calls when the level's frames began, while in them.
@@ -154,12 +163,13 @@ impl<T: ReplayTarget + ?Sized> ReplayTarget for Counted<'_, T> {
     }
 
     fn phase(&mut self, name: &str) {
-        if let Some(level) = name
-            .strip_prefix("level ")
-            .and_then(|rest| rest.split(' ').next())
-            .and_then(|n| n.parse::<usize>().ok())
+        if let Some(config) = self.config
+            && let Some(level) = name
+                .strip_prefix("level ")
+                .and_then(|rest| rest.split(' ').next())
+                .and_then(|n| n.parse::<usize>().ok())
         {
-            self.hour = self.config.hour_of(level);
+            self.hour = config.hour_of(level);
         }
         if name.ends_with(" unloading")
             && let Some(start) = self.in_frames.take()
@@ -172,12 +182,21 @@ impl<T: ReplayTarget + ?Sized> ReplayTarget for Counted<'_, T> {
         self.inner.phase(name);
         self.sample();
         if name.ends_with(" loaded") {
+            if let Some(free) = self.inner.largest_free()
+                && let Some(h) = self.this_hour()
+            {
+                h.largest_free = Some(h.largest_free.map_or(free, |l| l.min(free)));
+            }
             self.in_frames = Some(self.os_calls());
         }
     }
 
     fn footprint(&self) -> Option<Footprint> {
         self.inner.footprint()
+    }
+
+    fn largest_free(&self) -> Option<usize> {
+        self.inner.largest_free()
     }
 }
 
@@ -208,7 +227,7 @@ pub fn soak<T: ReplayTarget + ?Sized>(target: &mut T, config: LongConfig) -> Soa
         .collect();
     let mut counted = Counted {
         inner: target,
-        config,
+        config: Some(config),
         hours,
         hour: 0,
         in_frames: None,
@@ -228,6 +247,74 @@ pub fn soak<T: ReplayTarget + ?Sized>(target: &mut T, config: LongConfig) -> Soa
         h.peak_live = peak;
     }
     SoakRun { hours }
+}
+
+/// Soaks `target` in a recorded trace played `loops` times in a row, each loop an
+/// hour of the figures: `open` gives the trace from its start each time. What the
+/// program never freed is freed at the end of each loop (as [`replay`] does), so a
+/// loop begins with what the allocator kept from the ones before and nothing live.
+/// The peak committed is sampled at the trace's frames and phases and every
+/// `options.sample_every` records (4096 when 0); OS calls are counted inside frames
+/// from a "level N loaded" phase to its "level N unloading", when the trace has them.
+///
+/// # Errors
+///
+/// The first loop's (or a later one's) [`ReplayError`]: an unreadable trace, one that
+/// names blocks that are not live, or a frame the target refused.
+///
+/// ```
+/// use allocator_api2::alloc::Global;
+/// use bento_trace::workload::{record, Session, SessionConfig};
+/// use bento_trace::{ApiTarget, ReplayOptions, TraceReader, TraceWriter, soak_trace};
+///
+/// let config = SessionConfig { levels: 2, frames_per_level: 5, ..SessionConfig::DEMO };
+/// let mut w = TraceWriter::new(Vec::new()).unwrap();
+/// let counts = record(Session::new(config), &mut w).unwrap();
+/// let bytes = w.finish().unwrap();
+/// let open = || TraceReader::new(&bytes[..]);
+/// let run = soak_trace(&mut ApiTarget(&Global), open, 3, ReplayOptions::default()).unwrap();
+/// assert_eq!(run.hours.len(), 3);
+/// assert!(run.hours.iter().all(|h| h.peak_live as u64 == counts.peak_live));
+/// assert_eq!(run.refused(), 0);
+/// ```
+pub fn soak_trace<R: Read, T: ReplayTarget + ?Sized>(
+    target: &mut T,
+    mut open: impl FnMut() -> Result<TraceReader<R>, TraceError>,
+    loops: usize,
+    options: ReplayOptions,
+) -> Result<SoakRun, ReplayError> {
+    let options = ReplayOptions {
+        sample_every: if options.sample_every == 0 {
+            4096
+        } else {
+            options.sample_every
+        },
+        ..options
+    };
+    let mut run = SoakRun::default();
+    for hour in 0..loops {
+        let mut counted = Counted {
+            inner: &mut *target,
+            config: None,
+            hours: vec![SoakHour::default()],
+            hour: 0,
+            in_frames: None,
+        };
+        let mut peak = 0;
+        let report = replay(&mut counted, open()?, options, |_, c| {
+            peak = peak.max(c.inner.footprint().map_or(0, |f| f.committed));
+        })?;
+        let h = counted.hours[0];
+        run.hours.push(SoakHour {
+            hour,
+            peak_live: usize::try_from(report.peak_live).unwrap_or(usize::MAX),
+            peak_committed: h.peak_committed.max(peak),
+            refused: usize::try_from(report.failures).unwrap_or(usize::MAX),
+            frame_os_calls: h.frame_os_calls,
+            largest_free: h.largest_free,
+        });
+    }
+    Ok(run)
 }
 
 /// The least bytes of fixed memory, a multiple of `granule` within `range`, in which

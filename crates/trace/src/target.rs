@@ -158,6 +158,21 @@ pub trait ReplayTarget {
     fn footprint(&self) -> Option<Footprint> {
         None
     }
+
+    /// The largest free block the allocator holds in memory it has reserved: the
+    /// biggest request it could place with no new segment or arena (`None` when it
+    /// does not tell). A soak samples it as each level has loaded, to show whether
+    /// free memory splinters with play.
+    ///
+    /// ```
+    /// use allocator_api2::alloc::Global;
+    /// use bento_trace::{ApiTarget, ReplayTarget};
+    ///
+    /// assert_eq!(ApiTarget(&Global).largest_free(), None);
+    /// ```
+    fn largest_free(&self) -> Option<usize> {
+        None
+    }
 }
 
 /// Any allocator-api2 0.2 `Allocator` as a [`ReplayTarget`]: `realloc` is `grow` or
@@ -331,6 +346,11 @@ pub trait Wrapper {
     fn report_footprint(&self) -> Option<Footprint> {
         self.inner_ref().footprint()
     }
+
+    /// The wrapper's [`ReplayTarget::largest_free`]: by default, the inner target's.
+    fn report_largest_free(&self) -> Option<usize> {
+        self.inner_ref().largest_free()
+    }
 }
 
 impl<W: Wrapper + ?Sized> ReplayTarget for W {
@@ -364,5 +384,9 @@ impl<W: Wrapper + ?Sized> ReplayTarget for W {
 
     fn footprint(&self) -> Option<Footprint> {
         self.report_footprint()
+    }
+
+    fn largest_free(&self) -> Option<usize> {
+        self.report_largest_free()
     }
 }

@@ -9,7 +9,10 @@ use allocator_api2::alloc::Global;
 use bento_pages::{HeapPages, LimitedPages};
 use bento_space::{MemorySpace, SpaceConfig};
 use bento_trace::workload::LongConfig;
-use bento_trace::{ApiTarget, Footprint, ReplayTarget, least_memory, soak};
+use bento_trace::{
+    ApiTarget, Footprint, ReplayOptions, ReplayTarget, TraceReader, TraceWriter, least_memory,
+    soak, soak_trace,
+};
 
 /// Two hours of few frames.
 const SHORT: LongConfig = LongConfig {
@@ -65,6 +68,10 @@ impl ReplayTarget for Bounded {
             os_calls: (calls.reserves + calls.releases + calls.commits + calls.decommits) as u64,
         })
     }
+
+    fn largest_free(&self) -> Option<usize> {
+        Some(self.space.largest_free())
+    }
 }
 
 #[test]
@@ -82,6 +89,17 @@ fn a_soak_reports_each_hour() {
     }
     assert!(run.peak_committed() >= run.peak_live());
     assert_eq!(bounded.space.stats().live_blocks, 0, "everything was freed");
+    // Sampled as each level loaded: some free block, less than a segment.
+    for h in &run.hours {
+        let free = h.largest_free.expect("the space tells");
+        assert!(
+            free > 0 && free < SpaceConfig::DEFAULT.segment_granularity,
+            "{h:?}"
+        );
+    }
+    // A target that does not tell has none.
+    let global = soak(&mut ApiTarget(&Global), LongConfig { hours: 1, ..SHORT });
+    assert_eq!(global.hours[0].largest_free, None);
 }
 
 #[test]
@@ -117,4 +135,58 @@ fn the_least_memory_plays_and_a_granule_less_does_not() {
     );
     // Bounded below the range's end: none.
     assert_eq!(least_memory(plays, (1 << 20)..(4 << 20), granule), None);
+}
+
+/// A recorded session soaked in a loop: each loop an hour with the trace's peak live,
+/// the same allocator throughout, nothing live between loops; a trace that names a
+/// block that is not live stops the soak with the replay's error.
+#[test]
+fn a_trace_soaks_in_a_loop_on_one_allocator() {
+    use bento_trace::workload::{Session, SessionConfig, record};
+    let config = SessionConfig {
+        levels: 2,
+        frames_per_level: 4,
+        ..SessionConfig::DEMO
+    };
+    let mut w = TraceWriter::new(Vec::new()).unwrap();
+    let counts = record(Session::new(config), &mut w).unwrap();
+    let bytes = w.finish().unwrap();
+    let mut bounded = Bounded::new(usize::MAX);
+    let mut opened = 0;
+    let open = || {
+        opened += 1;
+        TraceReader::new(&bytes[..])
+    };
+    let run = soak_trace(&mut bounded, open, 4, ReplayOptions::default()).unwrap();
+    assert_eq!(opened, 4);
+    assert_eq!(run.hours.len(), 4);
+    for (i, h) in run.hours.iter().enumerate() {
+        assert_eq!(h.hour, i);
+        assert_eq!(h.peak_live as u64, counts.peak_live, "{h:?}");
+        assert!(h.peak_committed >= h.peak_live, "{h:?}");
+        assert!(h.largest_free.is_some(), "the session's levels load: {h:?}");
+    }
+    assert_eq!(run.refused(), 0);
+    assert_eq!(bounded.space.stats().live_blocks, 0);
+    // Too little memory: refused requests, counted in their loop.
+    let run = soak_trace(
+        &mut Bounded::new(1 << 20),
+        || TraceReader::new(&bytes[..]),
+        2,
+        ReplayOptions::default(),
+    )
+    .unwrap();
+    assert!(run.hours.iter().all(|h| h.refused > 0), "{run:?}");
+    // A broken trace: the replay's error.
+    let mut w = TraceWriter::new(Vec::new()).unwrap();
+    w.free(7).unwrap();
+    let broken = w.finish().unwrap();
+    let err = soak_trace(
+        &mut Bounded::new(usize::MAX),
+        || TraceReader::new(&broken[..]),
+        3,
+        ReplayOptions::default(),
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("not live"), "{err}");
 }

@@ -165,6 +165,32 @@ impl<P: PageSource> CommonAllocator<P> {
         self.started().map_or(0, |inner| inner.prepare(large))
     }
 
+    /// The largest free chunk of the large region (of any general region): the
+    /// biggest block past the size classes it could place without a new segment
+    /// (see [`MemorySpace::largest_free`](bento_space::MemorySpace::largest_free)).
+    /// Walks the region's chunks under its lock: call it now and then.
+    ///
+    /// ```
+    /// use core::alloc::Layout;
+    /// use bento_common::CommonAllocator;
+    ///
+    /// let common = CommonAllocator::new();
+    /// assert_eq!(common.largest_free(), 0);
+    /// let big = common.alloc(Layout::from_size_align(1 << 20, 8).unwrap()).unwrap();
+    /// assert!(common.largest_free() > 1 << 20); // the rest of its segment
+    /// // SAFETY: a live block, freed once.
+    /// unsafe { common.free(big) };
+    /// ```
+    pub fn largest_free(&self) -> usize {
+        self.started().map_or(0, |inner| {
+            inner
+                .generals()
+                .map(|g| g.lock().largest_free())
+                .max()
+                .unwrap_or(0)
+        })
+    }
+
     /// Bytes of freed memory kept committed for reuse now, read without a lock.
     ///
     /// ```
