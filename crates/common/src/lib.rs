@@ -5,29 +5,27 @@
 #[cfg(any(test, feature = "std"))]
 extern crate std;
 
+// The modules as a stack, each over the ones below it: `allocator` (the public
+// type) over `stats` (its figures) over `inner` (the block and one file per
+// operation) over `front` (the thread caches), `region` (a region and its runs) and
+// `layer` (the shared page layer and the region map), over `config`, `abort` and
+// `sync`.
 mod abort;
-mod bins;
-mod cache;
-mod common;
+mod allocator;
 mod config;
 mod front;
-mod fronts;
 mod inner;
 mod layer;
-mod list;
-mod map;
 mod region;
-mod run;
 mod stats;
 mod sync;
-mod tls;
 
 pub use bento_pages::{AllocError, Misuse, MisuseHook, PageSource, RawAlloc, panic_on_misuse};
 
 pub use crate::abort::abort_on_misuse;
-pub use crate::common::CommonAllocator;
+pub use crate::allocator::CommonAllocator;
 #[cfg(all(feature = "std", not(bento_loom)))]
-pub use crate::common::purge::Purger;
+pub use crate::allocator::purge::Purger;
 pub use crate::config::{
     CommonConfig, CommonError, MAX_CLASSES, MAX_CONTENTION_REGIONS, MAX_SMALL, Routing,
     SMALL_ALIGN, SizeClasses,

@@ -8,8 +8,12 @@ use core::fmt;
 use bento_pages::{ByteSize, CacheStats, PageSource, PageStats};
 use bento_space::Corruption as SpaceCorruption;
 
+use crate::front::bins::Bin;
 use crate::inner::{Inner, MAX_REGIONS, Owner};
+use crate::layer::map::leaf_reservation;
+use crate::region::run::Runs;
 use crate::region::{Class, General};
+use crate::sync::Ordering;
 
 /// One region's figures.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -263,9 +267,9 @@ impl<P: PageSource> Inner<P> {
         let mut stats = CommonStats::default();
         for owner in self.slots() {
             stats.push(match owner {
-                Owner::Class(c, class) => {
+                Owner::Class(bin, class) => {
                     let held = class.lock();
-                    let in_threads = self.in_threads(c);
+                    let in_threads = self.in_threads(bin);
                     class_stats(class, &held.runs, held.runs.used, in_threads)
                 }
                 Owner::General(region) => general_stats(region, &region.lock().stats()),
@@ -283,17 +287,16 @@ impl<P: PageSource> Inner<P> {
         stats.max_resident = stats.source.max_committed;
         stats.tables = self.block_bytes
             + self.table_bytes
-            + self.layer.leaves.load(crate::sync::Ordering::Relaxed)
-                * crate::map::leaf_reservation(self.layer.source());
+            + self.layer.leaves.load(Ordering::Relaxed) * leaf_reservation(self.layer.source());
     }
 
-    /// The free blocks the threads' caches hold of class region `c`. Read under the
+    /// The free blocks the threads' caches hold of `bin`'s class region. Read under the
     /// region's lock, it is exact for the region whatever the threads do meanwhile:
     /// a block enters or leaves a cache's count either under that lock (a refill or
     /// a flush) or as a user's allocation or free.
-    fn in_threads(&self, c: usize) -> usize {
-        if self.fronts.enabled {
-            self.fronts.held(self.bin_of_class(c))
+    fn in_threads(&self, bin: Bin) -> usize {
+        if self.front.enabled() {
+            self.front.registry().held(bin)
         } else {
             0
         }
@@ -304,9 +307,9 @@ impl<P: PageSource> Inner<P> {
         let mut stats = CommonStats::default();
         for (i, owner) in self.slots().enumerate() {
             stats.push(match owner {
-                Owner::Class(c, class) => {
+                Owner::Class(bin, class) => {
                     let held = class.lock();
-                    let in_threads = self.in_threads(c);
+                    let in_threads = self.in_threads(bin);
                     let owned = |a| self.layer.map.owner(a) == class.id;
                     let walk = held
                         .runs
@@ -329,7 +332,7 @@ impl<P: PageSource> Inner<P> {
                             return Err(Corruption::Map {
                                 region: i,
                                 addr: block.ptr.addr().get(),
-                                owner,
+                                owner: owner.get(),
                             });
                         }
                     }
@@ -352,7 +355,7 @@ impl<P: PageSource> Inner<P> {
 /// in threads' caches.
 fn class_stats<P: PageSource>(
     region: &Class<P>,
-    runs: &crate::run::Runs,
+    runs: &Runs,
     used: usize,
     in_threads: usize,
 ) -> RegionStats {

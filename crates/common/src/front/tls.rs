@@ -14,7 +14,7 @@
 //! - loom: one `loom::thread_local!` does both.
 //! - none of these: the front end is off.
 
-use crate::cache::ThreadCache;
+use crate::front::thread_cache::ThreadCache;
 
 /// Whether a thread-local cache is compiled in (each provider says).
 pub(crate) const AVAILABLE: bool = provider::AVAILABLE;
@@ -32,7 +32,7 @@ mod provider {
     use core::ffi::c_void;
     use core::sync::atomic::{AtomicU8, AtomicU32, Ordering};
 
-    use crate::cache::{ThreadCache, leave};
+    use crate::front::thread_cache::{ThreadCache, leave};
 
     // The cache: `size_of::<ThreadCache>()` zero bytes of `.tbss` (a zeroed
     // `ThreadCache` is `ThreadCache::new()`, checked by a test), global so that
@@ -133,7 +133,7 @@ mod provider {
 mod provider {
     pub(crate) const AVAILABLE: bool = true;
 
-    use crate::cache::{ThreadCache, leave};
+    use crate::front::thread_cache::{ThreadCache, leave};
 
     std::thread_local! {
         static CACHE: ThreadCache = const { ThreadCache::new() };
@@ -171,7 +171,7 @@ mod provider {
 mod provider {
     pub(crate) const AVAILABLE: bool = true;
 
-    use crate::cache::{ThreadCache, leave};
+    use crate::front::thread_cache::{ThreadCache, leave};
 
     /// Under loom one thread-local holds the cache and flushes it (loom runs a
     /// thread's thread-local destructors together, after which none can be reached).

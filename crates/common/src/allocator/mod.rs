@@ -1,7 +1,7 @@
 //! [`CommonAllocator`]: the lazy start and the entry points; its upkeep (figures,
 //! trim, tick, the fork locks) in [`upkeep`], the idle purger's thread in `purge`
 //! (with `std`), and `GlobalAlloc` and the allocator traits in [`global`]. Routing
-//! is the block's work (`inner.rs`).
+//! is the block's work (`inner/`).
 
 mod global;
 #[cfg(all(feature = "std", not(bento_loom)))]
@@ -14,11 +14,11 @@ use core::fmt;
 use core::mem::MaybeUninit;
 use core::ptr::NonNull;
 
-use bento_pages::{AllocError, CommitCache, PageSource, RawAlloc};
+use bento_pages::{AllocError, PageSource};
 
 use crate::config::{CommonConfig, CommonError};
 use crate::inner::{Inner, build, report_foreign, tear_down};
-use crate::map::NOBODY;
+use crate::layer::map::NOBODY;
 use crate::sync::{AtomicPtr, AtomicU8, Ordering};
 use bento_pages::lock::spin_loop;
 
@@ -171,7 +171,7 @@ impl<P: PageSource> CommonAllocator<P> {
 
     /// The block, starting the allocator first if need be.
     #[inline]
-    fn inner(&self) -> Result<&Inner<P>, AllocError> {
+    fn block(&self) -> Result<&Inner<P>, AllocError> {
         match NonNull::new(self.inner.load(Ordering::Acquire)) {
             // SAFETY: a non-null `inner` is the live block (the field's invariant),
             // shared until `&mut self` drops it.
@@ -314,7 +314,7 @@ impl<P: PageSource> CommonAllocator<P> {
         if layout.size() == 0 {
             return Ok(bento_pages::dangling(layout));
         }
-        let inner = self.inner()?;
+        let inner = self.block()?;
         again(inner, || inner.alloc(layout))
     }
 
@@ -342,7 +342,7 @@ impl<P: PageSource> CommonAllocator<P> {
         if layout.size() == 0 {
             return Ok(bento_pages::dangling(layout));
         }
-        let inner = self.inner()?;
+        let inner = self.block()?;
         let (p, zero) = again(inner, || inner.alloc_zeroed(layout))?;
         if !zero {
             // SAFETY: a fresh block of `layout.size()` bytes.
@@ -433,6 +433,35 @@ impl<P: PageSource> CommonAllocator<P> {
     /// As for [`free`](Self::free).
     #[inline(never)]
     unsafe fn free_slow(&self, ptr: NonNull<u8>) {
+        // SAFETY: the caller's contract.
+        unsafe { self.free_uncached(ptr) }
+    }
+
+    /// The slow half of [`free`](Self::free), for a caller that has tried
+    /// [`free_cached`](Self::free_cached) already: the region map names the block's
+    /// region, and the block goes there (through the thread's bin when it is full
+    /// and flushed half, or under the region's lock) without the hot path run again.
+    /// It frees exactly as [`free`](Self::free) does.
+    ///
+    /// # Safety
+    ///
+    /// As for [`free`](Self::free).
+    ///
+    /// ```
+    /// use core::alloc::Layout;
+    /// use bento_common::CommonAllocator;
+    ///
+    /// let common = CommonAllocator::new();
+    /// let p = common.alloc(Layout::new::<[u8; 100]>()).unwrap();
+    /// // SAFETY: live; freed by one of the two calls.
+    /// unsafe {
+    ///     if !common.free_cached(p) {
+    ///         common.free_uncached(p);
+    ///     }
+    /// }
+    /// assert_eq!(common.stats().live_blocks, 0);
+    /// ```
+    pub unsafe fn free_uncached(&self, ptr: NonNull<u8>) {
         match self.started() {
             // SAFETY: the caller's contract.
             Some(inner) => unsafe { inner.free(ptr) },
@@ -535,7 +564,7 @@ impl<P: PageSource> CommonAllocator<P> {
         old: Layout,
         new: Layout,
     ) -> Result<NonNull<u8>, AllocError> {
-        let inner = self.inner()?;
+        let inner = self.block()?;
         // SAFETY: the caller's contract, for each try (a refused one leaves the block
         // as it was).
         again(inner, || unsafe { inner.resize(ptr, old, new) })
@@ -610,7 +639,7 @@ impl<P: PageSource> Drop for CommonAllocator<P> {
                 // SAFETY: the block is live until torn down below.
                 let live = unsafe { inner.as_ref() };
                 live.detach_here();
-                if live.fronts.attached() {
+                if live.front.registry().attached() {
                     // Another thread's cache still holds blocks and will flush them
                     // into the block when that thread exits: leak it rather than free
                     // memory a thread will write to.

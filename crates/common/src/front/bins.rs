@@ -1,6 +1,6 @@
-//! The front end's bins: one per small class, then eight medium bins an octave from
-//! 257 to 4096 bytes; their sizes, and the division-free test of a block's offset
-//! against its bin's stride.
+//! The front end's bins ([`Bin`]): one per small class, then eight medium bins an
+//! octave from 257 to 4096 bytes; their sizes, and the division-free test of a
+//! block's offset against its bin's stride.
 
 use crate::config::MAX_CLASSES;
 
@@ -15,16 +15,46 @@ pub(crate) const BIN_BYTES: usize = 16 << 10;
 /// The most blocks a bin holds.
 pub(crate) const BIN_MOST: u32 = 128;
 
-/// The medium bin of `size` (257 to 4096 bytes): its octave and eighth.
+/// Which medium bin `size` (257 to 4096 bytes) falls in, from 0: its octave and
+/// eighth.
 #[inline]
 pub(crate) const fn medium_bin(size: usize) -> usize {
     let octave = (usize::BITS - 1 - (size - 1).leading_zeros()) as usize - 8;
     octave * 8 + ((size - 1 - (256 << octave)) >> (5 + octave))
 }
 
-/// What the size lookup holds for a size no bin serves: a bin that is always empty
-/// and full (capacity 0), so that the hot paths need no test for it.
-pub(crate) const NO_BIN: u8 = BINS as u8;
+/// A bin of the front end, and the index of its class region: the small classes
+/// in order (`0..classes.len()`), then the medium bins in order. The one number a
+/// class region goes by; [`RegionId`](crate::layer::map::RegionId) is what the
+/// region map and the figures call it.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[repr(transparent)]
+pub(crate) struct Bin(u8);
+
+impl Bin {
+    /// What the size lookup holds for a size no bin serves: a bin that is always
+    /// empty and full (capacity 0), so that the hot paths need no test for it.
+    pub(crate) const NONE: Self = Self(BINS as u8);
+
+    /// Bin `index` (at most `BINS`, which is `NONE`).
+    #[inline]
+    pub(crate) const fn new(index: usize) -> Self {
+        assert!(index <= BINS, "a bin index is at most BINS");
+        Self(index as u8)
+    }
+
+    /// The medium bin of `size` (257 to 4096 bytes), after `smalls` small classes.
+    #[inline]
+    pub(crate) const fn medium(smalls: usize, size: usize) -> Self {
+        Self::new(smalls + medium_bin(size))
+    }
+
+    /// The bin's index: into a cache's bins and the allocator's class regions.
+    #[inline(always)]
+    pub(crate) const fn index(self) -> usize {
+        self.0 as usize
+    }
+}
 
 /// Whether `size` falls in a medium bin.
 #[inline]
@@ -32,17 +62,11 @@ pub(crate) const fn is_medium(size: usize) -> bool {
     size > 256 && size <= MAX_CACHED
 }
 
-/// The bin of a cache for a medium `size` (257 to 4096 bytes).
+/// The block size of the `m`th medium bin.
 #[inline]
-pub(crate) const fn medium(size: usize) -> usize {
-    MAX_CLASSES + medium_bin(size)
-}
-
-/// The block size of medium bin `bin`.
-#[inline]
-pub(crate) const fn medium_size(bin: usize) -> usize {
-    let octave = bin / 8;
-    (256 << octave) + (bin % 8 + 1) * (32 << octave)
+pub(crate) const fn medium_size(m: usize) -> usize {
+    let octave = m / 8;
+    (256 << octave) + (m % 8 + 1) * (32 << octave)
 }
 
 /// A block stride as a divisibility test without a division: `2^shift` times an

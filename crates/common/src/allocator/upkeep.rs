@@ -1,7 +1,10 @@
 //! A common allocator's upkeep: its figures and report, trimming, the frame tick and
 //! phases of the retention, and the locks a `fork` takes.
 
-use super::*;
+use bento_pages::{CommitCache, PageSource};
+
+use crate::allocator::CommonAllocator;
+use crate::inner::Inner;
 
 impl<P: PageSource> CommonAllocator<P> {
     /// Takes every lock of the allocator and keeps it, in a fixed order: each region
@@ -30,9 +33,9 @@ impl<P: PageSource> CommonAllocator<P> {
     /// unsafe { common.free(p) };
     /// ```
     pub fn lock_all(&self) {
-        if let Ok(inner) = self.inner() {
+        if let Ok(inner) = self.block() {
             inner.lock_regions();
-            inner.fronts.raw_lock().lock();
+            inner.front.registry().raw_lock().lock();
             inner.layer.raw_lock().lock();
             inner.layer.cache.hold_lock();
         }
@@ -50,7 +53,7 @@ impl<P: PageSource> CommonAllocator<P> {
             unsafe {
                 inner.layer.cache.release_lock();
                 inner.layer.raw_lock().unlock();
-                inner.fronts.raw_lock().unlock();
+                inner.front.registry().raw_lock().unlock();
                 inner.unlock_regions();
             }
         }
@@ -214,7 +217,7 @@ impl<P: PageSource> CommonAllocator<P> {
     /// assert!(common.stats().cache.limit <= 8 << 20);
     /// ```
     pub fn set_retention(&self, retention: bento_pages::Retention) {
-        if let Ok(inner) = self.inner() {
+        if let Ok(inner) = self.block() {
             inner.layer.cache.set_retention(retention);
         }
     }

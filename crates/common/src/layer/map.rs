@@ -18,6 +18,7 @@ use bento_align::Alignment;
 use bento_pages::PageSource;
 
 use crate::config::GRANULE;
+use crate::sync::{AtomicUsize, Ordering as LeafOrdering};
 
 /// `log2(GRANULE)`.
 const GRANULE_SHIFT: u32 = GRANULE.trailing_zeros();
@@ -31,8 +32,40 @@ const ADDR_BITS: u32 = if usize::BITS >= 64 { 48 } else { usize::BITS };
 /// Top-level entries.
 pub(crate) const TOP: usize = 1 << (ADDR_BITS - GRANULE_SHIFT - LEAF_SHIFT);
 
-/// The owner byte of a granule no region holds.
-pub(crate) const NOBODY: u8 = 0;
+/// A region's name in the region map: its index in the figures plus one (0 is
+/// [`NOBODY`]). The figures list the small classes, the general regions, then the
+/// medium bins.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[repr(transparent)]
+pub(crate) struct RegionId(u8);
+
+/// The owner of a granule no region holds.
+pub(crate) const NOBODY: RegionId = RegionId(0);
+
+impl RegionId {
+    /// The id of the region at figures index `slot` (at most 65 regions: far below
+    /// the 255 an id holds).
+    pub(crate) fn of_slot(slot: usize) -> Self {
+        Self(u8::try_from(slot + 1).expect("at most 255 regions"))
+    }
+
+    /// The region's figures index; `None` for `NOBODY`.
+    #[inline]
+    pub(crate) fn slot(self) -> Option<usize> {
+        usize::from(self.0).checked_sub(1)
+    }
+
+    /// The id as the map stores it.
+    pub(crate) fn get(self) -> u8 {
+        self.0
+    }
+
+    /// The id as an index (for the layer's bit set and the front end's table).
+    #[inline(always)]
+    pub(crate) fn index(self) -> usize {
+        usize::from(self.0)
+    }
+}
 
 /// The two-level table. Its top level is `TOP` pointers in the allocator's block,
 /// after `Inner` (reached through a pointer, so that a reference to `Inner` does not
@@ -85,7 +118,7 @@ impl RegionMap {
 
     /// The owner of the granule holding `addr`: a region id, or [`NOBODY`].
     #[inline]
-    pub(crate) fn owner(&self, addr: usize) -> u8 {
+    pub(crate) fn owner(&self, addr: usize) -> RegionId {
         let granule = addr >> GRANULE_SHIFT;
         let Some(slot) = self.slot(granule >> LEAF_SHIFT) else {
             return NOBODY;
@@ -97,7 +130,7 @@ impl RegionMap {
         // SAFETY: a non-null entry is a live leaf of `LEAF_BYTES` bytes (the field's
         // invariant); the index is below `LEAF_BYTES`. A leaf's bytes are only
         // written through atomic stores (`set`).
-        unsafe { leaf_entry(leaf, granule) }.load(Ordering::Relaxed)
+        RegionId(unsafe { leaf_entry(leaf, granule) }.load(Ordering::Relaxed))
     }
 
     /// Records `owner` for every granule of `[base, base + len)` (granule-aligned),
@@ -112,8 +145,8 @@ impl RegionMap {
         pages: &P,
         base: NonNull<u8>,
         len: usize,
-        owner: u8,
-        leaves: &crate::sync::AtomicUsize,
+        owner: RegionId,
+        leaves: &AtomicUsize,
     ) -> bool {
         let first = base.addr().get() >> GRANULE_SHIFT;
         let last = (base.addr().get() + len - 1) >> GRANULE_SHIFT;
@@ -128,7 +161,7 @@ impl RegionMap {
                     return false;
                 };
                 slot.store(leaf.as_ptr(), Ordering::Release);
-                let n = leaves.fetch_add(1, crate::sync::Ordering::Relaxed);
+                let n = leaves.fetch_add(1, LeafOrdering::Relaxed);
                 if let Some(made) = self.made.get(n) {
                     made.store(top, Ordering::Relaxed);
                 }
@@ -141,7 +174,7 @@ impl RegionMap {
                 .load(Ordering::Relaxed);
             // SAFETY: made above (or before) under the lock the caller holds; the
             // index is below `LEAF_BYTES`.
-            unsafe { leaf_entry(leaf, granule) }.store(owner, Ordering::Relaxed);
+            unsafe { leaf_entry(leaf, granule) }.store(owner.0, Ordering::Relaxed);
         }
         true
     }

@@ -33,7 +33,7 @@ use bento_align::Alignment;
 use bento_pages::{Misuse, PageSource};
 
 use crate::config::{GRANULE, MAX_SPAN_RUNS};
-use crate::list::{Links, List, Node};
+use crate::region::list::{Links, List, Node};
 
 /// What a block on a run's free list (and one in a thread's cache, in debug builds)
 /// holds in its second word, so that a second free of it is caught.

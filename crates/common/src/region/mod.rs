@@ -2,6 +2,9 @@
 //! region, or a region of `Routing::Contention`); a class region is the runs of one
 //! block size (a small class, or a medium bin of 257 B to 4 KiB).
 
+pub(crate) mod list;
+pub(crate) mod run;
+
 use core::cell::UnsafeCell;
 use core::ptr::NonNull;
 
@@ -10,7 +13,8 @@ use bento_pages::{Misuse, PageSource};
 use bento_space::MemorySpace;
 
 use crate::layer::RegionPages;
-use crate::run::Runs;
+use crate::layer::map::RegionId;
+use crate::region::run::Runs;
 use crate::sync::{AtomicUsize, Ordering};
 
 /// One region: `T` behind a lock. Aligned to two cache lines so that threads working
@@ -21,7 +25,7 @@ pub(crate) struct Region<T> {
     /// The block size of a class region; 0 for a general one.
     pub(crate) block: usize,
     /// The region's id in the map.
-    pub(crate) id: u8,
+    pub(crate) id: RegionId,
     // Invariant: reached only by the thread holding `lock` (through `Held`).
     state: UnsafeCell<T>,
     /// Lock acquisitions that had to wait (written under the lock).
@@ -72,7 +76,7 @@ impl<T> Drop for Held<'_, T> {
 
 impl<T> Region<T> {
     /// A region of `state`, serving blocks of `block` bytes (0: any request).
-    pub(crate) fn new(state: T, block: usize, id: u8) -> Self {
+    pub(crate) fn new(state: T, block: usize, id: RegionId) -> Self {
         Self {
             lock: RawSpinLock::new(),
             block,

@@ -1,7 +1,12 @@
 //! The common allocator as `RawAlloc` (hence allocator-api2's `Allocator`, through
 //! `&CommonAllocator`) and as a `#[global_allocator]`.
 
-use super::*;
+use core::alloc::{GlobalAlloc, Layout};
+use core::ptr::NonNull;
+
+use bento_pages::{AllocError, PageSource, RawAlloc};
+
+use crate::allocator::CommonAllocator;
 
 // SAFETY: every method keeps `Allocator`'s promises through the allocator's own:
 // `alloc` returns a fresh block of the layout's size and alignment; `resize_in_place`
@@ -19,7 +24,7 @@ unsafe impl<P: PageSource> RawAlloc for CommonAllocator<P> {
     }
 
     unsafe fn resize_in_place(&self, ptr: NonNull<u8>, old: Layout, new_size: usize) -> bool {
-        let (Ok(inner), Ok(new)) = (self.inner(), Layout::from_size_align(new_size, old.align()))
+        let (Ok(inner), Ok(new)) = (self.block(), Layout::from_size_align(new_size, old.align()))
         else {
             return false;
         };

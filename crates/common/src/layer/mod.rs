@@ -2,6 +2,8 @@
 //! reservations) over the metered source, the region map, and [`RegionPages`], the
 //! page source each region's memory space is given.
 
+pub(crate) mod map;
+
 use core::ptr::NonNull;
 use core::sync::atomic::AtomicBool;
 
@@ -10,7 +12,7 @@ use bento_pages::lock::RawSpinLock;
 use bento_pages::{CommitCache, Metered, PageError, PageSource};
 
 use crate::config::GRANULE;
-use crate::map::RegionMap;
+use crate::layer::map::{RegionId, RegionMap};
 use crate::sync::{AtomicU32, AtomicUsize, Ordering};
 
 /// Under `Retention::Eager` the commit cache keeps at most this share of the bytes the
@@ -79,16 +81,16 @@ impl<P: PageSource> Layer<P> {
     }
 
     /// Records that region `id` reserved memory.
-    fn touch(&self, id: u8) {
-        let (word, bit) = (usize::from(id / 32), 1u32 << (id % 32));
+    fn touch(&self, id: RegionId) {
+        let (word, bit) = (id.index() / 32, 1u32 << (id.index() % 32));
         if self.touched[word].load(Ordering::Relaxed) & bit == 0 {
             self.touched[word].fetch_or(bit, Ordering::Relaxed);
         }
     }
 
     /// Whether region `id` has reserved memory at some time.
-    pub(crate) fn touched(&self, id: u8) -> bool {
-        let (word, bit) = (usize::from(id / 32), 1u32 << (id % 32));
+    pub(crate) fn touched(&self, id: RegionId) -> bool {
+        let (word, bit) = (id.index() / 32, 1u32 << (id.index() % 32));
         self.touched[word].load(Ordering::Relaxed) & bit != 0
     }
 
@@ -112,7 +114,7 @@ impl<P: PageSource> Layer<P> {
 pub(crate) struct RegionPages<P: PageSource> {
     // Invariant: points at the allocator's layer, which outlives every region.
     layer: NonNull<Layer<P>>,
-    id: u8,
+    id: RegionId,
     /// Set by a `reserve` whose memory came from the source itself (no spare), on a
     /// source whose new pages read as zero; cleared by `take_fresh`.
     fresh: AtomicBool,
@@ -131,7 +133,7 @@ impl<P: PageSource> RegionPages<P> {
     ///
     /// `layer` is initialised and outlives the returned source and every space made
     /// over it.
-    pub(crate) unsafe fn new(layer: NonNull<Layer<P>>, id: u8) -> Self {
+    pub(crate) unsafe fn new(layer: NonNull<Layer<P>>, id: RegionId) -> Self {
         Self {
             layer,
             id,
@@ -210,7 +212,7 @@ unsafe impl<P: PageSource> PageSource for RegionPages<P> {
                 layer.source(),
                 base,
                 full,
-                crate::map::NOBODY,
+                crate::layer::map::NOBODY,
                 &layer.leaves,
             )
         });

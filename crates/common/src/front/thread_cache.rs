@@ -1,21 +1,19 @@
 //! One thread's cache of freed blocks ([`ThreadCache`]): a list and count per bin,
 //! the owner it belongs to, and [`leave`], which gives it back as the thread exits.
 
-// Without a thread-local provider (`tls.rs`) the front end is off (`Fronts::enabled`
-// is false) and the cache's own code is unused.
-#![cfg_attr(not(any(feature = "std", feature = "static-tls")), allow(dead_code))]
-
-use crate::bins::BINS;
-use crate::run::FREED;
-use crate::sync::{AtomicPtr, AtomicU32, Ordering};
 use core::cell::Cell;
 use core::ptr::{self, NonNull};
 
-/// The states of a thread's cache.
-pub(crate) const FREE: u8 = 0;
-pub(crate) const ATTACHING: u8 = 1;
-pub(crate) const LIVE: u8 = 2;
-pub(crate) const DEAD: u8 = 3;
+use crate::front::bins::{BINS, Bin};
+use crate::region::run::FREED;
+use crate::sync::{AtomicPtr, AtomicU32, Ordering};
+
+/// The states of a thread's cache: `FREE` → `ATTACHING` → `LIVE` → `FREE` (detached)
+/// or `DEAD` (the thread is exiting, or its exit flush could not be armed).
+const FREE: u8 = 0;
+const ATTACHING: u8 = 1;
+const LIVE: u8 = 2;
+const DEAD: u8 = 3;
 
 /// One thread's cache. It lives in a thread-local (with a `const` initialiser and no
 /// destructor, so that it never allocates and stays reachable while the thread's
@@ -23,36 +21,36 @@ pub(crate) const DEAD: u8 = 3;
 #[repr(C)]
 pub(crate) struct ThreadCache {
     /// The owning allocator's block (`Inner<P>`), null while unattached.
-    pub(crate) owner: Cell<*const ()>,
+    owner: Cell<*const ()>,
     /// `Inner::<P>::detach_erased` of the owner.
-    pub(crate) detach: Cell<Option<DetachFn>>,
-    pub(crate) state: Cell<u8>,
+    detach: Cell<Option<DetachFn>>,
+    state: Cell<u8>,
     // Invariant: `bins[b].head` is a list of `bins[b].count` blocks of bin `b` of the owner,
     // each free (taken from the owner's regions, not handed to the user), linked
     // through its first word; in debug builds each holds `FREED` in its second word.
-    pub(crate) bins: [Bin; BINS + 1],
+    bins: [BinList; BINS + 1],
     /// The next cache in the owner's registry (under the registry's lock).
-    pub(crate) next: AtomicPtr<ThreadCache>,
+    next: AtomicPtr<ThreadCache>,
 }
 
 /// How a cache finds its way back to its owner: `Inner::<P>::detach_erased`.
 pub(crate) type DetachFn = unsafe fn(*const (), &ThreadCache);
 
 /// One bin of a cache: its list and count side by side, in one cache line.
-pub(crate) struct Bin {
-    pub(crate) head: Cell<*mut u8>,
+struct BinList {
+    head: Cell<*mut u8>,
     /// Written by the owning thread only (so a load and a store, never a locked
     /// instruction); read by the owner's `stats` through the registry.
-    pub(crate) count: AtomicU32,
+    count: AtomicU32,
     /// The blocks the next refill takes: about 4 KiB of them at first (0 until the
     /// first refill), doubling each refill up to half the bin's capacity, so that a
     /// size a thread uses once costs it a page or so, not a batch.
-    pub(crate) batch: Cell<u32>,
+    batch: Cell<u32>,
 }
 
-impl Bin {
+impl BinList {
     #[cfg(not(bento_loom))]
-    pub(crate) const fn new() -> Self {
+    const fn new() -> Self {
         Self {
             head: Cell::new(ptr::null_mut()),
             count: AtomicU32::new(0),
@@ -61,7 +59,7 @@ impl Bin {
     }
 
     #[cfg(bento_loom)]
-    pub(crate) fn new() -> Self {
+    fn new() -> Self {
         Self {
             head: Cell::new(ptr::null_mut()),
             count: AtomicU32::new(0),
@@ -81,7 +79,7 @@ impl ThreadCache {
             owner: Cell::new(ptr::null()),
             detach: Cell::new(None),
             state: Cell::new(FREE),
-            bins: [const { Bin::new() }; BINS + 1],
+            bins: [const { BinList::new() }; BINS + 1],
             next: AtomicPtr::new(ptr::null_mut()),
         }
     }
@@ -92,29 +90,118 @@ impl ThreadCache {
             owner: Cell::new(ptr::null()),
             detach: Cell::new(None),
             state: Cell::new(FREE),
-            bins: core::array::from_fn(|_| Bin::new()),
+            bins: core::array::from_fn(|_| BinList::new()),
             next: AtomicPtr::new(ptr::null_mut()),
         }
     }
 
+    /// Whether the cache is attached to the allocator whose block is `owner`.
+    #[inline(always)]
+    pub(crate) fn owned_by(&self, owner: *const ()) -> bool {
+        self.owner.get() == owner
+    }
+
+    /// Whether the cache is attached to `owner` and in use (not being attached, nor
+    /// left by its exiting thread).
+    pub(crate) fn live_for(&self, owner: *const ()) -> bool {
+        self.owned_by(owner) && self.state.get() == LIVE
+    }
+
+    /// The first step of an attach: true (the cache now `ATTACHING`) when the cache
+    /// is free; false when it is attached already, being attached (a re-entrant
+    /// call), or dead.
+    pub(crate) fn begin_attach(&self) -> bool {
+        if self.state.get() != FREE {
+            return false;
+        }
+        self.state.set(ATTACHING);
+        true
+    }
+
+    /// An attach that cannot go on (the thread's exit flush could not be armed):
+    /// the cache is never used.
+    pub(crate) fn abandon(&self) {
+        self.state.set(DEAD);
+    }
+
+    /// The attach's second step: the cache belongs to `owner`, whose `detach`
+    /// gives it back.
+    pub(crate) fn bind(&self, owner: *const (), detach: DetachFn) {
+        debug_assert_eq!(self.state.get(), ATTACHING);
+        self.owner.set(owner);
+        self.detach.set(Some(detach));
+    }
+
+    /// The attach's last step, once the cache is in its owner's registry.
+    pub(crate) fn go_live(&self) {
+        self.state.set(LIVE);
+    }
+
+    /// After a detach (its bins empty, out of the registry): free for the next
+    /// allocator.
+    pub(crate) fn unbind(&self) {
+        self.owner.set(ptr::null());
+        self.detach.set(None);
+        self.state.set(FREE);
+    }
+
+    /// The next cache in the owner's registry.
+    pub(super) fn next(&self) -> &AtomicPtr<ThreadCache> {
+        &self.next
+    }
+
+    /// The blocks in `bin`. Read by other threads through the registry (a relaxed
+    /// load: a figure, not a synchronisation).
     #[inline]
-    pub(crate) fn count(&self, bin: usize) -> u32 {
-        self.bins[bin].count.load(Ordering::Relaxed)
+    pub(crate) fn count(&self, bin: Bin) -> u32 {
+        self.bins[bin.index()].count.load(Ordering::Relaxed)
     }
 
     #[inline]
-    pub(crate) fn set_count(&self, bin: usize, n: u32) {
-        self.bins[bin].count.store(n, Ordering::Relaxed);
+    pub(crate) fn set_count(&self, bin: Bin, n: u32) {
+        self.bins[bin.index()].count.store(n, Ordering::Relaxed);
+    }
+
+    /// The size of `bin`'s next refill: `first` at the first, then doubling up to
+    /// `most`.
+    pub(crate) fn next_batch(&self, bin: Bin, first: u32, most: u32) -> u32 {
+        let batch = &self.bins[bin.index()].batch;
+        let want = match batch.get() {
+            0 => first,
+            b => b.min(most),
+        };
+        batch.set((want * 2).min(most));
+        want
+    }
+
+    /// Cuts `bin`'s list after its first `keep` blocks and returns the rest (a chain
+    /// of `count - keep` blocks through their first words, ending in null). The
+    /// count stays: the caller sets it once the rest is given back.
+    pub(crate) fn cut(&self, bin: Bin, keep: u32) -> *mut u8 {
+        let list = &self.bins[bin.index()];
+        let mut rest = list.head.get();
+        let mut last: *mut u8 = ptr::null_mut();
+        for _ in 0..keep {
+            last = rest;
+            // SAFETY: a listed block holds its link in its first word.
+            rest = unsafe { rest.cast::<*mut u8>().read() };
+        }
+        if last.is_null() {
+            list.head.set(ptr::null_mut());
+        } else {
+            // SAFETY: `last` is a listed block; it now ends the list.
+            unsafe { last.cast::<*mut u8>().write(ptr::null_mut()) };
+        }
+        rest
     }
 
     /// Takes the first block of `bin`.
     #[inline]
-    pub(crate) fn pop(&self, bin: usize) -> Option<NonNull<u8>> {
-        let head = NonNull::new(self.bins[bin].head.get())?;
+    pub(crate) fn pop(&self, bin: Bin) -> Option<NonNull<u8>> {
+        let list = &self.bins[bin.index()];
+        let head = NonNull::new(list.head.get())?;
         // SAFETY: a listed block holds its link in its first word (the invariant).
-        self.bins[bin]
-            .head
-            .set(unsafe { head.cast::<*mut u8>().read() });
+        list.head.set(unsafe { head.cast::<*mut u8>().read() });
         self.set_count(bin, self.count(bin) - 1);
         // The freed mark goes (a free without a layout checks it). SAFETY: every
         // block holds at least 16 bytes.
@@ -128,15 +215,17 @@ impl ThreadCache {
     ///
     /// `block` is a free block of the owner of bin `bin`, given up by the caller.
     #[inline]
-    pub(crate) unsafe fn push(&self, bin: usize, block: NonNull<u8>) {
+    pub(crate) unsafe fn push(&self, bin: Bin, block: NonNull<u8>) {
         // SAFETY: the caller gives the block up; it holds at least 24 bytes.
         unsafe {
-            block.cast::<*mut u8>().write(self.bins[bin].head.get());
+            block
+                .cast::<*mut u8>()
+                .write(self.bins[bin.index()].head.get());
             if cfg!(debug_assertions) {
                 block.cast::<usize>().add(1).write(FREED);
             }
         }
-        self.bins[bin].head.set(block.as_ptr());
+        self.bins[bin.index()].head.set(block.as_ptr());
         self.set_count(bin, self.count(bin) + 1);
     }
 
@@ -147,7 +236,7 @@ impl ThreadCache {
     /// `head` starts a chain of `n` free blocks of the owner's bin `bin`, linked
     /// through their first words (the last to null), given up by the caller; the bin
     /// is empty.
-    pub(crate) unsafe fn install(&self, bin: usize, head: *mut u8, n: u32) {
+    pub(crate) unsafe fn install(&self, bin: Bin, head: *mut u8, n: u32) {
         debug_assert_eq!(self.count(bin), 0);
         if cfg!(debug_assertions) {
             let mut p = head;
@@ -159,13 +248,13 @@ impl ThreadCache {
                 }
             }
         }
-        self.bins[bin].head.set(head);
+        self.bins[bin.index()].head.set(head);
         self.set_count(bin, n);
     }
 
     /// Whether `block` is on `bin` (a debug check).
-    pub(crate) fn holds(&self, bin: usize, block: NonNull<u8>) -> bool {
-        let mut p = self.bins[bin].head.get();
+    pub(crate) fn holds(&self, bin: Bin, block: NonNull<u8>) -> bool {
+        let mut p = self.bins[bin.index()].head.get();
         for _ in 0..self.count(bin) {
             if p == block.as_ptr() {
                 return true;
