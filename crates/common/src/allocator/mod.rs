@@ -8,7 +8,7 @@ mod global;
 pub(crate) mod purge;
 mod upkeep;
 
-use core::alloc::{GlobalAlloc, Layout};
+use core::alloc::Layout;
 use core::cell::UnsafeCell;
 use core::fmt;
 use core::mem::MaybeUninit;

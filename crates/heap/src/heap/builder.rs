@@ -1,6 +1,20 @@
 //! [`HeapBuilder`]: a heap's name, budget, policies and parent, then `build`.
 
-use super::*;
+use alloc::boxed::Box;
+use alloc::sync::Arc;
+use core::alloc::Layout;
+use core::fmt;
+
+use allocator_api2::alloc::Allocator;
+use bento_pages::{MisuseHook, panic_on_misuse};
+
+use crate::figures::{Account, HeapStats};
+use crate::heap::{BudgetFn, Extras, Heap};
+use crate::policy::{FillPattern, Guards, NoGuards, OnLeak, Retry};
+use crate::report;
+use crate::sink::EventSink;
+use crate::sync::AtomicUsize;
+use crate::track::{NoTracking, Track, Tracked, Tracking};
 
 /// Builds a [`Heap`]: a name, then the budget and policies, then
 /// [`build`](Self::build) over an inner allocator.

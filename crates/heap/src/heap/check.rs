@@ -1,7 +1,15 @@
 //! [`Heap::check`]: every tracked block's guards and the table against the figures,
 //! and [`CheckError`], what it finds.
 
-use super::*;
+use core::fmt;
+
+use allocator_api2::alloc::Allocator;
+use bento_pages::Misuse;
+
+use crate::figures::HeapStats;
+use crate::heap::Heap;
+use crate::policy::Guards;
+use crate::track::Tracking;
 
 impl<A: Allocator, G: Guards, T: Tracking> Heap<A, G, T> {
     /// Checks the heap: every tracked block's guards (a broken one is also reported

@@ -14,16 +14,15 @@ use core::panic::Location;
 use core::ptr::NonNull;
 
 use allocator_api2::alloc::Allocator;
-use bento_pages::{AllocError, Misuse, MisuseHook, RawAlloc, dangling, panic_on_misuse};
+use bento_pages::{AllocError, Misuse, MisuseHook, RawAlloc, dangling};
 
 use crate::figures::{Account, HeapStats};
 use crate::policy::{
     FillPattern, Guards, NoGuards, OnLeak, Retry, Tag, broken_guard, write_guards,
 };
-use crate::report;
 use crate::sink::{EventKind, EventSink, HeapEvent, tag_name};
 use crate::sync::{AtomicUsize, Ordering};
-use crate::track::{Leak, NoTracking, TagStats, Track, Tracked, Tracking};
+use crate::track::{Leak, NoTracking, TagStats, Tracked, Tracking};
 
 /// The callback a heap calls before it refuses a request over its budget.
 type BudgetFn = dyn Fn(&HeapStats, Layout) -> Retry + Send + Sync;

@@ -1,7 +1,16 @@
 //! Resizing a heap's block: through the inner allocator's `grow` or `shrink`, with
 //! the budget, guards, fill pattern, table and sink kept right.
 
-use super::*;
+use core::alloc::Layout;
+use core::ptr::NonNull;
+
+use allocator_api2::alloc::Allocator;
+use bento_pages::AllocError;
+
+use crate::heap::{Extras, Heap};
+use crate::policy::{Guards, write_guards};
+use crate::sink::EventKind;
+use crate::track::Tracking;
 
 impl<A: Allocator, G: Guards, T: Tracking> Heap<A, G, T> {
     /// Grows or shrinks a block (both sizes non-zero): through the inner allocator's

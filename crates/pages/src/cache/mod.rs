@@ -19,7 +19,7 @@ use core::ptr::{self, NonNull};
 use bento_align::Alignment;
 
 use crate::lock::Locked;
-use crate::retention::{Decay, Phase, Retention};
+use crate::retention::{Decay, Retention};
 use crate::sync::{AtomicUsize, Ordering};
 use crate::{PageError, PageSource};
 

@@ -2,7 +2,12 @@
 //! counted in frames or by the clock, steps), what a phase or a trim does, and the
 //! eviction that gives pages back.
 
-use super::*;
+use core::ptr::NonNull;
+
+use crate::PageSource;
+use crate::cache::{CommitCache, Decommits, EVICT_BATCH, GENERATION, SPARES, State, untag};
+use crate::retention::{Decay, Phase, Retention};
+use crate::sync::Ordering;
 
 impl<P: PageSource> CommitCache<P> {
     /// Bytes kept now (`stats().parked`), read without the lock: cheap enough for a

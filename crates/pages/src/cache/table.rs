@@ -2,7 +2,10 @@
 //! spare reservations: finding, inserting and removing entries, parking a page, and
 //! giving spares back.
 
-use super::*;
+use core::ptr::NonNull;
+
+use crate::PageSource;
+use crate::cache::{CommitCache, Decommits, EMPTY, GENERATION, SPARES, Spare, State};
 
 impl<P: PageSource> CommitCache<P> {
     /// The slot holding kept page `addr`, if kept.

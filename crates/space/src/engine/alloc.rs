@@ -2,7 +2,14 @@
 //! pages it now covers), the designated chunk, the block cache, and new segments'
 //! areas and dedicated chunks.
 
-use super::*;
+use core::ptr::{self, NonNull};
+
+use crate::cache;
+use crate::chunk::flags::{DEDICATED, IN_USE, PREV_IN_USE};
+use crate::chunk::{
+    CHUNK_ALIGN, FENCE, HEADER, IN_USE_OVERHEAD, Kind, MIN_CHUNK, Segment, kind_flag, raw,
+};
+use crate::engine::{Core, KIND_MASK, PageOps};
 
 impl Core {
     /// Whether a request of `size` bytes needing a chunk of `need` bytes goes to a

@@ -2,7 +2,11 @@
 //! needs, the ranges a free leaves inside a chunk's interior, and the runs an empty
 //! segment still holds when it is given back.
 
-use super::*;
+use core::ptr::NonNull;
+
+use crate::chunk::flags::IN_USE;
+use crate::chunk::{Kind, Segment, raw};
+use crate::engine::{Core, PageOps};
 
 impl Core {
     /// Commits the addresses `[lo, hi)` of ordinary segment `seg` and counts them.

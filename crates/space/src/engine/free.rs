@@ -1,7 +1,12 @@
 //! Freeing: the block cache, merging with free neighbours through the boundary tags,
 //! decommitting the merged interior, and giving an empty segment back.
 
-use super::*;
+use core::ptr::{self, NonNull};
+
+use crate::cache;
+use crate::chunk::flags::{BASE, DEDICATED, IN_USE, PREV_IN_USE};
+use crate::chunk::{FENCE, HEADER, IN_USE_OVERHEAD, Kind, Segment, raw};
+use crate::engine::{Core, Freed, KIND_MASK, PageOps};
 
 impl Core {
     /// The header of the segment chunk `c` lies in, from the kind bits of its head.

@@ -12,15 +12,12 @@ mod resize;
 use core::ptr::{self, NonNull};
 
 use crate::cache::{self, Cache};
-use crate::chunk::{
-    CHUNK_ALIGN, FENCE, FLAG_MASK, HEADER, IN_USE_OVERHEAD, Kind, MIN_CHUNK, PAYLOAD, Segment,
-    chunk_size_for, kind_flag, raw,
-};
+use crate::chunk::{FENCE, HEADER, IN_USE_OVERHEAD, Kind, MIN_CHUNK, PAYLOAD, Segment, raw};
 use crate::index::Index;
 use crate::stats::SpaceStats;
 use crate::{Misuse, MisuseHook};
 
-use crate::chunk::flags::{BASE, CACHED, DEDICATED, IN_USE, PREV_IN_USE};
+use crate::chunk::flags::{BASE, DEDICATED};
 /// The flags that name a chunk's segment kind.
 const KIND_MASK: usize = DEDICATED | BASE;
 

@@ -1,7 +1,14 @@
 //! Checking a pointer a caller frees: a block in use starting there, or the misuse
 //! it is (a second free, an interior pointer).
 
-use super::*;
+use core::ptr::NonNull;
+
+use crate::Misuse;
+use crate::chunk::flags::{BASE, CACHED, DEDICATED, IN_USE, PREV_IN_USE};
+use crate::chunk::{
+    CHUNK_ALIGN, FENCE, HEADER, IN_USE_OVERHEAD, Kind, MIN_CHUNK, PAYLOAD, Segment, raw,
+};
+use crate::engine::{Core, Fault, KIND_MASK, at};
 
 impl Core {
     /// The debug checks of a pointer given to `free`, `realloc` or `usable_size`:

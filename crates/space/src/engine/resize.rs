@@ -1,7 +1,11 @@
 //! Resizing a block in place: growing into a free neighbour or the designated chunk,
 //! shrinking and giving the tail back.
 
-use super::*;
+use core::ptr::NonNull;
+
+use crate::chunk::flags::{DEDICATED, IN_USE, PREV_IN_USE};
+use crate::chunk::{FLAG_MASK, IN_USE_OVERHEAD, MIN_CHUNK, chunk_size_for, raw};
+use crate::engine::{Core, KIND_MASK, PageOps};
 
 impl Core {
     /// Resizes in-use chunk `c` to hold `new_size` bytes without moving it: shrinks by

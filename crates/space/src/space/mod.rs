@@ -9,16 +9,12 @@ use core::cell::UnsafeCell;
 use core::fmt;
 use core::ptr::NonNull;
 
-use bento_align::Alignment;
-use bento_pages::{CommitCache, Metered, PageError, PageSource, RawAlloc};
+use bento_pages::{CommitCache, Metered, PageSource, RawAlloc};
 
-use crate::chunk::{
-    CHUNK_ALIGN, FENCE, HEADER, Kind, MAX_SEGMENT, MIN_CHUNK, Segment, chunk_size_for, raw,
-};
+use crate::chunk::{CHUNK_ALIGN, FENCE, HEADER, MAX_SEGMENT, MIN_CHUNK};
 use crate::config::{SpaceConfig, SpaceError};
-use crate::engine::{Core, Fault, Freed, PageOps, dedicated_chunk_offset};
-use crate::stats::SpaceStats;
-use crate::{AllocError, Misuse, MisuseHook, panic_on_misuse};
+use crate::engine::{Core, Fault};
+use crate::{AllocError, Misuse, panic_on_misuse};
 
 /// A dsmalloc-style general allocator over a [`PageSource`].
 ///

@@ -1,7 +1,18 @@
 //! Segments in and out of a space: reserving and carving fresh segments, dedicated
 //! segments, and giving empty ones back through the commit cache.
 
-use super::*;
+use core::ptr::NonNull;
+
+use bento_align::Alignment;
+use bento_pages::{PageError, PageSource};
+
+use crate::AllocError;
+use crate::chunk::{
+    CHUNK_ALIGN, FENCE, Kind, MAX_SEGMENT, MIN_CHUNK, Segment, chunk_size_for, raw,
+};
+use crate::engine::{Core, Freed, PageOps, dedicated_chunk_offset};
+use crate::space::{Entered, MemorySpace, Source, State};
+
 use crate::config::commit_cache_limit;
 
 /// Sets the commit cache's limit for a space of `reserved` bytes (see

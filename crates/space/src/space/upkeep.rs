@@ -1,8 +1,14 @@
 //! A space's upkeep: its figures, trimming, the frame tick and phases of the
 //! retention, and its accessors.
 
+use bento_pages::{CommitCache, PageSource};
+
+use crate::MisuseHook;
+use crate::config::SpaceConfig;
+use crate::space::{MemorySpace, Source, State};
+use crate::stats::SpaceStats;
+
 use super::segments::release_all;
-use super::*;
 
 impl<P: PageSource> MemorySpace<P> {
     /// The space's figures, from its counters (O(1)).

@@ -1,7 +1,7 @@
 //! Markers: a [`Marker`] of an end's top, checked as it rolls the end back
 //! ([`MarkerError`]), and the reset of an end.
 
-use super::*;
+use crate::linear::lifo::{Dir, Header, Lifo, MARK_ID, NONE, Pos};
 
 /// A position in a [`Stack`](crate::Stack) (or one end of a
 /// [`DoubleStack`](crate::DoubleStack) or [`DoubleArena`](crate::DoubleArena)) to roll

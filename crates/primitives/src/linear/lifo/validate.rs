@@ -1,7 +1,7 @@
 //! An end's validation: its header chain walked against its figures, as a
 //! [`StackReport`].
 
-use super::*;
+use crate::linear::lifo::{Dir, FREED, GRAIN, HEADER, Lifo, MARK_ID, NONE};
 
 /// What `validate()` counted by walking the blocks of a stack (or of both ends of a
 /// double stack).
