@@ -96,7 +96,8 @@ fn alloc(size: usize, align: usize, zeroed: bool) -> *mut c_void {
     }
 }
 
-/// Frees `p` (not null) keeping `errno`.
+/// Frees `p` (not null) keeping `errno`; `tried` says that the thread's cache was
+/// tried already and did not take it, so the hot path is not run again.
 ///
 /// # Safety
 ///
@@ -104,13 +105,19 @@ fn alloc(size: usize, align: usize, zeroed: bool) -> *mut c_void {
 /// reported on stderr and the process aborts. Out of line, so that `free`'s fast path
 /// saves no registers.
 #[inline(never)]
-unsafe fn free_block(p: NonNull<u8>) {
+unsafe fn free_block(p: NonNull<u8>, tried: bool) {
     let saved = errno();
     let watching = retain::watching();
     let kept = if watching { retain::kept() } else { 0 };
     trace::traced_free(p, || {
         // SAFETY: the caller's contract.
-        unsafe { COMMON.free(p) }
+        unsafe {
+            if tried {
+                COMMON.free_uncached(p);
+            } else {
+                COMMON.free(p);
+            }
+        }
     });
     if watching {
         // No bento lock is held here.
@@ -163,13 +170,14 @@ fn fast() -> bool {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn free(p: *mut c_void) {
     if let Some(p) = NonNull::new(p.cast::<u8>()) {
+        let tried = fast();
         // SAFETY: C's contract: `p` is a live block from this allocator; the hot
         // path makes no system call, so `errno` stays as it is.
-        if fast() && unsafe { COMMON.free_cached(p) } {
+        if tried && unsafe { COMMON.free_cached(p) } {
             return;
         }
         // SAFETY: C's contract: `p` is a live block from this allocator.
-        unsafe { free_block(p) }
+        unsafe { free_block(p, tried) }
     }
 }
 
@@ -221,7 +229,7 @@ pub unsafe extern "C" fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
     };
     if size == 0 {
         // SAFETY: C's contract: `p` is a live block from this allocator.
-        unsafe { free_block(old) };
+        unsafe { free_block(old, false) };
         return ptr::null_mut();
     }
     setup();

@@ -17,7 +17,8 @@ use core::ptr::NonNull;
 use bento_pages::{AllocError, PageSource};
 
 use crate::config::{CommonConfig, CommonError};
-use crate::inner::{Inner, build, report_foreign, tear_down};
+use crate::inner::build::{build, tear_down};
+use crate::inner::{Inner, report_foreign};
 use crate::layer::map::NOBODY;
 use crate::sync::{AtomicPtr, AtomicU8, Ordering};
 use bento_pages::lock::spin_loop;

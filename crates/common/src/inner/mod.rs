@@ -6,7 +6,7 @@
 //! thread's cache and detaches it, `upkeep.rs` decays, trims and locks for a fork.
 
 mod alloc;
-mod build;
+pub(crate) mod build;
 mod free;
 mod probe;
 mod resize;
@@ -21,7 +21,6 @@ use bento_pages::{Misuse, MisuseHook, PageSource};
 use crate::config::{MAX_CLASSES, Routing, SMALL_ALIGN, SizeClasses};
 use crate::front::Front;
 use crate::front::bins::{Bin, MEDIUM_BINS, is_medium};
-pub(crate) use crate::inner::build::{build, tear_down};
 use crate::layer::Layer;
 use crate::layer::map::RegionId;
 use crate::region::{Class, General};
