@@ -30,4 +30,4 @@ pub use crate::config::{
     CommonConfig, CommonError, MAX_CLASSES, MAX_CONTENTION_REGIONS, MAX_SMALL, Routing,
     SMALL_ALIGN, SizeClasses,
 };
-pub use crate::stats::{CommonLeaks, CommonReport, CommonStats, Corruption, RegionStats};
+pub use crate::stats::{CommonCorruption, CommonLeaks, CommonReport, CommonStats, RegionStats};

@@ -6,7 +6,7 @@
 use core::fmt;
 
 use bento_pages::{ByteSize, CacheStats, PageSource, PageStats};
-use bento_space::Corruption as SpaceCorruption;
+use bento_space::SpaceCorruption;
 
 use crate::front::bins::Bin;
 use crate::inner::{Inner, MAX_REGIONS, Owner};
@@ -228,7 +228,7 @@ impl fmt::Display for CommonLeaks {
 
 /// What [`CommonAllocator::validate`](crate::CommonAllocator::validate) found wrong.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum Corruption {
+pub enum CommonCorruption {
     /// A region's memory space broke one of its rules.
     #[error("region {region}: {corruption}")]
     Space {
@@ -303,7 +303,7 @@ impl<P: PageSource> Inner<P> {
     }
 
     /// Walks every region; see `CommonAllocator::validate`.
-    pub(crate) fn validate(&self) -> Result<CommonStats, Corruption> {
+    pub(crate) fn validate(&self) -> Result<CommonStats, CommonCorruption> {
         let mut stats = CommonStats::default();
         for (i, owner) in self.slots().enumerate() {
             stats.push(match owner {
@@ -314,22 +314,24 @@ impl<P: PageSource> Inner<P> {
                     let walk = held
                         .runs
                         .validate(&held.pages, owned)
-                        .map_err(|addr| Corruption::Run { region: i, addr })?;
+                        .map_err(|addr| CommonCorruption::Run { region: i, addr })?;
                     if in_threads > walk.used {
-                        return Err(Corruption::Run { region: i, addr: 0 });
+                        return Err(CommonCorruption::Run { region: i, addr: 0 });
                     }
                     class_stats(class, &held.runs, walk.used, in_threads)
                 }
                 Owner::General(region) => {
                     let mut held = region.lock();
-                    let report = held.validate().map_err(|corruption| Corruption::Space {
-                        region: i,
-                        corruption,
-                    })?;
+                    let report = held
+                        .validate()
+                        .map_err(|corruption| CommonCorruption::Space {
+                            region: i,
+                            corruption,
+                        })?;
                     for block in held.allocations() {
                         let owner = self.layer.map.owner(block.ptr.addr().get());
                         if owner != region.id {
-                            return Err(Corruption::Map {
+                            return Err(CommonCorruption::Map {
                                 region: i,
                                 addr: block.ptr.addr().get(),
                                 owner: owner.get(),

@@ -6,12 +6,12 @@ extern crate alloc;
 #[cfg(any(test, feature = "std"))]
 extern crate std;
 
-mod figures;
-mod heap;
+mod named;
 mod policy;
 mod report;
 mod sink;
 mod slot;
+mod stats;
 
 /// The slot protocol of the figures' lanes, for the loom models.
 #[cfg(bento_loom)]
@@ -50,11 +50,11 @@ mod track;
 
 pub use bento_pages::{AllocError, GuardSide, Misuse, MisuseHook, panic_on_misuse};
 
-pub use crate::figures::HeapStats;
-pub use crate::heap::Heap;
-pub use crate::heap::builder::HeapBuilder;
-pub use crate::heap::check::CheckError;
+pub use crate::named::Heap;
+pub use crate::named::builder::HeapBuilder;
+pub use crate::named::validate::HeapCorruption;
 pub use crate::policy::{Canaries, FillPattern, Guards, NoGuards, OnLeak, Retry, Tag};
 pub use crate::report::{Report, ReportRow, report};
 pub use crate::sink::{EventKind, EventSink, HeapEvent};
+pub use crate::stats::HeapStats;
 pub use crate::track::{Leak, NoTracking, TagStats, Track, Tracked, Tracking};

@@ -12,8 +12,8 @@ use core::ptr::NonNull;
 use crate::sync::Lock;
 use bento_pages::{ByteSize, Leaks, Misuse, MisuseHook};
 
-use crate::figures::{Account, HeapStats};
 use crate::policy::OnLeak;
+use crate::stats::{Account, HeapStats};
 use crate::sync::Ordering;
 use crate::track::Leak;
 

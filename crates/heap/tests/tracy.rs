@@ -26,6 +26,6 @@ fn a_heap_reports_to_a_running_tracy_client() {
     // SAFETY: live, with its layout.
     unsafe { heap.free(p, layout) };
     drop(v);
-    let s = heap.check().unwrap();
+    let s = heap.validate().unwrap();
     assert_eq!((s.live_blocks, s.total_allocs, s.total_frees), (0, 2, 2));
 }

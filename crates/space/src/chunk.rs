@@ -74,7 +74,7 @@ pub(crate) struct Segment {
     // count). When a free brings it to 0 the segment is one free chunk and is released
     // in the same call (unless it is the base segment).
     pub(crate) live: usize,
-    // Invariant: how many of the `live` chunks are in the space's front cache. In any
+    // Invariant: how many of the `live` chunks are in the space's block cache. In any
     // segment but the base segment, `cached < live` whenever `cached > 0`: the free
     // that would leave only cached chunks takes them out of the cache first.
     pub(crate) cached: usize,

@@ -95,7 +95,7 @@ pub struct SpaceConfig {
     pub retention: Retention,
     /// Bytes of freed blocks (chunks below 8 KiB) the space keeps whole, each for the
     /// next request of its size class, instead of merging them with their
-    /// neighbours at once: the front cache, which makes a free and the allocation
+    /// neighbours at once: the block cache, which makes a free and the allocation
     /// after it touch one block rather than its neighbours and their lists. Counted
     /// by size class (a cached block may be up to 1/16 larger), and at most 1/128 of
     /// the bytes in use (at least 64 KiB, or half a segment while the space holds at

@@ -5,13 +5,13 @@
 #[cfg(test)]
 extern crate std;
 
-mod cache;
+mod block_cache;
 mod chunk;
 mod config;
 mod engine;
 mod index;
 mod locked;
-mod space;
+mod memory_space;
 mod stats;
 mod validate;
 mod walk;
@@ -20,7 +20,7 @@ pub use bento_pages::{AllocError, Misuse, MisuseHook, panic_on_misuse};
 
 pub use crate::config::{SpaceConfig, SpaceError};
 pub use crate::locked::{LockedSpace, SpaceGuard, SpinSpace};
-pub use crate::space::MemorySpace;
+pub use crate::memory_space::MemorySpace;
 pub use crate::stats::SpaceStats;
-pub use crate::validate::{Corruption, Rule, ValidateReport};
+pub use crate::validate::{Rule, SpaceCorruption, ValidateReport};
 pub use crate::walk::{Allocations, Block, ChunkInfo, ChunkState, Chunks, FreeBlocks, SegmentKind};

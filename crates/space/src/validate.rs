@@ -1,11 +1,11 @@
 //! [`MemorySpace::validate`], which recomputes every figure from the tags and checks
-//! every rule a space keeps ([`Rule`]), naming the first broken one ([`Corruption`]).
+//! every rule a space keeps ([`Rule`]), naming the first broken one ([`SpaceCorruption`]).
 
 use crate::chunk::flags::{BASE, CACHED, DEDICATED, IN_USE, PREV_IN_USE};
 use crate::chunk::{FENCE, HEADER, IN_USE_OVERHEAD, Kind, MIN_CHUNK, Segment, raw};
 use crate::engine::Core;
 use crate::index::{self, list_of};
-use crate::space::MemorySpace;
+use crate::memory_space::MemorySpace;
 use bento_pages::PageSource;
 use core::ptr::NonNull;
 
@@ -160,14 +160,14 @@ pub enum Rule {
 /// the byte offset in it (or the address of the entry).
 ///
 /// ```
-/// use bento_space::{Corruption, Rule};
+/// use bento_space::{SpaceCorruption, Rule};
 ///
-/// let c = Corruption { segment: 0x10000, offset: 64, rule: Rule::AdjacentFree };
+/// let c = SpaceCorruption { segment: 0x10000, offset: 64, rule: Rule::AdjacentFree };
 /// assert_eq!(c.to_string(), "segment 0x10000, offset 64: two free chunks are adjacent");
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("segment {segment:#x}, offset {offset}: {rule}")]
-pub struct Corruption {
+pub struct SpaceCorruption {
     /// The base address of the segment.
     pub segment: usize,
     /// The byte offset of the chunk in the segment.
@@ -203,7 +203,7 @@ impl<P: PageSource> MemorySpace<P> {
     ///
     /// # Errors
     ///
-    /// [`Corruption`]: the segment, offset and rule of the first problem found.
+    /// [`SpaceCorruption`]: the segment, offset and rule of the first problem found.
     ///
     /// ```
     /// use core::alloc::Layout;
@@ -219,7 +219,7 @@ impl<P: PageSource> MemorySpace<P> {
     /// // SAFETY: live.
     /// unsafe { space.free(p) };
     /// ```
-    pub fn validate(&self) -> Result<ValidateReport, Corruption> {
+    pub fn validate(&self) -> Result<ValidateReport, SpaceCorruption> {
         let mut entered = self.entered();
         let core = &mut entered.core;
         // No list can be longer than the chunks the segments could hold.
@@ -241,7 +241,7 @@ impl<P: PageSource> MemorySpace<P> {
             if let Some(pages) = self.source_cache()
                 && let Err(e) = pages.validate()
             {
-                return Err(Corruption {
+                return Err(SpaceCorruption {
                     segment: 0,
                     offset: 0,
                     rule: Rule::CommitCache(e),
@@ -250,7 +250,7 @@ impl<P: PageSource> MemorySpace<P> {
             if let Some((counted, recorded)) = self.source_committed(&entered)
                 && counted != recorded
             {
-                return Err(Corruption {
+                return Err(SpaceCorruption {
                     segment: 0,
                     offset: 0,
                     rule: Rule::Figure {
@@ -382,8 +382,8 @@ unsafe fn check_lists<P: PageSource>(
     core: &mut Core,
     finder: &Finder<'_, P>,
     limit: usize,
-) -> Result<usize, Corruption> {
-    let whole = |rule| Corruption {
+) -> Result<usize, SpaceCorruption> {
+    let whole = |rule| SpaceCorruption {
         segment: 0,
         offset: 0,
         rule,
@@ -403,7 +403,7 @@ unsafe fn check_lists<P: PageSource>(
         let mut cur = first;
         let mut steps = 0;
         while let Some(c) = NonNull::new(cur) {
-            let at = |rule| Corruption {
+            let at = |rule| SpaceCorruption {
                 segment: 0,
                 offset: c.addr().get(),
                 rule,
@@ -442,7 +442,7 @@ unsafe fn check_lists<P: PageSource>(
     }
     let (dv, dv_size) = core.designated();
     if let Some(c) = NonNull::new(dv) {
-        let bad = Corruption {
+        let bad = SpaceCorruption {
             segment: 0,
             offset: c.addr().get(),
             rule: Rule::Designated,
@@ -559,14 +559,14 @@ unsafe fn unmark_lists<P: PageSource>(core: &mut Core, finder: &Finder<'_, P>, l
 /// # Safety
 ///
 /// The segment list is intact.
-unsafe fn walk_segments(core: &mut Core, listed: usize) -> Result<ValidateReport, Corruption> {
+unsafe fn walk_segments(core: &mut Core, listed: usize) -> Result<ValidateReport, SpaceCorruption> {
     let mut r = ValidateReport::default();
     let mut seg = core.first_segment();
     let mut guard = core.counters().segments + 1;
     while let Some(sp) = NonNull::new(seg) {
         // SAFETY: every header on the list is a live segment's.
         let s = unsafe { sp.as_ref() };
-        guard = guard.checked_sub(1).ok_or(Corruption {
+        guard = guard.checked_sub(1).ok_or(SpaceCorruption {
             segment: 0,
             offset: 0,
             rule: Rule::Figure {
@@ -577,7 +577,7 @@ unsafe fn walk_segments(core: &mut Core, listed: usize) -> Result<ValidateReport
         })?;
         // SAFETY: the segment is live (the caller's contract).
         let (live, cached) = unsafe { walk_segment(core, sp, &mut r)? };
-        let here = |rule| Corruption {
+        let here = |rule| SpaceCorruption {
             segment: core::ptr::from_ref(s).addr(),
             offset: 0,
             rule,
@@ -592,7 +592,7 @@ unsafe fn walk_segments(core: &mut Core, listed: usize) -> Result<ValidateReport
             return Err(here(Rule::OnlyCached));
         }
         if live != s.live {
-            return Err(Corruption {
+            return Err(SpaceCorruption {
                 segment: core::ptr::from_ref(s).addr(),
                 offset: 0,
                 rule: Rule::Occupancy {
@@ -608,7 +608,7 @@ unsafe fn walk_segments(core: &mut Core, listed: usize) -> Result<ValidateReport
         if counted == recorded {
             Ok(())
         } else {
-            Err(Corruption {
+            Err(SpaceCorruption {
                 segment: 0,
                 offset: 0,
                 rule: Rule::Figure {
@@ -660,7 +660,7 @@ unsafe fn walk_segment(
     core: &Core,
     seg: NonNull<Segment>,
     r: &mut ValidateReport,
-) -> Result<(usize, usize), Corruption> {
+) -> Result<(usize, usize), SpaceCorruption> {
     // SAFETY: the caller's contract.
     let s = unsafe { seg.as_ref() };
     let base_ptr = seg.cast::<u8>();
@@ -671,13 +671,13 @@ unsafe fn walk_segment(
         k if k == Kind::Base as usize => BASE,
         _ => 0,
     };
-    let at = |c: NonNull<u8>, rule| Corruption {
+    let at = |c: NonNull<u8>, rule| SpaceCorruption {
         segment: base,
         offset: c.addr().get() - base,
         rule,
     };
     if s.first < HEADER || s.first > s.size - FENCE - MIN_CHUNK {
-        return Err(Corruption {
+        return Err(SpaceCorruption {
             segment: base,
             offset: 0,
             rule: Rule::Overrun,
@@ -757,7 +757,7 @@ unsafe fn walk_segment(
         if counted == recorded {
             Ok(())
         } else {
-            Err(Corruption {
+            Err(SpaceCorruption {
                 segment: base,
                 offset: 0,
                 rule: Rule::Figure {

@@ -9,7 +9,7 @@ use bento_pages::PageSource;
 
 use crate::chunk::flags::{CACHED, IN_USE};
 use crate::chunk::{IN_USE_OVERHEAD, Kind, MIN_CHUNK, Segment, raw};
-use crate::space::MemorySpace;
+use crate::memory_space::MemorySpace;
 
 /// A block found by walking a space: an allocation's payload and usable size, or a
 /// free chunk's address and size.

@@ -279,7 +279,7 @@ impl<P: PageSource> CommonAllocator<P> {
     ///
     /// # Errors
     ///
-    /// [`Corruption`](crate::stats::Corruption) naming the region and what is wrong.
+    /// [`CommonCorruption`](crate::stats::CommonCorruption) naming the region and what is wrong.
     ///
     /// ```
     /// use core::alloc::Layout;
@@ -291,7 +291,7 @@ impl<P: PageSource> CommonAllocator<P> {
     /// // SAFETY: live.
     /// unsafe { common.free(p) };
     /// ```
-    pub fn validate(&self) -> Result<crate::stats::CommonStats, crate::stats::Corruption> {
+    pub fn validate(&self) -> Result<crate::stats::CommonStats, crate::stats::CommonCorruption> {
         match self.started() {
             Some(inner) => inner.validate(),
             None => Ok(crate::stats::CommonStats::default()),

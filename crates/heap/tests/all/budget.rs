@@ -29,7 +29,7 @@ fn allocating_up_to_the_byte_succeeds_and_one_more_fails() {
         heap.free(a, bytes(600));
         heap.free(c, bytes(400));
     }
-    let s = heap.check().unwrap();
+    let s = heap.validate().unwrap();
     assert_eq!(
         (s.live_bytes, s.total_allocs, s.total_frees, s.failures),
         (0, 3, 3, 1)
@@ -79,7 +79,7 @@ fn the_callback_frees_memory_and_the_one_retry_succeeds() {
     assert_eq!((CALLS.load(Ordering::Relaxed), s.failures), (2, 1));
     // SAFETY: live, with its layout.
     unsafe { heap.free(a, bytes(100)) };
-    assert_eq!(heap.check().unwrap().live_bytes, 0);
+    assert_eq!(heap.validate().unwrap().live_bytes, 0);
 }
 
 #[test]
@@ -97,7 +97,7 @@ fn resizes_are_charged_and_a_grow_past_the_budget_fails_unchanged() {
     v.shrink_to_fit();
     assert_eq!(heap.stats().live_bytes, 100);
     drop(v);
-    let s = heap.check().unwrap();
+    let s = heap.validate().unwrap();
     assert_eq!((s.live_bytes, s.peak_bytes, s.failures), (0, 1024, 1));
 }
 
@@ -238,7 +238,7 @@ fn a_thread_with_a_stale_view_cannot_pass_the_budget_by_more_than_its_slack() {
         // SAFETY: as above.
         unsafe { heap.free(fill, bytes(BUDGET - 16)) };
     });
-    let s = heap.check().unwrap();
+    let s = heap.validate().unwrap();
     assert_eq!(s.live_bytes, 0);
     assert!(s.peak_bytes <= BUDGET);
 }
@@ -308,7 +308,7 @@ fn threads_under_a_parent(threads: usize) {
         most <= limit,
         "{most} bytes held at once under a budget of {BUDGET}"
     );
-    let s = parent.check().unwrap();
+    let s = parent.validate().unwrap();
     assert_eq!(s.live_bytes, 0);
     assert!(refused.into_inner() > 0, "the workload reached the budget");
     assert!(
@@ -375,7 +375,7 @@ fn the_peak_is_exact_for_one_thread_at_a_time() {
     // checked from its side and, after it exits, from here.
     let most =
         std::thread::scope(|s| s.spawn(|| grow_and_shrink(&heap, 11, 40, most)).join()).unwrap();
-    let s = heap.check().unwrap();
+    let s = heap.validate().unwrap();
     assert_eq!((s.live_bytes, s.peak_bytes), (0, most));
     // Under a budget the refusals come exactly at the edge.
     let budget = 150 << 10;
@@ -384,5 +384,5 @@ fn the_peak_is_exact_for_one_thread_at_a_time() {
         .build(Global);
     let most = grow_and_shrink(&heap, 13, 40, 0);
     assert!(most <= budget);
-    assert_eq!(heap.check().unwrap().peak_bytes, most);
+    assert_eq!(heap.validate().unwrap().peak_bytes, most);
 }

@@ -37,7 +37,7 @@ fn an_overwrite_on_each_side_is_caught_on_free_with_the_right_message() {
         );
     }
     // The blocks were freed all the same: nothing is lost.
-    assert_eq!(heap.check().unwrap().live_blocks, 0);
+    assert_eq!(heap.validate().unwrap().live_blocks, 0);
 }
 
 #[test]
@@ -46,10 +46,10 @@ fn check_finds_a_broken_guard_of_a_live_block_and_a_resize_checks_it_too() {
     let layout = Layout::from_size_align(100, 16).unwrap();
     let p = heap.alloc(layout).unwrap();
     assert!(p.addr().get().is_multiple_of(16));
-    assert!(heap.check().is_ok());
+    assert!(heap.validate().is_ok());
     // SAFETY: the byte after the block, in its back guard.
     unsafe { p.add(100).write(1) };
-    let err = heap.check().unwrap_err();
+    let err = heap.validate().unwrap_err();
     assert!(err.to_string().contains("back guard"), "{err}");
     assert_eq!(seen().len(), 1);
     // A resize reports it too, then moves the block with fresh guards.
@@ -59,7 +59,7 @@ fn check_finds_a_broken_guard_of_a_live_block_and_a_resize_checks_it_too() {
         .unwrap()
         .cast::<u8>();
     assert_eq!(seen().len(), 1);
-    assert!(heap.check().is_ok());
+    assert!(heap.validate().is_ok());
     // SAFETY: live with `bigger`.
     unsafe { heap.free(q, bigger) };
     assert!(seen().is_empty());
@@ -119,7 +119,7 @@ fn guarded_blocks_keep_every_alignment() {
         // SAFETY: live, with its layout.
         unsafe { heap.free(p, layout) };
     }
-    assert_eq!(heap.check().unwrap().total_frees, 13);
+    assert_eq!(heap.validate().unwrap().total_frees, 13);
 }
 
 #[test]

@@ -37,7 +37,7 @@ fn target<A: Allocator, G: Guards, T: Tracking>(
         .with_api02()
         .with_api04()
         .with_validate(|heap| {
-            let s = heap.check().map_err(|e| e.to_string())?;
+            let s = heap.validate().map_err(|e| e.to_string())?;
             Ok(Figures {
                 live_blocks: Some(s.live_blocks),
                 live_bytes: Some(s.live_bytes),
@@ -68,7 +68,7 @@ impl EventSink for Count {
 fn model<A: Allocator, G: Guards, T: Tracking>(heap: &Heap<A, G, T>) {
     let report = seeded(cases(12, 1), |u| run(&mut target(heap), &caps(), u));
     assert!(report.allocs > 0, "{report:?}");
-    let s = heap.check().unwrap();
+    let s = heap.validate().unwrap();
     assert_eq!((s.live_bytes, s.live_blocks), (0, 0), "{s:?}");
     assert_eq!(s.total_allocs, s.total_frees);
 }
@@ -153,7 +153,7 @@ fn a_child_heap_under_the_model_keeps_its_parent_exact() {
         .guards(Canaries::<16>)
         .build(&space);
     model(&child);
-    let s = parent.check().unwrap();
+    let s = parent.validate().unwrap();
     assert_eq!(s.live_blocks, 0);
     assert_eq!(s.total_allocs, child.stats().total_allocs);
 }

@@ -43,7 +43,7 @@ fn figures_stay_exact_with_two_threads_and_blocks_crossing_between_them() {
             }
         });
     });
-    let s = heap.check().unwrap();
+    let s = heap.validate().unwrap();
     assert_eq!((s.live_bytes, s.live_blocks), (0, 0), "{s:?}");
     assert!(s.total_allocs >= n);
     assert_eq!(s.total_allocs, s.total_frees);

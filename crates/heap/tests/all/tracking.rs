@@ -110,7 +110,7 @@ fn tag_figures_add_up_to_the_heap() {
             .iter()
             .all(|t| t.live_bytes == 0 && t.live_blocks == 0)
     );
-    heap.check().unwrap();
+    heap.validate().unwrap();
 }
 
 #[test]
@@ -137,7 +137,7 @@ fn a_double_free_a_foreign_pointer_and_a_wrong_size_are_caught() {
         )
     };
     assert_eq!(seen().len(), 1);
-    let s = heap.check().unwrap();
+    let s = heap.validate().unwrap();
     assert_eq!((s.live_blocks, s.total_frees), (0, 1));
 }
 

@@ -39,9 +39,9 @@ fn a_grandchild_counts_in_every_ancestor_and_their_budgets_bind_it() {
         game.free(g, bytes(250));
     }
     for s in [
-        game.check().unwrap(),
-        level.check().unwrap(),
-        audio.check().unwrap(),
+        game.validate().unwrap(),
+        level.validate().unwrap(),
+        audio.validate().unwrap(),
     ] {
         assert_eq!((s.live_bytes, s.live_blocks), (0, 0));
     }
@@ -78,7 +78,7 @@ fn a_dropped_childs_leaks_go_up_to_its_parent() {
     // Leaked bytes stay counted: the memory is gone.
     assert_eq!(parent.stats().live_bytes, 38);
     // The parent's own table is empty, so `check` agrees.
-    parent.check().unwrap();
+    parent.validate().unwrap();
     drop(parent);
     let got = seen();
     assert_eq!(got.len(), 1);

@@ -8,11 +8,11 @@
 //! (what it keeps, for how long, and the frame tick) in [`retention`], and the table
 //! of kept pages and spare reservations in [`table`].
 
-mod retention;
 mod source;
 mod table;
 #[cfg(test)]
 mod tests;
+mod upkeep;
 
 use core::ptr::{self, NonNull};
 

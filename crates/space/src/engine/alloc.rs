@@ -4,7 +4,7 @@
 
 use core::ptr::{self, NonNull};
 
-use crate::cache;
+use crate::block_cache;
 use crate::chunk::flags::{DEDICATED, IN_USE, PREV_IN_USE};
 use crate::chunk::{
     CHUNK_ALIGN, FENCE, HEADER, IN_USE_OVERHEAD, Kind, MIN_CHUNK, Segment, kind_flag, raw,
@@ -413,7 +413,7 @@ impl Core {
         if self.cache.bytes == 0 {
             return None;
         }
-        let k = cache::class_at_least(csize)?;
+        let k = block_cache::class_at_least(csize)?;
         let c = self.cache.pop(k)?;
         // SAFETY: a chunk just out of the cache is an in-use chunk of a live ordinary
         // or base segment, which counts it in `cached`.

@@ -3,7 +3,7 @@
 
 use core::ptr::{self, NonNull};
 
-use crate::cache;
+use crate::block_cache;
 use crate::chunk::flags::{BASE, DEDICATED, IN_USE, PREV_IN_USE};
 use crate::chunk::{FENCE, HEADER, IN_USE_OVERHEAD, Kind, Segment, raw};
 use crate::engine::{Core, Freed, KIND_MASK, PageOps};
@@ -76,7 +76,7 @@ impl Core {
     }
 
     /// Puts the block of in-use chunk `c` (of segment `seg`, its head `head`) in the
-    /// front cache when the cache has room and the segment keeps another block in
+    /// block cache when the cache has room and the segment keeps another block in
     /// use (or is the base segment, which is never released). True when it did.
     ///
     /// # Safety
@@ -92,7 +92,7 @@ impl Core {
         seg: *mut Segment,
         head: usize,
     ) -> bool {
-        let Some(k) = cache::class_of(raw::size(head)) else {
+        let Some(k) = block_cache::class_of(raw::size(head)) else {
             return false;
         };
         // SAFETY: `seg` is a live segment header and `c` an in-use chunk whose head's
@@ -108,7 +108,7 @@ impl Core {
         true
     }
 
-    /// Frees the block of in-use chunk `c`: into the front cache when it has room and
+    /// Frees the block of in-use chunk `c`: into the block cache when it has room and
     /// the block's segment keeps another block in use; otherwise through
     /// [`free_chunk`](Self::free_chunk), or, when `c` is the segment's last block in
     /// use but for cached ones, through [`free_emptying`](Self::free_emptying), so
@@ -203,7 +203,7 @@ impl Core {
                         // Its head says free from now (see `free_chunk`).
                         raw::set_head(at, head & !IN_USE);
                     } else if !all_cached_here {
-                        let k = cache::class_of(size).expect("a cached chunk has a class");
+                        let k = block_cache::class_of(size).expect("a cached chunk has a class");
                         self.cache.unlink(k, at);
                     }
                     self.counters.live_bytes -= size - IN_USE_OVERHEAD;
@@ -236,7 +236,7 @@ impl Core {
     #[cold]
     #[inline(never)]
     pub(crate) fn drain(&mut self, pages: &impl PageOps) {
-        for k in 0..cache::CLASSES {
+        for k in 0..block_cache::CLASSES {
             while let Some(c) = self.cache.pop(k) {
                 // SAFETY: a chunk out of the cache is an in-use chunk like any other,
                 // of a live ordinary or base segment that counts it in `cached`.

@@ -11,7 +11,7 @@ mod resize;
 
 use core::ptr::{self, NonNull};
 
-use crate::cache::{self, Cache};
+use crate::block_cache::{self, Cache};
 use crate::chunk::{FENCE, HEADER, IN_USE_OVERHEAD, Kind, MIN_CHUNK, PAYLOAD, Segment, raw};
 use crate::index::Index;
 use crate::stats::SpaceStats;
@@ -217,7 +217,7 @@ impl Core {
             return (0, 0);
         }
         let mut k = 0;
-        while k < cache::CLASSES {
+        while k < block_cache::CLASSES {
             if self.cache.counts[k] != 0 {
                 for c in self.cache.class(k) {
                     n += 1;

@@ -3,8 +3,8 @@
 
 use core::ptr::{self, NonNull};
 
-use super::{Corruption, Finder, Rule};
-use crate::cache;
+use super::{Finder, Rule, SpaceCorruption};
+use crate::block_cache;
 use crate::chunk::flags::{CACHED, IN_USE};
 use crate::chunk::{Kind, MIN_CHUNK, raw};
 use crate::engine::Core;
@@ -23,7 +23,11 @@ impl<P: PageSource> Finder<'_, P> {
     /// # Safety
     ///
     /// As for `check_lists`.
-    pub(super) unsafe fn check_cache(&self, core: &Core, walked: usize) -> Result<(), Corruption> {
+    pub(super) unsafe fn check_cache(
+        &self,
+        core: &Core,
+        walked: usize,
+    ) -> Result<(), SpaceCorruption> {
         let mut cleared = (0, 0);
         // SAFETY: the caller's contract.
         let result = unsafe { scan_cache(core, self, walked, &mut cleared) };
@@ -46,7 +50,7 @@ unsafe fn scan_cache<P: PageSource>(
     finder: &Finder<'_, P>,
     walked: usize,
     cleared: &mut (usize, usize),
-) -> Result<(), Corruption> {
+) -> Result<(), SpaceCorruption> {
     // One reference for the whole scan: under Miri each new one is a tag that
     // every later access to the core must visit.
     let cache = core.cache();
@@ -55,14 +59,14 @@ unsafe fn scan_cache<P: PageSource>(
     let mut next = 0;
     // A `while` with the empty classes skipped by a comparison: Miri interprets every
     // call, and the model tests validate after every few steps.
-    while next < cache::CLASSES {
+    while next < block_cache::CLASSES {
         let k = next;
         next += 1;
         *cleared = (k, 0);
         if cache.counts[k] == 0 && cache.heads[k] == NULL {
             continue;
         }
-        let entry = |c: NonNull<u8>| Corruption {
+        let entry = |c: NonNull<u8>| SpaceCorruption {
             segment: 0,
             offset: c.addr().get(),
             rule: Rule::CacheEntry { class: k },
@@ -88,7 +92,7 @@ unsafe fn scan_cache<P: PageSource>(
                 let head = raw::head(c);
                 if head & IN_USE == 0
                     || head & CACHED == 0
-                    || raw::size(head) < cache::class_bytes(k)
+                    || raw::size(head) < block_cache::class_bytes(k)
                     || raw::link(c, 1) != prev
                 {
                     return Err(entry(c));
@@ -99,7 +103,7 @@ unsafe fn scan_cache<P: PageSource>(
             }
             n += 1;
             *cleared = (k, n);
-            bytes += cache::class_bytes(k);
+            bytes += block_cache::class_bytes(k);
         }
         let recorded = cache.counts[k] as usize;
         if n != recorded {
@@ -107,7 +111,7 @@ unsafe fn scan_cache<P: PageSource>(
         }
         total += n;
     }
-    *cleared = (cache::CLASSES, 0);
+    *cleared = (block_cache::CLASSES, 0);
     if bytes != cache.bytes || bytes > cache.limit {
         return Err(miscount("bytes (at most its limit)", bytes, cache.bytes));
     }
@@ -118,8 +122,8 @@ unsafe fn scan_cache<P: PageSource>(
 }
 
 /// A figure of the whole cache that its lists do not bear out.
-fn miscount(name: &'static str, counted: usize, recorded: usize) -> Corruption {
-    Corruption {
+fn miscount(name: &'static str, counted: usize, recorded: usize) -> SpaceCorruption {
+    SpaceCorruption {
         segment: 0,
         offset: 0,
         rule: Rule::CacheCount {
@@ -149,7 +153,7 @@ fn max_cached(core: &Core) -> usize {
 unsafe fn restore_cache(core: &Core, cleared: (usize, usize)) {
     let cache = core.cache();
     let mut next = 0;
-    while next < cache::CLASSES.min(cleared.0 + 1) {
+    while next < block_cache::CLASSES.min(cleared.0 + 1) {
         let k = next;
         next += 1;
         let mut cur = cache.heads[k];

@@ -2,8 +2,8 @@
 //! in [`resize`], the guard and table check in [`check`].
 
 pub(crate) mod builder;
-pub(crate) mod check;
 mod resize;
+pub(crate) mod validate;
 
 use alloc::boxed::Box;
 use alloc::sync::Arc;
@@ -16,11 +16,11 @@ use core::ptr::NonNull;
 use allocator_api2::alloc::Allocator;
 use bento_pages::{AllocError, Misuse, MisuseHook, RawAlloc, dangling};
 
-use crate::figures::{Account, HeapStats};
 use crate::policy::{
     FillPattern, Guards, NoGuards, OnLeak, Retry, Tag, broken_guard, write_guards,
 };
 use crate::sink::{EventKind, EventSink, HeapEvent, tag_name};
+use crate::stats::{Account, HeapStats};
 use crate::sync::{AtomicUsize, Ordering};
 use crate::track::{Leak, NoTracking, TagStats, Tracked, Tracking};
 

@@ -11,7 +11,7 @@ use crate::chunk::{
     CHUNK_ALIGN, FENCE, Kind, MAX_SEGMENT, MIN_CHUNK, Segment, chunk_size_for, raw,
 };
 use crate::engine::{Core, Freed, PageOps, dedicated_chunk_offset};
-use crate::space::{Entered, MemorySpace, Source, State};
+use crate::memory_space::{Entered, MemorySpace, Source, State};
 
 use crate::config::commit_cache_limit;
 

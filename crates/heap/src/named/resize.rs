@@ -7,7 +7,7 @@ use core::ptr::NonNull;
 use allocator_api2::alloc::Allocator;
 use bento_pages::AllocError;
 
-use crate::heap::{Extras, Heap};
+use crate::named::{Extras, Heap};
 use crate::policy::{Guards, write_guards};
 use crate::sink::EventKind;
 use crate::track::Tracking;

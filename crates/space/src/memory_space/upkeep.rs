@@ -5,7 +5,7 @@ use bento_pages::{CommitCache, PageSource};
 
 use crate::MisuseHook;
 use crate::config::SpaceConfig;
-use crate::space::{MemorySpace, Source, State};
+use crate::memory_space::{MemorySpace, Source, State};
 use crate::stats::SpaceStats;
 
 use super::segments::release_all;

@@ -1,14 +1,14 @@
 //! [`Heap::check`]: every tracked block's guards and the table against the figures,
-//! and [`CheckError`], what it finds.
+//! and [`HeapCorruption`], what it finds.
 
 use core::fmt;
 
 use allocator_api2::alloc::Allocator;
 use bento_pages::Misuse;
 
-use crate::figures::HeapStats;
-use crate::heap::Heap;
+use crate::named::Heap;
 use crate::policy::Guards;
+use crate::stats::HeapStats;
 use crate::track::Tracking;
 
 impl<A: Allocator, G: Guards, T: Tracking> Heap<A, G, T> {
@@ -18,7 +18,7 @@ impl<A: Allocator, G: Guards, T: Tracking> Heap<A, G, T> {
     ///
     /// # Errors
     ///
-    /// [`CheckError`] naming the first problem found.
+    /// [`HeapCorruption`] naming the first problem found.
     ///
     /// ```
     /// use allocator_api2::alloc::Global;
@@ -32,24 +32,24 @@ impl<A: Allocator, G: Guards, T: Tracking> Heap<A, G, T> {
     ///     .build(Global);
     /// let layout = Layout::new::<[u8; 10]>();
     /// let p = heap.alloc(layout).unwrap();
-    /// assert!(heap.check().is_ok());
+    /// assert!(heap.validate().is_ok());
     /// // SAFETY: one byte past the block: its back guard (a deliberate overrun).
     /// unsafe { p.add(10).write(0) };
-    /// assert!(heap.check().is_err());
+    /// assert!(heap.validate().is_err());
     /// // SAFETY: repairs the guard; live, with its layout.
     /// unsafe {
     ///     p.add(10).write(0xFD);
     ///     heap.free(p, layout);
     /// }
     /// ```
-    pub fn check(&self) -> Result<HeapStats, CheckError> {
+    pub fn validate(&self) -> Result<HeapStats, HeapCorruption> {
         let stats = self.stats();
         let name = self.account.name;
         let figure = |what, counted: usize, recorded: usize| {
             if counted == recorded {
                 Ok(())
             } else {
-                Err(CheckError::Figures {
+                Err(HeapCorruption::Figures {
                     heap: name,
                     what,
                     counted,
@@ -71,7 +71,7 @@ impl<A: Allocator, G: Guards, T: Tracking> Heap<A, G, T> {
         if let Some(budget) = stats.budget
             && stats.live_bytes > budget.saturating_add(self.account.slack() * crate::slot::LANES)
         {
-            return Err(CheckError::OverBudget {
+            return Err(HeapCorruption::OverBudget {
                 heap: name,
                 live: stats.live_bytes,
                 budget,
@@ -89,7 +89,7 @@ impl<A: Allocator, G: Guards, T: Tracking> Heap<A, G, T> {
             }
             if let Some(misuse) = broken {
                 (self.hook)(&misuse);
-                return Err(CheckError::Guard(misuse));
+                return Err(HeapCorruption::Guard(misuse));
             }
             let (blocks, bytes) = table.live();
             let (own_bytes, own_blocks) = self.account.own_live();
@@ -110,7 +110,7 @@ impl<A: Allocator, G: Guards, T: Tracking> Heap<A, G, T> {
 /// What [`Heap::check`] found wrong.
 #[derive(Debug)]
 #[non_exhaustive]
-pub enum CheckError {
+pub enum HeapCorruption {
     /// A block's guard was overwritten.
     Guard(Misuse<'static>),
     /// Two figures that must agree do not.
@@ -135,7 +135,7 @@ pub enum CheckError {
     },
 }
 
-impl fmt::Display for CheckError {
+impl fmt::Display for HeapCorruption {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Guard(misuse) => write!(f, "{misuse}"),
@@ -156,4 +156,4 @@ impl fmt::Display for CheckError {
     }
 }
 
-impl core::error::Error for CheckError {}
+impl core::error::Error for HeapCorruption {}

@@ -8,11 +8,11 @@ use core::fmt;
 use allocator_api2::alloc::Allocator;
 use bento_pages::{MisuseHook, panic_on_misuse};
 
-use crate::figures::{Account, HeapStats};
-use crate::heap::{BudgetFn, Extras, Heap};
+use crate::named::{BudgetFn, Extras, Heap};
 use crate::policy::{FillPattern, Guards, NoGuards, OnLeak, Retry};
 use crate::report;
 use crate::sink::EventSink;
+use crate::stats::{Account, HeapStats};
 use crate::sync::AtomicUsize;
 use crate::track::{NoTracking, Track, Tracked, Tracking};
 

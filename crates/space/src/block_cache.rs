@@ -1,4 +1,4 @@
-//! The front cache: small chunks freed recently, kept whole for the next request of
+//! The block cache: small chunks freed recently, kept whole for the next request of
 //! their size class.
 //!
 //! A chunk freed into the cache keeps its `IN_USE` tag, so its neighbours do not
