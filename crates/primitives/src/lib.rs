@@ -27,6 +27,7 @@ pub use bento_pages::{AllocError, Leaks, Misuse, MisuseHook, panic_on_misuse};
 
 pub use crate::linear::arena::{Arena, ArenaConfig, ArenaScope};
 pub use crate::linear::bump::{AllocFailed, Bump, with_stack_bump};
+pub use crate::linear::corruption::{BumpReport, LinearCorruption};
 pub use crate::linear::double::{DoubleStack, EndMut, StackEnd};
 pub use crate::linear::double_arena::DoubleArena;
 pub use crate::linear::frame::{Frame, FrameArena, FrameBusy};
@@ -41,7 +42,7 @@ pub use crate::pool::growing_pool::{GROWING_POOL_COMMIT_STEP, GrowingPool};
 pub use crate::pool::leaks::{LeakIter, LeakList};
 #[cfg(target_has_atomic = "64")]
 pub use crate::pool::shared_cache::{
-    SHARED_POOL_CACHE_BATCH, SHARED_POOL_CACHE_MAX_BATCH, SharedPoolCache,
+    PoolCacheReport, SHARED_POOL_CACHE_BATCH, SHARED_POOL_CACHE_MAX_BATCH, SharedPoolCache,
 };
 #[cfg(target_has_atomic = "64")]
 pub use crate::pool::shared_pool::{SHARED_POOL_MAX_CHUNKS, SharedPool};

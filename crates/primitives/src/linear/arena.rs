@@ -1,6 +1,8 @@
 //! The arena: a bump pointer in a reservation of address space, committing pages as
 //! it grows; scopes that roll back when dropped.
 
+use crate::linear::corruption::{BumpReport, LinearCorruption};
+
 use core::alloc::Layout;
 use core::cell::Cell;
 use core::fmt;
@@ -639,27 +641,33 @@ impl<P: PageSource> Arena<P> {
     ///
     /// # Errors
     ///
-    /// A description of the broken invariant.
+    /// A [`LinearCorruption`] naming the broken invariant.
     ///
     /// ```
     /// use bento_primitives::Arena;
     ///
     /// let arena = Arena::new(1 << 20).unwrap();
     /// arena.alloc(1u32).unwrap();
-    /// assert_eq!(arena.validate(), Ok(8));
+    /// assert_eq!(arena.validate().unwrap().used_bytes, 8);
     /// ```
-    pub fn validate(&self) -> Result<usize, &'static str> {
+    pub fn validate(&self) -> Result<BumpReport, LinearCorruption> {
         let (base, top, limit) = (self.base.addr().get(), self.top.get(), self.limit.get());
         if !(base <= top && top <= limit && limit <= self.end) {
-            return Err("top and committed end out of order or outside the reservation");
+            return Err(LinearCorruption::new(
+                "top and committed end out of order or outside the reservation",
+            ));
         }
         if !top.is_multiple_of(GRAIN) {
-            return Err("top not 8-aligned");
+            return Err(LinearCorruption::new("top not 8-aligned"));
         }
         if limit != self.end && !(limit - base).is_multiple_of(self.source.page_size()) {
-            return Err("committed end not on a page boundary");
+            return Err(LinearCorruption::new(
+                "committed end not on a page boundary",
+            ));
         }
-        Ok(top - base)
+        Ok(BumpReport {
+            used_bytes: top - base,
+        })
     }
 }
 

@@ -1,5 +1,7 @@
 //! The linear (bump) allocator: a pointer that only moves up, reset in O(1).
 
+use crate::linear::corruption::{BumpReport, LinearCorruption};
+
 use core::alloc::Layout;
 use core::cell::Cell;
 use core::fmt;
@@ -504,7 +506,7 @@ impl<'buf> Bump<'buf> {
     ///
     /// # Errors
     ///
-    /// A description of the broken invariant.
+    /// A [`LinearCorruption`] naming the broken invariant.
     ///
     /// ```
     /// use bento_primitives::Bump;
@@ -513,17 +515,19 @@ impl<'buf> Bump<'buf> {
     /// let mut buf = [MaybeUninit::uninit(); 64];
     /// let bump = Bump::new(&mut buf);
     /// bump.alloc(7u32).unwrap();
-    /// assert_eq!(bump.validate(), Ok(8));
+    /// assert_eq!(bump.validate().unwrap().used_bytes, 8);
     /// ```
-    pub fn validate(&self) -> Result<usize, &'static str> {
+    pub fn validate(&self) -> Result<BumpReport, LinearCorruption> {
         let (base, top) = (self.base.addr().get(), self.top.get());
         if top < base || top > self.end {
-            return Err("top outside the buffer");
+            return Err(LinearCorruption::new("top outside the buffer"));
         }
         if !top.is_multiple_of(GRAIN) || !self.end.is_multiple_of(GRAIN) {
-            return Err("top or end not 8-aligned");
+            return Err(LinearCorruption::new("top or end not 8-aligned"));
         }
-        Ok(top - base)
+        Ok(BumpReport {
+            used_bytes: top - base,
+        })
     }
 }
 

@@ -3,6 +3,8 @@
 //! caller's buffer; [`DoubleArena`](crate::DoubleArena) in a reservation it commits
 //! from both sides.
 
+use crate::linear::corruption::LinearCorruption;
+
 use core::alloc::Layout;
 use core::cell::Cell;
 use core::fmt;
@@ -246,14 +248,18 @@ impl Ends {
     }
 
     /// Both ends walked and checked, and the tops in order inside the ready parts.
-    pub(crate) fn validate(&self) -> Result<StackReport, &'static str> {
+    pub(crate) fn validate(&self) -> Result<StackReport, LinearCorruption> {
         let (lo, hi) = (self.lower.top(), self.upper.top());
         if lo + self.lower.waiting_room() > hi || hi > self.cap {
-            return Err("the ends have crossed or left the memory");
+            return Err(LinearCorruption::new(
+                "the ends have crossed or left the memory",
+            ));
         }
         let (lo_ready, hi_ready) = self.ready();
         if lo + self.lower.waiting_room() > lo_ready || hi < hi_ready {
-            return Err("a top lies outside the usable part of its side");
+            return Err(LinearCorruption::new(
+                "a top lies outside the usable part of its side",
+            ));
         }
         Ok(self.lower.validate()? + self.upper.validate()?)
     }
@@ -763,7 +769,7 @@ impl<'buf> DoubleStack<'buf> {
     /// stack.upper().alloc_layout(core::alloc::Layout::new::<u64>()).unwrap();
     /// assert_eq!(stack.validate().unwrap().live_blocks, 2);
     /// ```
-    pub fn validate(&self) -> Result<StackReport, &'static str> {
+    pub fn validate(&self) -> Result<StackReport, LinearCorruption> {
         self.ends.validate()
     }
 }

@@ -1,5 +1,7 @@
 //! The double-ended stack over one reservation, committing pages from both sides.
 
+use crate::linear::corruption::LinearCorruption;
+
 use core::cell::Cell;
 use core::fmt;
 
@@ -331,11 +333,13 @@ impl<P: PageSource> DoubleArena<P> {
     /// arena.upper().alloc_layout(core::alloc::Layout::new::<u8>()).unwrap();
     /// assert_eq!(arena.validate().unwrap().live_blocks, 1);
     /// ```
-    pub fn validate(&self) -> Result<StackReport, &'static str> {
+    pub fn validate(&self) -> Result<StackReport, LinearCorruption> {
         let (lo, hi) = (self.lo_commit.get(), self.hi_commit.get());
         let page = self.source.page_size() as u32;
         if lo > hi || lo % page != 0 || hi % page != 0 {
-            return Err("committed bounds out of order or off page boundaries");
+            return Err(LinearCorruption::new(
+                "committed bounds out of order or off page boundaries",
+            ));
         }
         let expect = if lo == hi {
             (self.ends.cap(), 0)
@@ -343,7 +347,9 @@ impl<P: PageSource> DoubleArena<P> {
             (lo, hi)
         };
         if self.ends.ready() != expect {
-            return Err("the ends' usable bounds disagree with the committed bounds");
+            return Err(LinearCorruption::new(
+                "the ends' usable bounds disagree with the committed bounds",
+            ));
         }
         self.ends.validate()
     }

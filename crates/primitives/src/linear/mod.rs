@@ -6,6 +6,7 @@
 
 pub(crate) mod arena;
 pub(crate) mod bump;
+pub(crate) mod corruption;
 pub(crate) mod double;
 pub(crate) mod double_arena;
 pub(crate) mod frame;

@@ -1,5 +1,7 @@
 //! The stack allocator: LIFO blocks with headers, and markers checked at run time.
 
+use crate::linear::corruption::LinearCorruption;
+
 use core::alloc::Layout;
 use core::fmt;
 use core::marker::PhantomData;
@@ -285,9 +287,11 @@ impl<'buf> Stack<'buf> {
     /// let stack = Stack::new(&mut buf);
     /// assert_eq!(stack.validate().unwrap().live_blocks, 0);
     /// ```
-    pub fn validate(&self) -> Result<StackReport, &'static str> {
+    pub fn validate(&self) -> Result<StackReport, LinearCorruption> {
         if self.lifo.top() as usize + self.lifo.waiting_room() as usize > self.cap as usize {
-            return Err("top (or the header waiting there) outside the buffer");
+            return Err(LinearCorruption::new(
+                "top (or the header waiting there) outside the buffer",
+            ));
         }
         self.lifo.validate()
     }

@@ -118,6 +118,10 @@ pub enum PoolCorruption {
     /// The pool's own bounds disagree (high-water mark, committed part, counter).
     #[error("the pool's bounds disagree: {0}")]
     Bounds(&'static str),
+    /// A pool cache ([`SharedPoolCache`](crate::SharedPoolCache)) disagrees with
+    /// itself or with its pool.
+    #[error("a pool cache is inconsistent: {0}")]
+    Cache(&'static str),
 }
 
 /// Chunks in use, counted on every allocation and free in debug builds and with the

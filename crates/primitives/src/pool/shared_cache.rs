@@ -7,6 +7,7 @@ use core::fmt;
 use core::num::NonZeroU32;
 use core::ptr::NonNull;
 
+use crate::pool::free_list::PoolCorruption;
 use crate::pool::geometry::{alloc_chunk, dealloc_frees_chunk};
 use crate::pool::shared_pool::{Chain, SharedPool};
 use crate::sync::Ordering;
@@ -396,7 +397,7 @@ impl<'p, 'buf> SharedPoolCache<'p, 'buf> {
     ///
     /// # Errors
     ///
-    /// A message naming what disagrees.
+    /// A [`PoolCorruption::Cache`] naming what disagrees.
     ///
     /// ```
     /// use bento_primitives::SharedPool;
@@ -407,16 +408,20 @@ impl<'p, 'buf> SharedPoolCache<'p, 'buf> {
     /// let pool = SharedPool::new(&mut buf, Layout::new::<u64>()).unwrap();
     /// let cache = pool.cache();
     /// let a = cache.alloc().unwrap();
-    /// assert_eq!(cache.validate(), Ok(cache.held()));
+    /// assert_eq!(cache.validate().unwrap().held, cache.held());
     /// # unsafe { cache.free(a) };
     /// ```
-    pub fn validate(&self) -> Result<usize, &'static str> {
+    pub fn validate(&self) -> Result<PoolCacheReport, PoolCorruption> {
         let len = self.len.get();
         if self.most as usize > SLOTS || self.most != 2 * self.batch {
-            return Err("the cache's bound is not twice its batch within its array");
+            return Err(PoolCorruption::Cache(
+                "the cache's bound is not twice its batch within its array",
+            ));
         }
         if len >= self.most {
-            return Err("the cache holds twice its batch or more");
+            return Err(PoolCorruption::Cache(
+                "the cache holds twice its batch or more",
+            ));
         }
         let touched = self.pool.touched();
         let mut indices = [0usize; SLOTS];
@@ -425,16 +430,38 @@ impl<'p, 'buf> SharedPoolCache<'p, 'buf> {
             let chunk = unsafe { self.slot(i) }.get();
             match self.pool.geometry().locate(chunk, touched) {
                 Ok(at) => *index = at,
-                Err(_) => return Err("a cached chunk is not one the pool handed out"),
+                Err(_) => {
+                    return Err(PoolCorruption::Cache(
+                        "a cached chunk is not one the pool handed out",
+                    ));
+                }
             }
         }
         let indices = &mut indices[..len as usize];
         indices.sort_unstable();
         if indices.windows(2).any(|w| w[0] == w[1]) {
-            return Err("the cache holds a chunk twice");
+            return Err(PoolCorruption::Cache("the cache holds a chunk twice"));
         }
-        Ok(len as usize)
+        Ok(PoolCacheReport { held: len as usize })
     }
+}
+
+/// What [`SharedPoolCache::validate`] recomputed.
+///
+/// ```
+/// use bento_primitives::SharedPool;
+/// use core::alloc::Layout;
+/// use core::mem::MaybeUninit;
+///
+/// let mut buf = vec![MaybeUninit::uninit(); 4096];
+/// let pool = SharedPool::new(&mut buf, Layout::new::<u64>()).unwrap();
+/// let cache = pool.cache();
+/// assert_eq!(cache.validate().unwrap().held, 0);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PoolCacheReport {
+    /// Chunks the cache holds, each checked to be one the pool handed out, once.
+    pub held: usize,
 }
 
 // SAFETY: the cache's pointers are chunks it owns alone (free, taken off the shared

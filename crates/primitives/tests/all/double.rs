@@ -4,7 +4,8 @@ use allocator_api2::alloc::Allocator;
 use bento_align::Alignment;
 use bento_pages::{FaultyPages, HeapPages};
 use bento_primitives::{
-    AllocError, ArenaConfig, DoubleArena, DoubleStack, Marker, MarkerError, StackEnd, StackReport,
+    AllocError, ArenaConfig, DoubleArena, DoubleStack, LinearCorruption, Marker, MarkerError,
+    StackEnd, StackReport,
 };
 use bento_testkit::{
     Caps, End, Figures, Ops, SizeGen, Target, cases, forward_to_api02, run, seeded,
@@ -17,7 +18,7 @@ pub(crate) trait Double {
     fn end(&self, end: End) -> StackEnd<'_>;
     fn rollback(&mut self, marker: Marker) -> Result<(), MarkerError>;
     fn reset(&mut self);
-    fn validate(&self) -> Result<StackReport, &'static str>;
+    fn validate(&self) -> Result<StackReport, LinearCorruption>;
     fn fail_next(&mut self, _k: u32) {}
 }
 
@@ -37,7 +38,7 @@ impl Double for DoubleStack<'_> {
         DoubleStack::reset(self);
     }
 
-    fn validate(&self) -> Result<StackReport, &'static str> {
+    fn validate(&self) -> Result<StackReport, LinearCorruption> {
         DoubleStack::validate(self)
     }
 }
@@ -63,7 +64,7 @@ impl Double for DoubleArena<FaultyPages<HeapPages>> {
         }
     }
 
-    fn validate(&self) -> Result<StackReport, &'static str> {
+    fn validate(&self) -> Result<StackReport, LinearCorruption> {
         DoubleArena::validate(self)
     }
 
@@ -117,7 +118,7 @@ impl<D: Double> Target for DoubleTarget<'_, D> {
     }
 
     fn validate(&mut self) -> Result<Figures, String> {
-        let r = self.double.validate().map_err(String::from)?;
+        let r = self.double.validate().map_err(|e| e.to_string())?;
         Ok(Figures {
             live_blocks: Some(r.live_blocks),
             live_bytes: Some(r.live_bytes),

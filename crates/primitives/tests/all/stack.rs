@@ -43,7 +43,7 @@ impl Target for StackTarget<'_, '_> {
     }
 
     fn validate(&mut self) -> Result<Figures, String> {
-        let r = self.stack.validate().map_err(String::from)?;
+        let r = self.stack.validate().map_err(|e| e.to_string())?;
         Ok(Figures {
             live_blocks: Some(r.live_blocks),
             live_bytes: Some(r.live_bytes),
@@ -320,7 +320,7 @@ fn validate_reports_a_broken_mark() {
     // corruption under test (the stack is not used again but by `validate`).
     unsafe { p.sub(8).cast::<u64>().write(1 << 40) };
     assert_eq!(
-        stack.validate(),
+        stack.validate().map_err(|e| e.what()),
         Err("a block's mark is not below the next mark or the mark of a newer block")
     );
 }
@@ -472,7 +472,7 @@ fn validate_catches_a_write_past_the_top_block() {
     // inside the buffer; overrunning the block into them is the bug under test.
     unsafe { p.add(24 + 8).write(0xEE) };
     assert_eq!(
-        stack.validate(),
+        stack.validate().map_err(|e| e.what()),
         Err("the header waiting at the top is not blank")
     );
 }

@@ -1,6 +1,8 @@
 //! An end's validation: its header chain walked against its figures, as a
 //! [`StackReport`].
 
+use crate::linear::corruption::LinearCorruption;
+
 use crate::linear::lifo::{Dir, FREED, GRAIN, HEADER, Lifo, MARK_ID, NONE};
 
 /// What `validate()` counted by walking the blocks of a stack (or of both ends of a
@@ -45,12 +47,12 @@ impl Lifo {
     /// used part and in order, mark identities decreasing down the chain and below the
     /// next one to be given, and the chain ending at the origin. Each header's place is
     /// checked before it is read.
-    pub(crate) fn validate(&self) -> Result<StackReport, &'static str> {
+    pub(crate) fn validate(&self) -> Result<StackReport, LinearCorruption> {
         let mut report = StackReport::default();
         let mut boundary = self.top();
         let mut mark_above = self.next_mark.get();
         if !(boundary as usize).is_multiple_of(GRAIN) {
-            return Err("top not 8-aligned");
+            return Err(LinearCorruption::new("top not 8-aligned"));
         }
         if self.waits_at(boundary) {
             // SAFETY: the top, 8-aligned (checked), where the end keeps its waiting
@@ -61,11 +63,15 @@ impl Lifo {
                 false => self.gap_fits(boundary, waiting.gap()),
             };
             if waiting.pad() != 0 || waiting.mark != 0 || !gap_ok {
-                return Err("the header waiting at the top is not blank");
+                return Err(LinearCorruption::new(
+                    "the header waiting at the top is not blank",
+                ));
             }
         }
         if self.floor.get() > self.epoch.get() || mark_above == 0 || mark_above > FREED {
-            return Err("the epoch is below the last reset's, or the next mark out of range");
+            return Err(LinearCorruption::new(
+                "the epoch is below the last reset's, or the next mark out of range",
+            ));
         }
         // Only now that the waiting header is known sound.
         let mut at = self.last();
@@ -83,7 +89,9 @@ impl Lifo {
             };
             let payload = at as usize + HEADER;
             if !inside {
-                return Err("a header lies outside the part its block was placed in");
+                return Err(LinearCorruption::new(
+                    "a header lies outside the part its block was placed in",
+                ));
             }
             // SAFETY: `at` is 8-aligned with its 16 bytes in the part in use (checked).
             let h = unsafe { self.header(at) };
@@ -93,14 +101,18 @@ impl Lifo {
             // the top it was placed under (down).
             let room_end = match self.dir {
                 Dir::Up if prev_top > at || !prev_top.is_multiple_of(GRAIN as u32) => {
-                    return Err("a header lies outside the part its block was placed in");
+                    return Err(LinearCorruption::new(
+                        "a header lies outside the part its block was placed in",
+                    ));
                 }
                 Dir::Down
                     if payload > prev_top as usize
                         || prev_top > self.origin
                         || !prev_top.is_multiple_of(GRAIN as u32) =>
                 {
-                    return Err("a header lies outside the part its block was placed in");
+                    return Err(LinearCorruption::new(
+                        "a header lies outside the part its block was placed in",
+                    ));
                 }
                 Dir::Up => boundary as usize,
                 Dir::Down => prev_top as usize,
@@ -108,9 +120,9 @@ impl Lifo {
             let mark = h.mark & MARK_ID;
             if mark != 0 {
                 if mark >= mark_above {
-                    return Err(
+                    return Err(LinearCorruption::new(
                         "a block's mark is not below the next mark or the mark of a newer block",
-                    );
+                    ));
                 }
                 mark_above = mark;
             }
@@ -124,7 +136,9 @@ impl Lifo {
             at = self.last_at(below);
         }
         if boundary != self.origin {
-            return Err("the chain does not end at the bottom of the stack");
+            return Err(LinearCorruption::new(
+                "the chain does not end at the bottom of the stack",
+            ));
         }
         Ok(report)
     }
