@@ -11,7 +11,7 @@ use core::mem::MaybeUninit;
 use bento_pages::PageSource;
 use bento_primitives::{Arena, Bump, DoubleStack, Stack};
 
-/// A 16-byte value, the size the figures are quoted for.
+/// A 16-byte value, the size the stats are quoted for.
 pub type Pair = [u64; 2];
 
 /// `n` 16-byte allocations in a `Bump`; returns a value that depends on every one.
@@ -178,7 +178,7 @@ pub fn buffer(bytes: usize) -> Vec<MaybeUninit<u8>> {
 // ---------------------------------------------------------------------------------------
 // Pools: 64-byte chunks.
 
-/// The chunk size the pool figures are quoted for.
+/// The chunk size the pool stats are quoted for.
 pub const CHUNK: usize = 64;
 
 /// Chunks in one LIFO batch.

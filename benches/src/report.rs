@@ -1,10 +1,10 @@
-//! `docs/benchmarks.md` from one run's figures: criterion's results and the JSON
+//! `docs/benchmarks.md` from one run's stats: criterion's results and the JSON
 //! files the measuring programs and callgrind's counts leave in
 //! `target/bench-report/`, put into the template `benches/report/template.md`, with
 //! the targets checked and the charts drawn. `cargo xtask bench` measures and then
-//! runs `--bin report`; the report alone re-renders the last run's figures.
+//! runs `--bin report`; the report alone re-renders the last run's stats.
 //!
-//! Every table is formatted here from the numbers: the programs write figures only
+//! Every table is formatted here from the numbers: the programs write stats only
 //! (`rows` of named fields, units in the names: `peak_live_bytes`, `p99_ns`), and the
 //! targets are judged from those numbers.
 //!
@@ -21,7 +21,7 @@
 //! | `{{icount-grid PREFIX COL,… ROW,…}}` | the same of the modes `PREFIX-COL-ROW`, as a grid |
 //! | `{{table NAME}}` | a measuring program's table, from `NAME.json` |
 //!
-//! A figure missing from the run shows as `—` and its target as not measured.
+//! A stat missing from the run shows as `—` and its target as not measured.
 
 mod data;
 mod fmt;

@@ -9,7 +9,7 @@
 use bento_align::Alignment;
 use bento_pages::{FaultyPages, HeapPages};
 use bento_space::{MemorySpace, SpaceConfig};
-use bento_testkit::{Api02, Caps, Figures, Ops, SizeGen, Unstructured, run};
+use bento_testkit::{Api02, Caps, Stats, Ops, SizeGen, Unstructured, run};
 
 /// Small segments so that short inputs cross the segment and threshold boundaries.
 const CONFIG: SpaceConfig = SpaceConfig::DEFAULT
@@ -18,7 +18,7 @@ const CONFIG: SpaceConfig = SpaceConfig::DEFAULT
     .with_segment_threshold(16 << 10)
     .with_commit_cache(16 * 4096);
 
-fn check(space: &&MemorySpace<FaultyPages<HeapPages>>) -> Result<Figures, String> {
+fn check(space: &&MemorySpace<FaultyPages<HeapPages>>) -> Result<Stats, String> {
     let report = space.validate().map_err(|c| c.to_string())?;
     if report.live_bytes + report.free_bytes + report.overhead != report.reserved
         || report.reserved - report.decommitted != report.committed
@@ -26,7 +26,7 @@ fn check(space: &&MemorySpace<FaultyPages<HeapPages>>) -> Result<Figures, String
         return Err(format!("the walk does not add up: {report:?}"));
     }
     let stats = space.stats();
-    Ok(Figures {
+    Ok(Stats {
         live_blocks: Some(stats.live_blocks),
         live_bytes: Some(stats.live_bytes),
     })

@@ -8,12 +8,12 @@
 //! The run, in order: the criterion suites; the game session's footprint, the churn
 //! and `validate()` programs; `bench-global` and `bench-malloc` (five rounds each);
 //! `bento demo --json`; `bento soak --json` (a hundred hours, every allocator); with
-//! `--icount`, callgrind counts of the hot loops. Each writes its figures as JSON to
+//! `--icount`, callgrind counts of the hot loops. Each writes its stats as JSON to
 //! `target/bench-report/NAME.json` (`session`, `churn`, `validate`, `global`,
 //! `malloc`, `demo`, `soak`, `icount`, and `meta` for the machine and
 //! the commands; criterion to `target/criterion/`), both directories cleared first,
 //! so that every table of the report comes from this run; the report formats them.
-//! `--render` only renders the last run's figures again (after a change to the
+//! `--render` only renders the last run's stats again (after a change to the
 //! template); with `--out FILE`, to FILE and its charts to `img/` beside it, leaving
 //! `docs/` alone.
 

@@ -23,7 +23,7 @@ fn run() -> Outcome {
     print_table(measure(rounds_arg()))
 }
 
-/// Builds and runs the programs `rounds` times each; their figures as JSON.
+/// Builds and runs the programs `rounds` times each; their stats as JSON.
 pub(crate) fn measure(rounds: usize) -> Result<String, String> {
     let mut build = cargo();
     build.args(["build", "--release", "-p", "bento-benches"]);

@@ -52,7 +52,7 @@ fn run() -> Outcome {
 }
 
 /// Builds the library and the programs, runs each program `rounds` times under each
-/// allocator; the figures as JSON.
+/// allocator; the stats as JSON.
 pub(crate) fn measure(rounds: usize) -> Result<String, String> {
     let target = target_dir().join("bench-malloc");
     // Built on its own, so that no other crate's features reach the library.
@@ -113,7 +113,7 @@ pub(crate) fn measure(rounds: usize) -> Result<String, String> {
             }
         }
     }
-    Ok(figures(&programs, &allocators, &times, &rss, rounds))
+    Ok(stats(&programs, &allocators, &times, &rss, rounds))
 }
 
 /// Writes the inputs and builds the programs in `work`.
@@ -251,8 +251,8 @@ fn ns(secs: f64) -> u64 {
     (secs * 1e9).round() as u64
 }
 
-/// The figures as JSON: one row per program and allocator.
-fn figures(
+/// The stats as JSON: one row per program and allocator.
+fn stats(
     programs: &[Program],
     allocators: &[(String, Option<PathBuf>)],
     times: &[Vec<Vec<f64>>],

@@ -1,7 +1,7 @@
 //! `cargo xtask test`: tier 0, every unit, property, model and doc test; then every
 //! allocator crate's, the trace's and the CLI's unit and integration tests once more
 //! in a release build, where the debug checks are off and the release-only paths run
-//! (the pools keep no count of chunks in use, the stacks' and the space's figures and
+//! (the pools keep no count of chunks in use, the stacks' and the space's stats and
 //! `validate` take other paths, a free without a layout is probed, arithmetic wraps
 //! where it is not checked); and bento-heap's Tracy test with the `tracy` feature.
 //!

@@ -2,7 +2,7 @@
 //! sizes 16 B – 1 MiB (log-uniform), the live set grown to 128 MiB, 90 % of it freed
 //! in random order, 16 rounds; every allocation and free timed on its own. Each
 //! allocator runs in its own process, so that one's memory does not count against
-//! another's. The figures are printed as JSON for the report (`cargo xtask bench`
+//! another's. The stats are printed as JSON for the report (`cargo xtask bench`
 //! writes them to `target/bench-report/churn.json`).
 //!
 //! ```sh
@@ -46,7 +46,7 @@ fn size_of_draw(r: u64) -> usize {
     base + ((r >> 8) as usize & (base - 1))
 }
 
-/// A `/proc/self/status` figure in bytes (0 where it is missing).
+/// A `/proc/self/status` stat in bytes (0 where it is missing).
 fn status_bytes(key: &str) -> usize {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     status
@@ -56,7 +56,7 @@ fn status_bytes(key: &str) -> usize {
         .map_or(0, |kib| kib << 10)
 }
 
-struct Figures {
+struct Stats {
     latencies: Vec<u32>,
     peak_live: usize,
     /// The most mappings (`/proc/self/maps` lines) the process had at a round's peak.
@@ -70,7 +70,7 @@ struct Figures {
 
 /// Runs the churn on `heap`, timing each call; `settle` runs once everything is freed,
 /// before the resident set is read.
-fn churn<H: Heap>(heap: &mut H, settle: impl FnOnce()) -> Figures {
+fn churn<H: Heap>(heap: &mut H, settle: impl FnOnce()) -> Stats {
     let mut rng = Rng::new(0x2545_F491_4F6C_DD1D);
     let mut live: Vec<(NonNull<u8>, usize)> = Vec::with_capacity(1 << 16);
     let mut latencies = Vec::with_capacity(1 << 20);
@@ -110,7 +110,7 @@ fn churn<H: Heap>(heap: &mut H, settle: impl FnOnce()) -> Figures {
         unsafe { heap.deallocate(p, layout) };
     }
     settle();
-    Figures {
+    Stats {
         latencies,
         vmas,
         peak_live,
@@ -129,30 +129,30 @@ fn idle() {
     std::thread::sleep(std::time::Duration::from_millis(1100));
 }
 
-/// Runs the churn on `peer`; its row of figures.
+/// Runs the churn on `peer`; its row of stats.
 fn run(peer: &str) -> serde_json::Value {
     let base = status_bytes("VmRSS:");
-    let mut figures = match peer {
+    let mut stats = match peer {
         "bento" => {
             let space =
                 MemorySpace::new(SystemPages::new(), SpaceConfig::DEFAULT).expect("a space");
             // The space's decay time passes; it is told to look at the clock, as an
             // idle program's hook would.
-            let mut figures = churn(&mut Api(&space), || {
+            let mut stats = churn(&mut Api(&space), || {
                 idle();
                 space.decay();
             });
-            figures.committed = space.stats().max_committed;
-            figures
+            stats.committed = space.stats().max_committed;
+            stats
         }
         "common" => {
             let common = bento_common::CommonAllocator::new();
-            let mut figures = churn(&mut Api(&common), || {
+            let mut stats = churn(&mut Api(&common), || {
                 idle();
                 common.decay();
             });
-            figures.committed = common.stats().max_resident;
-            figures
+            stats.committed = common.stats().max_resident;
+            stats
         }
         "glibc" => churn(&mut GlobalHeap(std::alloc::System), idle),
         "mimalloc" => churn(&mut GlobalHeap(mimalloc::MiMalloc), idle),
@@ -161,7 +161,7 @@ fn run(peer: &str) -> serde_json::Value {
         _ => panic!("unknown allocator {peer}; one of {PEERS:?}"),
     };
     let peak = status_bytes("VmHWM:").saturating_sub(base);
-    let l = &mut figures.latencies;
+    let l = &mut stats.latencies;
     l.sort_unstable();
     let at = |q: f64| l[((l.len() - 1) as f64 * q) as usize];
     let over = |ns: u32| l.iter().filter(|&&t| t > ns).count();
@@ -175,11 +175,11 @@ fn run(peer: &str) -> serde_json::Value {
         "max_ns": at(1.0),
         "over_10us": over(10_000),
         "over_100us": over(100_000),
-        "peak_live_bytes": figures.peak_live,
+        "peak_live_bytes": stats.peak_live,
         "peak_rss_growth_bytes": peak,
-        "peak_committed_bytes": figures.committed,
-        "mappings_at_peak": figures.vmas,
-        "held_after_free_all_bytes": figures.held.saturating_sub(base),
+        "peak_committed_bytes": stats.committed,
+        "mappings_at_peak": stats.vmas,
+        "held_after_free_all_bytes": stats.held.saturating_sub(base),
     })
 }
 

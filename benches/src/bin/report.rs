@@ -1,4 +1,4 @@
-//! Renders `docs/benchmarks.md` and its charts from the last run's figures
+//! Renders `docs/benchmarks.md` and its charts from the last run's stats
 //! (`target/criterion` and the JSON files in `target/bench-report`), through
 //! `benches/report/template.md`. `cargo xtask bench` measures and then runs this;
 //! `cargo xtask bench --render` runs only this.

@@ -1,4 +1,4 @@
-//! The fragmentation figure: a synthetic game session of 100 level cycles
+//! The fragmentation stat: a synthetic game session of 100 level cycles
 //! (`bento_trace::workload`, the workload of the space's long-session test) on each
 //! allocator, printing its peak footprint and peak live bytes as JSON for the report
 //! (`cargo xtask bench` writes it to `target/bench-report/session.json`).
@@ -10,9 +10,9 @@
 //!
 //! The output: `{"levels": N, "rows": [ROW…]}`, a row being `{"allocator": NAME,
 //! "peak_live_bytes": N, "peak_committed_bytes": N or null, "peak_rss_growth_bytes": N}`.
-//! The committed figure is, for a memory space, its peak `committed`, and for the
+//! The committed stat is, for a memory space, its peak `committed`, and for the
 //! common allocator its peak `resident` (committed, parked and its own tables; exact,
-//! from their counters); `null` for an allocator that keeps no such figure. The
+//! from their counters); `null` for an allocator that keeps no such stat. The
 //! resident set's growth is, for every allocator, the process's resident set sampled
 //! at each checkpoint (after each level loads and at each frame's busiest moment) less
 //! the one before the session. Each allocator runs in its own process, so that one's
@@ -45,7 +45,7 @@ fn rss() -> usize {
     pages * 4096
 }
 
-/// Runs the session on `peer`; its row of figures.
+/// Runs the session on `peer`; its row of stats.
 fn run(peer: &str, config: SessionConfig) -> serde_json::Value {
     let base = rss();
     let mut peak_rss = 0usize;

@@ -1,4 +1,4 @@
-//! The figures of one run, as read back: criterion's results and the JSON files of
+//! The stats of one run, as read back: criterion's results and the JSON files of
 //! the measuring programs, with the look-ups the tables and the targets use.
 
 use std::collections::BTreeMap;
@@ -52,13 +52,13 @@ impl Icount {
     }
 }
 
-/// Every figure of one run.
+/// Every stat of one run.
 #[derive(Debug, Default)]
 pub struct Data {
     /// Criterion's results by id.
     pub benches: BTreeMap<String, Bench>,
     /// The JSON files of the run by name (`churn.json` → `churn`): the measuring
-    /// programs' figures (`{"rows": [ROW…], …}`), `demo` and `meta`.
+    /// programs' stats (`{"rows": [ROW…], …}`), `demo` and `meta`.
     pub docs: BTreeMap<String, Value>,
     /// Callgrind counts by `insns` mode, from `icount.json`.
     pub icounts: BTreeMap<String, Icount>,
@@ -146,7 +146,7 @@ impl Data {
     }
 
     /// The number `field` of the row of file `name` that `key` names.
-    pub fn figure(&self, name: &str, key: &[(&str, &str)], field: &str) -> Option<f64> {
+    pub fn stat(&self, name: &str, key: &[(&str, &str)], field: &str) -> Option<f64> {
         self.row(name, key)?[field].as_f64()
     }
 }

@@ -1,11 +1,11 @@
-//! How the report writes a figure: the one place numbers become text.
+//! How the report writes a stat: the one place numbers become text.
 
 use bento_pages::ByteSize;
 
-/// What a cell shows when the run has no figure for it.
+/// What a cell shows when the run has no stat for it.
 pub(crate) const NONE: &str = "—";
 
-/// `ns` nanoseconds, in the unit that keeps three or four figures.
+/// `ns` nanoseconds, in the unit that keeps three or four stats.
 pub fn duration(ns: f64) -> String {
     match ns {
         ns if ns < 1e3 => format!("{ns:.1} ns"),

@@ -242,7 +242,7 @@ fn chart(data: &Data, name: &str, bars: &[(&str, &str)], img: &Path) -> Result<S
         }
     }
     if rows.is_empty() {
-        return Ok(format!("*(no figures for the chart `{name}` in this run)*"));
+        return Ok(format!("*(no stats for the chart `{name}` in this run)*"));
     }
     let file = format!("bench-{name}.svg");
     let path = img.join(&file);

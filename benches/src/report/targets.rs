@@ -1,4 +1,4 @@
-//! The figures the allocators were built to reach, each judged from a run, and the
+//! The stats the allocators were built to reach, each judged from a run, and the
 //! summary table of them all that opens the report.
 
 use std::fmt::Write as _;
@@ -6,24 +6,24 @@ use std::fmt::Write as _;
 use super::data::Data;
 use super::fmt::{NONE, ratio};
 
-/// How a target bounds its figure.
+/// How a target bounds its stat.
 #[derive(Debug, Clone, Copy)]
 pub enum Bound {
-    /// The figure is at most this.
+    /// The stat is at most this.
     AtMost(f64),
-    /// The figure is at least this.
+    /// The stat is at least this.
     AtLeast(f64),
 }
 
-/// A figure a design set out to reach.
+/// A stat a design set out to reach.
 #[derive(Debug)]
 pub struct Target {
     /// The section of the report it belongs to.
     pub section: &'static str,
     /// The target in words.
     pub what: &'static str,
-    /// The figure, from the run.
-    pub figure: fn(&Data) -> Option<f64>,
+    /// The stat, from the run.
+    pub stat: fn(&Data) -> Option<f64>,
     /// The bound it must keep.
     pub bound: Bound,
 }
@@ -31,7 +31,7 @@ pub struct Target {
 impl Target {
     /// Whether the run met it (`None`: not measured).
     pub fn met(&self, data: &Data) -> Option<bool> {
-        let v = (self.figure)(data)?;
+        let v = (self.stat)(data)?;
         Some(match self.bound {
             Bound::AtMost(b) => v <= b,
             Bound::AtLeast(b) => v >= b,
@@ -44,18 +44,18 @@ const MALLOC_PROGRAMS: &[&str] = &["python3", "sort", "gzip", "gcc", "c++ new", 
 
 /// `field` of `allocator`'s row of the churn.
 fn churn(d: &Data, allocator: &str, field: &str) -> Option<f64> {
-    d.figure("churn", &[("allocator", allocator)], field)
+    d.stat("churn", &[("allocator", allocator)], field)
 }
 
 /// `field` ÷ `peak_live_bytes` in `allocator`'s row of program `file`.
 fn per_live(d: &Data, file: &str, allocator: &str, field: &str) -> Option<f64> {
     let key = [("allocator", allocator)];
-    Some(d.figure(file, &key, field)? / d.figure(file, &key, "peak_live_bytes")?)
+    Some(d.stat(file, &key, field)? / d.stat(file, &key, "peak_live_bytes")?)
 }
 
 /// `field` of `allocator`'s row of the soak.
 fn soak(d: &Data, allocator: &str, field: &str) -> Option<f64> {
-    d.figure("soak", &[("allocator", allocator)], field)
+    d.stat("soak", &[("allocator", allocator)], field)
 }
 
 /// The least of `field` over `allocators`' rows of the soak.
@@ -71,36 +71,36 @@ fn worst_malloc(d: &Data, field: &str) -> Option<f64> {
     MALLOC_PROGRAMS
         .iter()
         .map(|p| {
-            let of = |a: &str| d.figure("malloc", &[("program", p), ("allocator", a)], field);
+            let of = |a: &str| d.stat("malloc", &[("program", p), ("allocator", a)], field);
             Some(of("bento")? / of("glibc")?)
         })
         .try_fold(0.0f64, |m, v| Some(m.max(v?)))
 }
 
-/// Every target the allocators were built to, with the figure that measures it.
+/// Every target the allocators were built to, with the stat that measures it.
 pub const TARGETS: &[Target] = &[
     Target {
         section: "bump",
         what: "`Bump` 16 B ÷ bumpalo, time",
-        figure: |d| d.ratio("bump/16B_then_reset/bento", "bump/16B_then_reset/bumpalo"),
+        stat: |d| d.ratio("bump/16B_then_reset/bento", "bump/16B_then_reset/bumpalo"),
         bound: Bound::AtMost(0.9),
     },
     Target {
         section: "bump",
         what: "`Bump::alloc` 16 B, instructions per allocation",
-        figure: |d| d.per_op("bento"),
+        stat: |d| d.per_op("bento"),
         bound: Bound::AtMost(12.0),
     },
     Target {
         section: "bump",
         what: "`Arena` ÷ `Bump`, 16 B, time",
-        figure: |d| d.ratio("bump/16B_then_reset/arena", "bump/16B_then_reset/bento"),
+        stat: |d| d.ratio("bump/16B_then_reset/arena", "bump/16B_then_reset/bento"),
         bound: Bound::AtMost(1.3),
     },
     Target {
         section: "bump",
         what: "`Arena` ÷ `Bump`, frame of 10k, time",
-        figure: |d| {
+        stat: |d| {
             d.ratio(
                 "bump/frame_10k_reset/arena/10000",
                 "bump/frame_10k_reset/bento/10000",
@@ -111,7 +111,7 @@ pub const TARGETS: &[Target] = &[
     Target {
         section: "bump",
         what: "`Stack` ÷ `Bump`, time",
-        figure: |d| {
+        stat: |d| {
             d.ratio(
                 "stack/16B_then_rollback/stack",
                 "stack/16B_then_rollback/bump",
@@ -122,7 +122,7 @@ pub const TARGETS: &[Target] = &[
     Target {
         section: "pool",
         what: "`Pool` ÷ bare free list, LIFO, time",
-        figure: |d| {
+        stat: |d| {
             d.ratio(
                 "pool/lifo_batch_100/bento_pool",
                 "pool/lifo_batch_100/bare_free_list",
@@ -133,7 +133,7 @@ pub const TARGETS: &[Target] = &[
     Target {
         section: "pool",
         what: "`Pool` ÷ bare free list, random, time",
-        figure: |d| {
+        stat: |d| {
             d.ratio(
                 "pool/random_10k_live/bento_pool",
                 "pool/random_10k_live/bare_free_list",
@@ -144,13 +144,13 @@ pub const TARGETS: &[Target] = &[
     Target {
         section: "pool",
         what: "`Pool` ÷ bare free list, LIFO, instructions",
-        figure: |d| Some(d.per_op("pool")? / d.per_op("pool-bare")?),
+        stat: |d| Some(d.per_op("pool")? / d.per_op("pool-bare")?),
         bound: Bound::AtMost(1.2),
     },
     Target {
         section: "pool",
         what: "`SharedPool` through its cache ÷ `Pool`, one thread, LIFO, time",
-        figure: |d| {
+        stat: |d| {
             d.ratio(
                 "pool/lifo_batch_100/bento_shared_pool_cache",
                 "pool/lifo_batch_100/bento_pool",
@@ -161,7 +161,7 @@ pub const TARGETS: &[Target] = &[
     Target {
         section: "pool",
         what: "`SharedPool` through its cache ÷ `Pool`, one thread, random, time",
-        figure: |d| {
+        stat: |d| {
             d.ratio(
                 "pool/random_10k_live/bento_shared_pool_cache",
                 "pool/random_10k_live/bento_pool",
@@ -172,7 +172,7 @@ pub const TARGETS: &[Target] = &[
     Target {
         section: "pool",
         what: "`SharedPool` alone ÷ `Pool`, one thread, LIFO, time",
-        figure: |d| {
+        stat: |d| {
             d.ratio(
                 "pool/lifo_batch_100/bento_shared_pool",
                 "pool/lifo_batch_100/bento_pool",
@@ -183,31 +183,31 @@ pub const TARGETS: &[Target] = &[
     Target {
         section: "space",
         what: "mixed ÷ glibc, time",
-        figure: |d| d.ratio("space/mixed/bento_space", "space/mixed/system_glibc"),
+        stat: |d| d.ratio("space/mixed/bento_space", "space/mixed/system_glibc"),
         bound: Bound::AtMost(0.6),
     },
     Target {
         section: "space",
         what: "mixed ÷ mimalloc, time",
-        figure: |d| d.ratio("space/mixed/bento_space", "space/mixed/mimalloc"),
+        stat: |d| d.ratio("space/mixed/bento_space", "space/mixed/mimalloc"),
         bound: Bound::AtMost(1.0),
     },
     Target {
         section: "space",
         what: "mixed ÷ talc, time",
-        figure: |d| d.ratio("space/mixed/bento_space", "space/mixed/talc"),
+        stat: |d| d.ratio("space/mixed/bento_space", "space/mixed/talc"),
         bound: Bound::AtMost(1.0),
     },
     Target {
         section: "space",
         what: "mixed, instructions per operation (a step is two)",
-        figure: |d| Some(d.per_op("space-mixed-bento")? / 2.0),
+        stat: |d| Some(d.per_op("space-mixed-bento")? / 2.0),
         bound: Bound::AtMost(75.0),
     },
     Target {
         section: "space",
         what: "`lifo_empty` ÷ glibc, time",
-        figure: |d| {
+        stat: |d| {
             d.ratio(
                 "space/lifo_empty/bento_space",
                 "space/lifo_empty/system_glibc",
@@ -218,7 +218,7 @@ pub const TARGETS: &[Target] = &[
     Target {
         section: "space",
         what: "`lifo_pinned` ÷ glibc, time",
-        figure: |d| {
+        stat: |d| {
             d.ratio(
                 "space/lifo_pinned/bento_space",
                 "space/lifo_pinned/system_glibc",
@@ -229,13 +229,13 @@ pub const TARGETS: &[Target] = &[
     Target {
         section: "space",
         what: "`frame_16` ÷ glibc, time",
-        figure: |d| d.ratio("space/frame_16/bento_space", "space/frame_16/system_glibc"),
+        stat: |d| d.ratio("space/frame_16/bento_space", "space/frame_16/system_glibc"),
         bound: Bound::AtMost(1.0),
     },
     Target {
         section: "space",
         what: "`free_all_10m` ÷ glibc, time",
-        figure: |d| {
+        stat: |d| {
             d.ratio(
                 "space/free_all_10m/bento_space",
                 "space/free_all_10m/system_glibc",
@@ -246,25 +246,25 @@ pub const TARGETS: &[Target] = &[
     Target {
         section: "space",
         what: "game session, defaults: peak RSS growth ÷ peak live",
-        figure: |d| per_live(d, "session", "bento", "peak_rss_growth_bytes"),
+        stat: |d| per_live(d, "session", "bento", "peak_rss_growth_bytes"),
         bound: Bound::AtMost(1.10),
     },
     Target {
         section: "soak",
         what: "bento set-up: least memory for the session ÷ peak live, ÷ the first hour's",
-        figure: |d| soak(d, "bento", "flatness"),
+        stat: |d| soak(d, "bento", "flatness"),
         bound: Bound::AtMost(1.05),
     },
     Target {
         section: "soak",
         what: "common: least memory for the session ÷ peak live, ÷ the first hour's",
-        figure: |d| soak(d, "common", "flatness"),
+        stat: |d| soak(d, "common", "flatness"),
         bound: Bound::AtMost(1.10),
     },
     Target {
         section: "soak",
         what: "bento set-up: least memory ÷ the best of talc, rlsf and dlmalloc-rs",
-        figure: |d| {
+        stat: |d| {
             let best = least_of(d, &["talc", "rlsf", "dlmalloc"], "session_least")?;
             Some(soak(d, "bento", "session_least")? / best)
         },
@@ -273,7 +273,7 @@ pub const TARGETS: &[Target] = &[
     Target {
         section: "soak",
         what: "bento set-up: least memory ÷ the least peak RSS of glibc, mimalloc, jemalloc",
-        figure: |d| {
+        stat: |d| {
             let best = least_of(d, &["system", "mimalloc", "jemalloc"], "peak_held")?;
             Some(soak(d, "bento", "session_least")? / best)
         },
@@ -282,25 +282,25 @@ pub const TARGETS: &[Target] = &[
     Target {
         section: "soak",
         what: "bento set-up: OS calls inside gameplay frames after the first hour",
-        figure: |d| soak(d, "bento", "frame_os_calls_after_first_hour"),
+        stat: |d| soak(d, "bento", "frame_os_calls_after_first_hour"),
         bound: Bound::AtMost(0.0),
     },
     Target {
         section: "churn",
         what: "p99.99 latency ÷ glibc's",
-        figure: |d| Some(churn(d, "bento", "p9999_ns")? / churn(d, "glibc", "p9999_ns")?),
+        stat: |d| Some(churn(d, "bento", "p9999_ns")? / churn(d, "glibc", "p9999_ns")?),
         bound: Bound::AtMost(1.0),
     },
     Target {
         section: "churn",
         what: "operations over 100 µs, minus glibc's",
-        figure: |d| Some(churn(d, "bento", "over_100us")? - churn(d, "glibc", "over_100us")?),
+        stat: |d| Some(churn(d, "bento", "over_100us")? - churn(d, "glibc", "over_100us")?),
         bound: Bound::AtMost(0.0),
     },
     Target {
         section: "churn",
         what: "peak RSS ÷ peak live, ÷ glibc's",
-        figure: |d| {
+        stat: |d| {
             let field = "peak_rss_growth_bytes";
             Some(per_live(d, "churn", "bento", field)? / per_live(d, "churn", "glibc", field)?)
         },
@@ -309,7 +309,7 @@ pub const TARGETS: &[Target] = &[
     Target {
         section: "churn",
         what: "common: peak committed ÷ peak live, ÷ glibc's peak RSS ÷ peak live",
-        figure: |d| {
+        stat: |d| {
             let committed = per_live(d, "churn", "common", "peak_committed_bytes")?;
             Some(committed / per_live(d, "churn", "glibc", "peak_rss_growth_bytes")?)
         },
@@ -318,31 +318,31 @@ pub const TARGETS: &[Target] = &[
     Target {
         section: "churn",
         what: "space: peak committed ÷ peak live",
-        figure: |d| per_live(d, "churn", "bento", "peak_committed_bytes"),
+        stat: |d| per_live(d, "churn", "bento", "peak_committed_bytes"),
         bound: Bound::AtMost(1.5),
     },
     Target {
         section: "churn",
         what: "MiB held a second after every block is freed, no `trim()`",
-        figure: |d| Some(churn(d, "bento", "held_after_free_all_bytes")? / f64::from(1 << 20)),
+        stat: |d| Some(churn(d, "bento", "held_after_free_all_bytes")? / f64::from(1 << 20)),
         bound: Bound::AtMost(1.0),
     },
     Target {
         section: "common",
         what: "mixed ÷ mimalloc, time",
-        figure: |d| d.ratio("common/mixed/bento_common", "common/mixed/mimalloc"),
+        stat: |d| d.ratio("common/mixed/bento_common", "common/mixed/mimalloc"),
         bound: Bound::AtMost(1.0),
     },
     Target {
         section: "common",
         what: "small ÷ mimalloc, time",
-        figure: |d| d.ratio("common/small/bento_common", "common/small/mimalloc"),
+        stat: |d| d.ratio("common/small/bento_common", "common/small/mimalloc"),
         bound: Bound::AtMost(1.0),
     },
     Target {
         section: "common",
         what: "the better of mixed and small ÷ jemalloc, time",
-        figure: |d| {
+        stat: |d| {
             let mixed = d.ratio("common/mixed/bento_common", "common/mixed/jemalloc")?;
             let small = d.ratio("common/small/bento_common", "common/small/jemalloc")?;
             Some(mixed.min(small))
@@ -352,7 +352,7 @@ pub const TARGETS: &[Target] = &[
     Target {
         section: "common",
         what: "two threads ÷ one thread, throughput",
-        figure: |d| {
+        stat: |d| {
             Some(
                 d.rate("common/threads/bento_common/2")?
                     / d.rate("common/threads/bento_common/1")?,
@@ -363,7 +363,7 @@ pub const TARGETS: &[Target] = &[
     Target {
         section: "common",
         what: "two threads ÷ mimalloc's two threads, throughput",
-        figure: |d| {
+        stat: |d| {
             Some(d.rate("common/threads/bento_common/2")? / d.rate("common/threads/mimalloc/2")?)
         },
         bound: Bound::AtLeast(1.0),
@@ -371,43 +371,43 @@ pub const TARGETS: &[Target] = &[
     Target {
         section: "common",
         what: "game session: peak RSS growth ÷ peak live",
-        figure: |d| per_live(d, "session", "common", "peak_rss_growth_bytes"),
+        stat: |d| per_live(d, "session", "common", "peak_rss_growth_bytes"),
         bound: Bound::AtMost(1.15),
     },
     Target {
         section: "heap",
         what: "`Heap` over the space ÷ the space, mixed, time",
-        figure: |d| d.ratio("heap/space-mixed/heap", "heap/space-mixed/space"),
+        stat: |d| d.ratio("heap/space-mixed/heap", "heap/space-mixed/space"),
         bound: Bound::AtMost(1.05),
     },
     Target {
         section: "heap",
         what: "`Heap` over the common allocator ÷ it, small, time",
-        figure: |d| d.ratio("heap/common-small/heap", "heap/common-small/common"),
+        stat: |d| d.ratio("heap/common-small/heap", "heap/common-small/common"),
         bound: Bound::AtMost(1.15),
     },
     Target {
         section: "heap",
         what: "`Heap` over the space ÷ the space, mixed, instructions",
-        figure: |d| Some(d.per_op("space-mixed-heap")? / d.per_op("space-mixed-bento")?),
+        stat: |d| Some(d.per_op("space-mixed-heap")? / d.per_op("space-mixed-bento")?),
         bound: Bound::AtMost(1.05),
     },
     Target {
         section: "heap",
         what: "`Heap` over the common allocator ÷ it, small, instructions",
-        figure: |d| Some(d.per_op("space-small-heapcommon")? / d.per_op("space-small-commonapi")?),
+        stat: |d| Some(d.per_op("space-small-heapcommon")? / d.per_op("space-small-commonapi")?),
         bound: Bound::AtMost(1.2),
     },
     Target {
         section: "heap",
         what: "`Heap` over the common allocator ÷ it, mixed, instructions",
-        figure: |d| Some(d.per_op("space-mixed-heapcommon")? / d.per_op("space-mixed-commonapi")?),
+        stat: |d| Some(d.per_op("space-mixed-heapcommon")? / d.per_op("space-mixed-commonapi")?),
         bound: Bound::AtMost(1.2),
     },
     Target {
         section: "heap",
         what: "two threads ÷ one thread, the heap's scaling ÷ the common allocator's",
-        figure: |d| {
+        stat: |d| {
             let heap = d.rate("heap/threads/heap_over_common/2")?
                 / d.rate("heap/threads/heap_over_common/1")?;
             let common = d.rate("heap/threads/common/2")? / d.rate("heap/threads/common/1")?;
@@ -418,21 +418,21 @@ pub const TARGETS: &[Target] = &[
     Target {
         section: "malloc",
         what: "bento-malloc ÷ glibc, time, the worst program",
-        figure: |d| worst_malloc(d, "median_time_ns"),
+        stat: |d| worst_malloc(d, "median_time_ns"),
         bound: Bound::AtMost(1.0),
     },
     Target {
         section: "malloc",
         what: "bento-malloc ÷ glibc, peak RSS, the worst program",
-        figure: |d| worst_malloc(d, "peak_rss_bytes"),
+        stat: |d| worst_malloc(d, "peak_rss_bytes"),
         bound: Bound::AtMost(1.0),
     },
 ];
 
-/// The verdict on one target: its figure in this run, and `met`, `**not met**` or
+/// The verdict on one target: its stat in this run, and `met`, `**not met**` or
 /// `not measured`.
 pub fn verdict(target: &Target, data: &Data) -> (String, &'static str) {
-    match ((target.figure)(data), target.met(data)) {
+    match ((target.stat)(data), target.met(data)) {
         (Some(v), Some(true)) => (ratio(v), "met"),
         (Some(v), _) => (ratio(v), "**not met**"),
         (None, _) => (NONE.to_owned(), "not measured"),

@@ -19,7 +19,7 @@ fn bench(id: &str, ns: f64, elements: Option<u64>) -> Bench {
 
 const MIB: u64 = 1 << 20;
 
-/// `bench-malloc`'s figures: bento level with glibc but in `sort`'s time and `gzip`'s
+/// `bench-malloc`'s stats: bento level with glibc but in `sort`'s time and `gzip`'s
 /// footprint.
 fn malloc() -> serde_json::Value {
     let mut rows = Vec::new();
@@ -168,18 +168,18 @@ fn rows_are_found_by_their_names() {
     assert!(d.rows("nothing").is_empty());
     let key = [("allocator", "common")];
     assert_eq!(
-        d.figure("session", &key, "peak_committed_bytes"),
+        d.stat("session", &key, "peak_committed_bytes"),
         Some((120 * MIB) as f64)
     );
     let glibc = [("allocator", "glibc")];
-    assert_eq!(d.figure("session", &glibc, "peak_committed_bytes"), None);
+    assert_eq!(d.stat("session", &glibc, "peak_committed_bytes"), None);
     assert_eq!(
-        d.figure("session", &[("allocator", "talc")], "peak_live_bytes"),
+        d.stat("session", &[("allocator", "talc")], "peak_live_bytes"),
         None
     );
-    assert_eq!(d.figure("session", &glibc, "no_such_field"), None);
+    assert_eq!(d.stat("session", &glibc, "no_such_field"), None);
     let sort = [("program", "sort"), ("allocator", "bento")];
-    assert_eq!(d.figure("malloc", &sort, "median_time_ns"), Some(480e6));
+    assert_eq!(d.stat("malloc", &sort, "median_time_ns"), Some(480e6));
 }
 
 #[test]
@@ -187,9 +187,9 @@ fn the_run_is_read_from_its_json_files() {
     let dir = std::env::temp_dir().join(format!("bento-report-load-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("validate.json"), r#"{"rows": [{"time_ns": 5}]}"#).unwrap();
-    std::fs::write(dir.join("notes.txt"), "not a figure").unwrap();
+    std::fs::write(dir.join("notes.txt"), "not a stat").unwrap();
     let d = Data::load(&dir.join("no-criterion"), &dir).unwrap();
-    assert_eq!(d.figure("validate", &[], "time_ns"), Some(5.0));
+    assert_eq!(d.stat("validate", &[], "time_ns"), Some(5.0));
     assert_eq!(d.docs.len(), 1);
     std::fs::write(dir.join("churn.json"), "| a | table |").unwrap();
     assert!(Data::load(&dir, &dir).unwrap_err().contains("churn.json"));
@@ -212,7 +212,7 @@ fn ratios_rates_and_counts() {
 fn targets_are_judged_from_the_numbers() {
     let d = data();
     let find = |what: &str| TARGETS.iter().find(|t| t.what == what).unwrap();
-    let value = |what: &str| (find(what).figure)(&d);
+    let value = |what: &str| (find(what).stat)(&d);
     assert_eq!(find("mixed ÷ glibc, time").met(&d), Some(true));
     assert_eq!(find("mixed ÷ mimalloc, time").met(&d), Some(false));
     assert_eq!(find("mixed ÷ talc, time").met(&d), None);

@@ -1,4 +1,4 @@
-//! Subsystem heaps over a memory space: each with a name and a budget, its figures,
+//! Subsystem heaps over a memory space: each with a name and a budget, its stats,
 //! and one report of them all.
 //!
 //! `cargo run -p bento-alloc --example subsystem_heaps`

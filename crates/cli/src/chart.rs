@@ -298,7 +298,7 @@ pub(crate) fn map_chart(rows: &[SegmentRow], title: &str, out: &Path) -> Result<
 /// One allocator's line of the soak's chart.
 pub(crate) struct SoakLine {
     pub(crate) allocator: String,
-    /// Whether it ran over fixed memory (its figure is committed, else RSS growth).
+    /// Whether it ran over fixed memory (its stat is committed, else RSS growth).
     pub(crate) bounded: bool,
     /// Each hour's most live and most held, in order.
     pub(crate) hours: Vec<(u64, u64)>,
@@ -342,7 +342,7 @@ pub(crate) fn soak_chart(rows: &[SoakLine], title: &str, out: &Path) -> Result<(
             .y_desc("MiB")
             .draw()
             .map_err(draw_err)?;
-        // Each hour's figure drawn across the hour.
+        // Each hour's stat drawn across the hour.
         let steps = |f: &dyn Fn(&(u64, u64)) -> u64, row: &SoakLine| {
             row.hours
                 .iter()

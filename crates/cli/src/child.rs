@@ -94,7 +94,7 @@ impl Go<'_> {
     }
 }
 
-/// Replays `trace` on `target` as `options` say, sampling its figures and the
+/// Replays `trace` on `target` as `options` say, sampling its stats and the
 /// resident set.
 fn measure<T: ReplayTarget + Report>(
     allocator: &str,
@@ -172,7 +172,7 @@ fn measure<T: ReplayTarget + Report>(
     let footprint = target.footprint();
     // The session is over (the replay freed what it left live): the game plays on in
     // its menu for some idle frames, then what the allocator still holds by its own
-    // figures.
+    // stats.
     target.phase("menu loaded");
     for _ in 0..IDLE_FRAMES {
         target
@@ -214,7 +214,7 @@ pub(crate) fn open(trace: &Path) -> Result<TraceReader<File>, String> {
 /// The parent's side: runs each allocator's replay of `trace` (of `records` records)
 /// in a child, one after the other, with a progress bar; with `latency`, a second
 /// child per allocator times each operation (so that the timer's cost stays out of
-/// the first one's figures). With `max_live`, each replay stops before a record
+/// the first one's stats). With `max_live`, each replay stops before a record
 /// that would hold more bytes live.
 pub(crate) fn replay_all(
     trace: &Path,

@@ -291,7 +291,7 @@ pub(crate) fn demo(levels: usize, seed: u64, out: &Path, json: bool) -> Result<(
         .collect();
     if !held.is_empty() {
         out!(
-            "Held by their own figures once the session is over and {} frames have passed \
+            "Held by their own stats once the session is over and {} frames have passed \
              (tables included): {}.\n",
             crate::child::IDLE_FRAMES,
             held.join(", ")

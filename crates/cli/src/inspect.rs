@@ -38,7 +38,7 @@ struct TagFigures {
     live: u128,
 }
 
-/// A trace's figures, read in one pass.
+/// A trace's stats, read in one pass.
 #[derive(Clone, Debug, Default, Serialize)]
 pub(crate) struct Scan {
     pub(crate) records: u64,
@@ -69,7 +69,7 @@ pub(crate) struct Scan {
     tags: BTreeMap<u32, TagFigures>,
 }
 
-/// Reads the whole trace into a [`Scan`]. Its figures of live blocks are those a
+/// Reads the whole trace into a [`Scan`]. Its stats of live blocks are those a
 /// replay finds on an allocator that refuses nothing it can give.
 pub(crate) fn scan(trace: &Path) -> Result<Scan, String> {
     let mut reader = open(trace)?;

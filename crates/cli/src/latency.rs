@@ -6,7 +6,7 @@
 //! converted to nanoseconds by the wall clock over the replay, and `Instant`
 //! elsewhere. The cost of reading it twice, measured before the replay, is taken off
 //! each operation. A timed replay runs in a process of its own, after the untimed one
-//! that gives the table's time, memory and fault figures.
+//! that gives the table's time, memory and fault stats.
 
 use std::time::Instant;
 

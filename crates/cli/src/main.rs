@@ -42,7 +42,7 @@ pub(crate) use out;
 /// whose product is a file, write to a default name in the working directory when it
 /// is left out; `demo` writes its trace and charts into a directory (the working
 /// directory by default); `replay` writes its chart only when asked. Each says what it
-/// wrote. `--json` prints a command's figures for scripts instead of tables.
+/// wrote. `--json` prints a command's stats for scripts instead of tables.
 #[derive(Debug, Parser)]
 #[command(name = "bento", version, about, arg_required_else_help = true)]
 struct Cli {
@@ -72,7 +72,7 @@ enum Command {
         /// `demo-heapmap.svg`) go to.
         #[arg(short, long, default_value = ".")]
         output: PathBuf,
-        /// Print the figures as JSON instead of tables.
+        /// Print the stats as JSON instead of tables.
         #[arg(long)]
         json: bool,
     },
@@ -127,7 +127,7 @@ enum Command {
         /// Write the chart of memory over time here (SVG).
         #[arg(short, long)]
         output: Option<PathBuf>,
-        /// Print the figures as JSON instead of a table.
+        /// Print the stats as JSON instead of a table.
         #[arg(long)]
         json: bool,
         /// Leave out the second replay that times each operation (the latency
@@ -152,7 +152,7 @@ enum Command {
     Inspect {
         /// The trace.
         trace: PathBuf,
-        /// Print the figures as JSON instead of tables.
+        /// Print the stats as JSON instead of tables.
         #[arg(long)]
         json: bool,
     },
@@ -196,7 +196,7 @@ enum Command {
         )]
         frames: usize,
         /// Soak a recorded trace instead of the long session: played `--loops` times
-        /// in a row, each loop an hour of the figures, what it never frees freed at the
+        /// in a row, each loop an hour of the stats, what it never frees freed at the
         /// end of each loop.
         #[arg(long, conflicts_with_all = ["hours", "frames"])]
         trace: Option<PathBuf>,
@@ -219,7 +219,7 @@ enum Command {
         /// Write the chart of memory hour by hour here (SVG).
         #[arg(short, long)]
         output: Option<PathBuf>,
-        /// Print the figures as JSON instead of a table.
+        /// Print the stats as JSON instead of a table.
         #[arg(long)]
         json: bool,
     },

@@ -11,13 +11,13 @@ pub(crate) struct Sample {
     pub(crate) seq: u64,
     /// Bytes live, as asked.
     pub(crate) live: u64,
-    /// The allocator's committed bytes by its own figures, or the growth of the
+    /// The allocator's committed bytes by its own stats, or the growth of the
     /// process's resident set when it keeps none.
     pub(crate) committed: u64,
     /// The growth of the process's resident set since the replay began.
     pub(crate) rss: u64,
     /// Bytes of freed pages the allocator keeps committed for reuse (part of
-    /// `committed`), by its own figures; 0 where it keeps none.
+    /// `committed`), by its own stats; 0 where it keeps none.
     #[serde(default)]
     pub(crate) kept: u64,
 }
@@ -25,7 +25,7 @@ pub(crate) struct Sample {
 /// The OS calls of a replay's frames, for an allocator that counts its calls. A
 /// frame's calls are those from the end of the frame before it, or the phase since
 /// then (a level loaded), to its own end, that end included: so a level's loading
-/// and unloading count in no frame. Warm-up is the first level; every figure but
+/// and unloading count in no frame. Warm-up is the first level; every stat but
 /// `frames` and `warm_up_frames` counts the frames after it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct FrameCalls {
@@ -67,7 +67,7 @@ pub(crate) struct FrameCall {
 }
 
 impl FrameCalls {
-    /// The figures of `frames`, warm-up told by `phases` (see [`warm_up_end`]).
+    /// The stats of `frames`, warm-up told by `phases` (see [`warm_up_end`]).
     pub(crate) fn new(frames: &[FrameCall], phases: &[(u64, String)]) -> Self {
         let end = warm_up_end(phases);
         let mut f = Self {
@@ -117,7 +117,7 @@ pub(crate) struct Run {
     /// Nanoseconds running the records.
     pub(crate) nanos: u64,
     pub(crate) peak_live: u64,
-    /// The allocator's own peak of committed bytes, where it keeps figures.
+    /// The allocator's own peak of committed bytes, where it keeps stats.
     pub(crate) peak_committed: Option<u64>,
     /// The most the process's resident set grew over the replay, where `/proc`
     /// tells.
@@ -127,14 +127,14 @@ pub(crate) struct Run {
     /// Minor page faults of the process over the replay (where `/proc` tells).
     #[serde(default)]
     pub(crate) faults: Option<u64>,
-    /// What the allocator holds by its own figures once the session is over and
+    /// What the allocator holds by its own stats once the session is over and
     /// [`IDLE_FRAMES`](crate::child::IDLE_FRAMES) frames have passed.
     #[serde(default)]
     pub(crate) held_after_idle: Option<u64>,
     /// The OS calls of the frames, where the allocator counts its calls.
     #[serde(default)]
     pub(crate) frame_calls: Option<FrameCalls>,
-    /// What the allocator's retention of freed pages kept, where it keeps figures.
+    /// What the allocator's retention of freed pages kept, where it keeps stats.
     #[serde(default)]
     pub(crate) kept: Option<KeptFigures>,
     pub(crate) samples: Vec<Sample>,
@@ -148,7 +148,7 @@ pub(crate) struct Run {
 }
 
 impl Run {
-    /// Peak committed bytes: the allocator's own figure, or the resident set's growth
+    /// Peak committed bytes: the allocator's own stat, or the resident set's growth
     /// (`None` where neither is known).
     pub(crate) fn footprint(&self) -> Option<u64> {
         self.peak_committed.or(self.peak_rss)
@@ -156,7 +156,7 @@ impl Run {
 
     /// Committed bytes averaged over the replay (each sample weighted by the records
     /// since the one before): what the allocator held on average; the one sample's
-    /// figure when every sample is of the first record.
+    /// stat when every sample is of the first record.
     pub(crate) fn avg_committed(&self) -> u64 {
         let (mut sum, mut last) = (0u128, 0u64);
         for s in &self.samples {
@@ -181,7 +181,7 @@ impl Run {
         (self.nanos > 0).then(|| self.ops as f64 / (self.nanos as f64 / 1e9))
     }
 
-    /// The figures a script reads (`--json`), without the samples.
+    /// The stats a script reads (`--json`), without the samples.
     pub(crate) fn summary(&self) -> serde_json::Value {
         serde_json::json!({
             "allocator": self.allocator,
@@ -213,7 +213,7 @@ impl Run {
     }
 }
 
-/// Bytes in binary units, three significant figures: [`ByteSize`](bento_pages::ByteSize),
+/// Bytes in binary units, three significant stats: [`ByteSize`](bento_pages::ByteSize),
 /// the one formatter of every bento report.
 pub(crate) fn bytes(n: impl Into<u128>) -> String {
     bento_pages::ByteSize(n.into()).to_string()
@@ -260,7 +260,7 @@ pub(crate) fn table(header: &[&str], rows: &[Vec<String>]) -> String {
     out
 }
 
-/// What a table shows for a figure this system does not tell (no `/proc`).
+/// What a table shows for a stat this system does not tell (no `/proc`).
 pub(crate) const NA: &str = "n/a";
 
 /// What a table shows for a ratio or a percentile of nothing: committed ÷ live
@@ -318,19 +318,19 @@ pub(crate) fn runs_table(runs: &[Run]) -> String {
         .collect();
     let mut out = table(&header, &rows);
     out.push_str(
-        "\n\nrefused: allocations and resizes the allocator refused (its figures then \
+        "\n\nrefused: allocations and resizes the allocator refused (its stats then \
          leave those blocks out); time: in the allocator, writing each block's ends and a \
          byte of each page; \
-         peak committed: the allocator's own figure (for `bento`, the sum of its parts' \
+         peak committed: the allocator's own stat (for `bento`, the sum of its parts' \
          peaks), or the growth of the process's resident set where it keeps none; \
-         avg committed: that figure (or the resident set's growth) averaged over the \
+         avg committed: that stat (or the resident set's growth) averaged over the \
          records; \
          OS calls: reserve, commit, decommit and release; OS calls in play: those the \
          allocations and frees inside the frames after the first level made (not the \
          pages given back as a frame ends, nor loading and unloading); page \
          faults: the minor faults of the process over the replay (a page touched for \
          the first time, or again after it was given back); -: the allocator keeps no \
-         such figure; n/a: this system does not tell (no /proc); —: a ratio of \
+         such stat; n/a: this system does not tell (no /proc); —: a ratio of \
          nothing (committed ÷ live when nothing was live, ops/s over no time).",
     );
     out
@@ -550,12 +550,12 @@ mod tests {
             ..run("empty")
         };
         assert_eq!((empty.fragmentation(), empty.ops_per_sec()), (None, None));
-        // One sample, at the first record: its own figure is the average.
+        // One sample, at the first record: its own stat is the average.
         assert_eq!(empty.avg_committed(), 8_204_288);
         let table = runs_table(std::slice::from_ref(&empty));
         let row = table.lines().find(|l| l.starts_with("empty")).unwrap();
         let cells: Vec<&str> = row.split_whitespace().collect();
-        // ops/s, then committed ÷ live: a dash each, and no n/a (every figure is
+        // ops/s, then committed ÷ live: a dash each, and no n/a (every stat is
         // known).
         assert_eq!(cells[4], "—", "{table}");
         assert_eq!(cells.iter().filter(|c| **c == "—").count(), 2, "{table}");

@@ -1,5 +1,5 @@
 //! The allocators a trace replays on, each as a [`ReplayTarget`] that reports its
-//! own figures where it keeps them, and the bento set-up a game would use. bento's
+//! own stats where it keeps them, and the bento set-up a game would use. bento's
 //! targets pass the trace's frames and phases on to their allocators' retention of
 //! freed pages ([`Retention`]).
 
@@ -111,9 +111,9 @@ impl<P: PageSource> Retention for CommonAllocator<P> {
     }
 }
 
-/// An allocator's figures at one moment.
+/// An allocator's stats at one moment.
 #[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct Figures {
+pub(crate) struct Stats {
     /// What it holds in the OS.
     pub(crate) footprint: Footprint,
     /// What its retention of freed pages holds and has given back.
@@ -141,27 +141,27 @@ impl Kept {
 }
 
 /// A target that is an allocator-api2 allocator with a retention of freed pages, and
-/// a function for its figures.
+/// a function for its stats.
 pub(crate) struct Measured<'a, A: ?Sized, F> {
     api: ApiTarget<'a, A>,
     retention: &'a dyn Retention,
-    figures: F,
+    stats: F,
     /// OS calls the last frame end made.
     end_calls: u64,
 }
 
-impl<'a, A: ?Sized, F: Fn() -> Figures> Measured<'a, A, F> {
-    pub(crate) fn new(allocator: &'a A, retention: &'a dyn Retention, figures: F) -> Self {
+impl<'a, A: ?Sized, F: Fn() -> Stats> Measured<'a, A, F> {
+    pub(crate) fn new(allocator: &'a A, retention: &'a dyn Retention, stats: F) -> Self {
         Self {
             api: ApiTarget(allocator),
             retention,
-            figures,
+            stats,
             end_calls: 0,
         }
     }
 }
 
-impl<'a, A: Allocator + ?Sized, F: Fn() -> Figures> Wrapper for Measured<'a, A, F> {
+impl<'a, A: Allocator + ?Sized, F: Fn() -> Stats> Wrapper for Measured<'a, A, F> {
     type Inner = ApiTarget<'a, A>;
 
     fn inner(&mut self) -> &mut ApiTarget<'a, A> {
@@ -173,9 +173,9 @@ impl<'a, A: Allocator + ?Sized, F: Fn() -> Figures> Wrapper for Measured<'a, A, 
     }
 
     fn on_frame(&mut self) -> Result<(), String> {
-        let before = (self.figures)().footprint.os_calls;
+        let before = (self.stats)().footprint.os_calls;
         self.retention.tick();
-        self.end_calls = (self.figures)().footprint.os_calls.saturating_sub(before);
+        self.end_calls = (self.stats)().footprint.os_calls.saturating_sub(before);
         Ok(())
     }
 
@@ -186,7 +186,7 @@ impl<'a, A: Allocator + ?Sized, F: Fn() -> Figures> Wrapper for Measured<'a, A, 
     }
 
     fn report_footprint(&self) -> Option<Footprint> {
-        Some((self.figures)().footprint)
+        Some((self.stats)().footprint)
     }
 
     fn report_largest_free(&self) -> Option<usize> {
@@ -194,11 +194,11 @@ impl<'a, A: Allocator + ?Sized, F: Fn() -> Figures> Wrapper for Measured<'a, A, 
     }
 }
 
-/// A memory space's figures: what it holds in the OS (committed, and what its commit
+/// A memory space's stats: what it holds in the OS (committed, and what its commit
 /// cache parks).
-pub(crate) fn space_figures<P: PageSource>(space: &MemorySpace<P>) -> Figures {
+pub(crate) fn space_figures<P: PageSource>(space: &MemorySpace<P>) -> Stats {
     let s = space.stats();
-    Figures {
+    Stats {
         footprint: Footprint {
             committed: s.resident,
             // What the source holds at most: in use, kept and the cache's table.
@@ -210,10 +210,10 @@ pub(crate) fn space_figures<P: PageSource>(space: &MemorySpace<P>) -> Figures {
     }
 }
 
-/// The common allocator's figures: what it holds in the OS, its tables included.
-pub(crate) fn common_figures<P: PageSource>(common: &CommonAllocator<P>) -> Figures {
+/// The common allocator's stats: what it holds in the OS, its tables included.
+pub(crate) fn common_figures<P: PageSource>(common: &CommonAllocator<P>) -> Stats {
     let s = common.stats();
-    Figures {
+    Stats {
         footprint: Footprint {
             committed: s.resident,
             peak_committed: s.max_resident,
@@ -490,7 +490,7 @@ pub(crate) trait Report {
     }
 
     /// What the allocator's retention of freed pages holds and has given back, where
-    /// it keeps figures.
+    /// it keeps stats.
     fn kept(&self) -> Option<Kept> {
         None
     }
@@ -502,9 +502,9 @@ pub(crate) trait Report {
     }
 }
 
-impl<A: ?Sized, F: Fn() -> Figures> Report for Measured<'_, A, F> {
+impl<A: ?Sized, F: Fn() -> Stats> Report for Measured<'_, A, F> {
     fn kept(&self) -> Option<Kept> {
-        Some((self.figures)().kept)
+        Some((self.stats)().kept)
     }
 
     fn frame_end_calls(&self) -> u64 {

@@ -3,10 +3,10 @@
 //! arena — the least memory in which the first hour plays, and the whole session,
 //! with no refused request (a bisection); for the system allocator, mimalloc and
 //! jemalloc, which cannot be bounded, the resident set hour by hour, each in a fresh
-//! process. Every row has its figures hour by hour from a run with memory to spare:
+//! process. Every row has its stats hour by hour from a run with memory to spare:
 //! what it held ÷ what was live, and its OS calls inside gameplay frames. A recorded
 //! trace can be soaked in place of the long session: played in a loop, each loop an
-//! hour of the figures.
+//! hour of the stats.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -205,7 +205,7 @@ impl Row {
         self.hours.iter().skip(1).map(|h| h.frame_os_calls).sum()
     }
 
-    /// The row as `--json` prints it: its fields and the figures made of them.
+    /// The row as `--json` prints it: its fields and the stats made of them.
     fn summary(&self) -> serde_json::Value {
         let mut v = serde_json::to_value(self).unwrap_or_default();
         v["flatness"] = self.flatness().into();

@@ -104,7 +104,7 @@ fn demo_prints_a_table_per_allocator_and_writes_both_charts() {
     }
     assert!(out.contains("The memory space at the peak:"), "{out}");
     // One way of writing bytes on the whole screen, the heaps' report included: three
-    // significant figures, so never "7343 KiB" beside "22.7 MiB".
+    // significant stats, so never "7343 KiB" beside "22.7 MiB".
     for (i, word) in out.split_whitespace().enumerate().skip(1) {
         if ["B", "KiB", "MiB", "GiB"].contains(&word) {
             let number = out.split_whitespace().nth(i - 1).unwrap();
@@ -473,7 +473,7 @@ fn sizes_past_isize_max_are_refused_and_no_sum_wraps() {
     });
     let table = ok(&bento(&["inspect", t]));
     assert!(table.contains("impossible: 3 requests"), "{table}");
-    // 3 × (2^63 - 1) bytes asked: 24 EiB, not a wrapped figure.
+    // 3 × (2^63 - 1) bytes asked: 24 EiB, not a wrapped stat.
     let global = table
         .lines()
         .find(|l| l.starts_with("global"))
@@ -576,7 +576,7 @@ fn map_at(trace: &str, at: &str, out: &Path) -> String {
     ]))
 }
 
-/// `bento inspect TRACE --json`'s figures.
+/// `bento inspect TRACE --json`'s stats.
 fn inspect_json(trace: &str) -> serde_json::Value {
     serde_json::from_str(&ok(&bento(&["inspect", trace, "--json"]))).unwrap()
 }
@@ -807,7 +807,7 @@ fn a_trace_bigger_than_the_memory_available_is_refused_before_it_replays() {
         err.contains(" of memory available (MemAvailable in /proc/meminfo); --max-live SIZE"),
         "{err}"
     );
-    // The figure of memory available, in bytes as the tables write them.
+    // The stat of memory available, in bytes as the tables write them.
     let available = err
         .split("is more than the ")
         .nth(1)

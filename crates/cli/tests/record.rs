@@ -30,7 +30,7 @@ fn allocators() -> Vec<&'static str> {
     all
 }
 
-/// Records `program` into `trace`; returns `record --json`'s figures.
+/// Records `program` into `trace`; returns `record --json`'s stats.
 fn record(trace: &Path, program: &[&str]) -> serde_json::Value {
     let lib = library().to_str().unwrap();
     let mut args = vec!["record", "--json", "--library", lib, "-o"];

@@ -6,7 +6,7 @@
 extern crate std;
 
 // The modules as a stack, each over the ones below it: `allocator` (the public
-// type) over `stats` (its figures) over `inner` (the block and one file per
+// type) over `stats` (its stats) over `inner` (the block and one file per
 // operation) over `front` (the thread caches), `region` (a region and its runs) and
 // `layer` (the shared page layer and the region map), over `config`, `abort` and
 // `sync`.

@@ -1,4 +1,4 @@
-//! The figures of a common allocator: [`CommonStats`] per region and in total, the
+//! The stats of a common allocator: [`CommonStats`] per region and in total, the
 //! [`CommonReport`] table, the [`CommonLeaks`] list, and [`CommonAllocator::validate`]'s walk.
 //!
 //! [`CommonAllocator::validate`]: crate::CommonAllocator::validate
@@ -15,7 +15,7 @@ use crate::region::run::Runs;
 use crate::region::{Class, General};
 use crate::sync::Ordering;
 
-/// One region's figures.
+/// One region's stats.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RegionStats {
     /// The block size of a class region (a small class or a medium bin); 0 for the
@@ -45,7 +45,7 @@ pub struct RegionStats {
     pub contended: usize,
 }
 
-/// A common allocator's figures: each region's, and the totals.
+/// A common allocator's stats: each region's, and the totals.
 ///
 /// ```
 /// use core::alloc::Layout;
@@ -89,7 +89,7 @@ pub struct CommonStats {
     /// What reached the page source: all the allocator's reserves, commits,
     /// decommits and releases.
     pub source: PageStats,
-    /// The shared commit cache's figures.
+    /// The shared commit cache's stats.
     pub cache: CacheStats,
 }
 
@@ -114,7 +114,7 @@ impl Default for CommonStats {
 }
 
 impl CommonStats {
-    /// Each region's figures: the small classes in order, then the large region
+    /// Each region's stats: the small classes in order, then the large region
     /// (under `Routing::BySize`), or the contention regions.
     #[must_use]
     pub fn regions(&self) -> &[RegionStats] {
@@ -133,7 +133,7 @@ impl CommonStats {
     }
 }
 
-/// One row of [`CommonReport`]'s table: `label`, then `r`'s figures.
+/// One row of [`CommonReport`]'s table: `label`, then `r`'s stats.
 fn row(f: &mut fmt::Formatter<'_>, label: &dyn fmt::Display, r: &RegionStats) -> fmt::Result {
     writeln!(
         f,
@@ -239,12 +239,12 @@ pub enum CommonCorruption {
     },
     /// A class region's run or span is broken: a header, a list it is on, a free
     /// list (a block not in the run, a cycle, a count that does not match), or a
-    /// figure that its runs do not add up to.
+    /// stat that its runs do not add up to.
     #[error("region {region}: run broken at {addr:#x}")]
     Run {
         /// The region's index.
         region: usize,
-        /// The run, span or block where the walk went wrong (0 for a figure).
+        /// The run, span or block where the walk went wrong (0 for a stat).
         addr: usize,
     },
     /// The region map does not give a block of the region to it.
@@ -260,7 +260,7 @@ pub enum CommonCorruption {
 }
 
 impl<P: PageSource> Inner<P> {
-    /// The figures, region by region under each one's lock. Blocks move between a
+    /// The stats, region by region under each one's lock. Blocks move between a
     /// class region and the threads' caches only under its lock, so the blocks the
     /// caches hold of it are read under it too: none is counted twice or missed.
     pub(crate) fn stats(&self) -> CommonStats {
@@ -338,13 +338,13 @@ impl<P: PageSource> Inner<P> {
                             });
                         }
                     }
-                    let mut figures = general_stats(region, &held.stats());
+                    let mut stats = general_stats(region, &held.stats());
                     // The walk's own counts, not the counters.
-                    figures.live_blocks = report.live_blocks;
-                    figures.live_bytes = report.live_bytes;
-                    figures.cached_blocks = report.cached_blocks;
-                    figures.segments = report.segments;
-                    figures
+                    stats.live_blocks = report.live_blocks;
+                    stats.live_bytes = report.live_bytes;
+                    stats.cached_blocks = report.cached_blocks;
+                    stats.segments = report.segments;
+                    stats
                 }
             });
         }
@@ -353,7 +353,7 @@ impl<P: PageSource> Inner<P> {
     }
 }
 
-/// A class region's figures from its runs: `used` blocks out, `in_threads` of them
+/// A class region's stats from its runs: `used` blocks out, `in_threads` of them
 /// in threads' caches.
 fn class_stats<P: PageSource>(
     region: &Class<P>,
@@ -377,7 +377,7 @@ fn class_stats<P: PageSource>(
     }
 }
 
-/// A general region's figures from its space's.
+/// A general region's stats from its space's.
 fn general_stats<P: PageSource>(
     region: &General<P>,
     space: &bento_space::SpaceStats,

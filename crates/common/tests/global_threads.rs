@@ -1,6 +1,6 @@
 //! The common allocator as `#[global_allocator]` with four threads exchanging boxes
 //! through channels: every block is freed on another thread than the one that
-//! allocated it, and the figures come back to where they were.
+//! allocated it, and the stats come back to where they were.
 
 // Under Miri only the empty `main` is built.
 #![cfg_attr(miri, allow(unused))]

@@ -1,5 +1,5 @@
 //! The common allocator as `#[global_allocator]` under a real workload: millions of
-//! `String`s, `Vec`s and map entries built and dropped; its figures agree with what
+//! `String`s, `Vec`s and map entries built and dropped; its stats agree with what
 //! the test knows is live.
 
 // Under Miri only the empty `main` is built.
@@ -22,7 +22,7 @@ const SCALE: usize = if cfg!(debug_assertions) {
     1_000_000
 };
 
-/// The figures with this thread's cache flushed: the blocks of a medium bin in a
+/// The stats with this thread's cache flushed: the blocks of a medium bin in a
 /// cache count at the bin's size, so that live bytes are exact only without them.
 #[cfg(not(miri))]
 fn settled() -> bento_common::CommonStats {
@@ -35,7 +35,7 @@ fn main() {
     os_global::start();
     let base = settled();
 
-    // Exactly what the test holds shows in the figures.
+    // Exactly what the test holds shows in the stats.
     let boxes: Vec<Box<[u8; 100]>> = (0..1000).map(|i| Box::new([i as u8; 100])).collect();
     let s = GLOBAL.stats();
     // The vector's own buffer is one large block more.

@@ -92,7 +92,7 @@ fn racing_first_allocations_start_once() {
             (fill(p, layout.size(), i as u8), layout)
         });
         assert_ne!(blocks[0].0, blocks[1].0);
-        // The figures on a thread with room on its stack for them (the model's main
+        // The stats on a thread with room on its stack for them (the model's main
         // thread has 32 KiB).
         let spans = in_threads(1, move |_| {
             let s = common.stats();
@@ -179,7 +179,7 @@ fn contention_routing_from_two_threads() {
         // locked); the main thread frees both after the join (cross-thread frees).
         let kept = in_threads(2, move |i| fill(common.alloc(layout).unwrap(), 48, i as u8));
         assert_ne!(kept[0], kept[1]);
-        // One more thread (loom runs five at most) reads the figures, on a stack
+        // One more thread (loom runs five at most) reads the stats, on a stack
         // larger than the main thread's, and frees both blocks across threads.
         let kept = Blocks(kept);
         let live = in_threads(1, move |_| {

@@ -13,7 +13,7 @@ mod sink;
 mod slot;
 mod stats;
 
-/// The slot protocol of the figures' lanes, for the loom models.
+/// The slot protocol of the stats' lanes, for the loom models.
 #[cfg(bento_loom)]
 #[doc(hidden)]
 pub mod __loom {

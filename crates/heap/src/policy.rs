@@ -202,7 +202,7 @@ pub enum OnLeak {
     Ignore,
 }
 
-/// A memory tag: a name that blocks carry, with figures per tag in
+/// A memory tag: a name that blocks carry, with stats per tag in
 /// [`Heap::tag_stats`](crate::Heap::tag_stats). Declared once as a `static`; a tag is
 /// known by its address.
 ///

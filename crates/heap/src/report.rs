@@ -55,11 +55,11 @@ pub struct ReportRow {
     pub depth: usize,
     /// The heap's name.
     pub name: &'static str,
-    /// Its figures.
+    /// Its stats.
     pub stats: HeapStats,
 }
 
-/// Every registered heap's figures, as a tree (children under their parent), siblings
+/// Every registered heap's stats, as a tree (children under their parent), siblings
 /// sorted by live bytes, most first. Its `Display` is a table with the live and peak
 /// bytes, the budget and the share of it in use: what a programmer prints on a debug
 /// key or at shutdown.
@@ -94,7 +94,7 @@ impl Report {
     }
 }
 
-/// The figures of every registered heap alive, as one [`Report`].
+/// The stats of every registered heap alive, as one [`Report`].
 #[must_use]
 pub fn report() -> Report {
     let mut accounts = registered();

@@ -1,4 +1,4 @@
-//! Which lane of every heap's figures this thread writes.
+//! Which lane of every heap's stats this thread writes.
 //!
 //! A thread takes one of [`OWNED`] slots from a global bitmap the first time it uses
 //! any heap, and gives it back when it exits (a second thread-local's destructor,

@@ -1,4 +1,4 @@
-//! A heap's figures and budget: the [`Account`] every heap keeps (shared with its
+//! A heap's stats and budget: the [`Account`] every heap keeps (shared with its
 //! children, which charge it too), and [`HeapStats`].
 //!
 //! The hot path touches one lane of counters, each on its own cache line: the lane of
@@ -39,8 +39,8 @@ use crate::sync::Lock;
 use crate::sync::{AtomicBool, AtomicUsize, Ordering, fence};
 use crate::track::Leak;
 
-/// A heap's figures, from [`Heap::stats`](crate::Heap::stats). A heap with children
-/// counts their blocks too: its figures are its whole subtree's.
+/// A heap's stats, from [`Heap::stats`](crate::Heap::stats). A heap with children
+/// counts their blocks too: its stats are its whole subtree's.
 ///
 /// ```
 /// use allocator_api2::alloc::Global;
@@ -135,7 +135,7 @@ impl Lane {
     }
 }
 
-/// The figures and budget of one heap; its children hold it too.
+/// The stats and budget of one heap; its children hold it too.
 pub(crate) struct Account {
     pub(crate) name: &'static str,
     // Invariant: `usize::MAX` when there is no budget.
@@ -159,7 +159,7 @@ pub(crate) struct Account {
     pub(crate) parent: Option<Arc<Account>>,
     /// False once the heap is dropped (its children may keep the account).
     pub(crate) alive: AtomicBool,
-    /// The blocks dropped children left (still counted in the figures).
+    /// The blocks dropped children left (still counted in the stats).
     pub(crate) orphans: Lock<Vec<Leak>>,
     /// Without `std`: whether a thread runs the heap's budget callback.
     #[cfg(not(feature = "std"))]
@@ -482,9 +482,9 @@ impl Account {
         })
     }
 
-    /// The figures, summed over the lanes. The peak read here (the highest of the
+    /// The stats, summed over the lanes. The peak read here (the highest of the
     /// live total read and [`lanes_peak`](Self::lanes_peak)) raises the account's,
-    /// so that no later figure shows a lower one.
+    /// so that no later stat shows a lower one.
     pub(crate) fn stats(&self) -> HeapStats {
         let sum = |f: fn(&Lane) -> &AtomicUsize| {
             self.lanes

@@ -1,5 +1,5 @@
 //! The tracking policy: [`NoTracking`], or [`Tracked`], a table of live blocks with
-//! their size, tag and allocation site, per-tag figures, and the leak report built
+//! their size, tag and allocation site, per-tag stats, and the leak report built
 //! from them.
 
 use alloc::vec::Vec;
@@ -92,7 +92,7 @@ impl fmt::Display for Leak {
     }
 }
 
-/// Figures of one tag of a tracking heap, from
+/// Stats of one tag of a tracking heap, from
 /// [`Heap::tag_stats`](crate::Heap::tag_stats).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TagStats {
@@ -202,10 +202,10 @@ impl Tracked {
         };
         let mut state = self.state.lock();
         if let Some(tag) = tag {
-            let figures = state.tag_mut(tag);
-            figures.live_bytes += size;
-            figures.live_blocks += 1;
-            figures.total_allocs += 1;
+            let stats = state.tag_mut(tag);
+            stats.live_bytes += size;
+            stats.live_blocks += 1;
+            stats.total_allocs += 1;
         }
         state.live.insert(ptr.addr().get(), record);
     }
@@ -215,9 +215,9 @@ impl Tracked {
         let mut state = self.state.lock();
         let record = state.live.remove(&ptr.addr().get())?;
         if let Some(tag) = record.tag {
-            let figures = state.tag_mut(tag);
-            figures.live_bytes -= record.size;
-            figures.live_blocks -= 1;
+            let stats = state.tag_mut(tag);
+            stats.live_bytes -= record.size;
+            stats.live_blocks -= 1;
         }
         Some(record)
     }
@@ -250,8 +250,8 @@ impl Tracked {
             return;
         };
         if let Some(tag) = record.tag {
-            let figures = state.tag_mut(tag);
-            figures.live_bytes = figures.live_bytes - record.size + new_size;
+            let stats = state.tag_mut(tag);
+            stats.live_bytes = stats.live_bytes - record.size + new_size;
         }
         record.ptr = BlockPtr(new);
         record.size = new_size;
@@ -280,7 +280,7 @@ impl Tracked {
         leaks
     }
 
-    /// The per-tag figures, in the order tags first appeared.
+    /// The per-tag stats, in the order tags first appeared.
     pub(crate) fn tag_stats(&self) -> Vec<TagStats> {
         self.state.lock().tags.iter().map(|&(_, s)| s).collect()
     }

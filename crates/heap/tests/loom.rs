@@ -1,4 +1,4 @@
-//! Loom models of a heap's figures: each thread writes the lane of the slot it owns
+//! Loom models of a heap's stats: each thread writes the lane of the slot it owns
 //! (plain stores), slots are claimed from a global bitmap and given back when a
 //! thread exits, and every sum comes out exact, with blocks freed on another thread
 //! than the one that allocated them and slots passing from an exited thread to the

@@ -8,7 +8,7 @@ const UNITS: [&str; 11] = [
     "B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB", "ZiB", "YiB", "RiB", "QiB",
 ];
 
-/// A count of bytes that displays in binary units with three significant figures:
+/// A count of bytes that displays in binary units with three significant stats:
 /// `0 B`, `1023 B`, `1.50 KiB`, `50.0 MiB`, `300 GiB`. It honours the formatter's
 /// width, fill and alignment (`{:>10}` right-aligns it in ten columns) and needs no
 /// allocation. It holds a `u128`, so that a sum of many `u64` sizes prints as it is.
@@ -81,7 +81,7 @@ impl fmt::Display for ByteSize {
     }
 }
 
-/// Room for one figure: at most 20 digits, a point, a space and a unit.
+/// Room for one stat: at most 20 digits, a point, a space and a unit.
 #[derive(Default)]
 struct Text {
     bytes: [u8; 32],

@@ -11,7 +11,7 @@ use crate::{PageError, PageSource};
 const NEVER: usize = usize::MAX;
 
 /// Wraps a source and makes chosen `reserve` or `commit` calls fail, to test that the
-/// layers above leave every block intact and their figures unchanged.
+/// layers above leave every block intact and their stats unchanged.
 ///
 /// Counts are of calls made from now on: `fail_reserve(0)` fails the next reserve,
 /// `fail_commit(2)` lets two commits through and fails the third,

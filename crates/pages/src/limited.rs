@@ -8,7 +8,7 @@ use bento_align::Alignment;
 use crate::sync::{AtomicUsize, Ordering};
 use crate::{PageError, PageSource};
 
-/// A snapshot of a [`LimitedPages`] source's figures.
+/// A snapshot of a [`LimitedPages`] source's stats.
 ///
 /// ```
 /// use bento_pages::LimitStats;
@@ -37,7 +37,7 @@ pub struct LimitStats {
 ///
 /// Put a [`CommitCache`](crate::CommitCache) above it and the cache gives its kept
 /// pages back before a commit is refused, so memory held for reuse never makes an
-/// allocation fail; the cache's figures count what it gave up.
+/// allocation fail; the cache's stats count what it gave up.
 ///
 /// `LimitedPages` is `Sync` when `P` is; the limit holds under threads (a commit
 /// claims its bytes with one compare-and-swap before the source is asked).
@@ -101,7 +101,7 @@ impl<P: PageSource> LimitedPages<P> {
         self.limit.store(limit, Ordering::Relaxed);
     }
 
-    /// The figures now.
+    /// The stats now.
     pub fn stats(&self) -> LimitStats {
         let load = |a: &AtomicUsize| a.load(Ordering::Relaxed);
         LimitStats {
@@ -113,7 +113,7 @@ impl<P: PageSource> LimitedPages<P> {
         }
     }
 
-    /// Starts the figures' high-water mark and refusal counts afresh (the limit and
+    /// Starts the stats' high-water mark and refusal counts afresh (the limit and
     /// what is committed stay).
     ///
     /// ```

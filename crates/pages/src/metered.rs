@@ -1,4 +1,4 @@
-//! Figures for any source: bytes reserved and committed, their peaks, and call counts.
+//! Stats for any source: bytes reserved and committed, their peaks, and call counts.
 
 use core::ptr::NonNull;
 
@@ -7,7 +7,7 @@ use bento_align::Alignment;
 use crate::sync::{AtomicUsize, Ordering};
 use crate::{PageError, PageSource};
 
-/// A snapshot of a [`Metered`] source's figures.
+/// A snapshot of a [`Metered`] source's stats.
 ///
 /// `committed` counts bytes committed through the source and not yet decommitted;
 /// with an implicit-commit source (where callers still call `commit`) it is what the
@@ -41,7 +41,7 @@ pub struct PageStats {
     pub failures: usize,
 }
 
-/// A figure and its high-water mark.
+/// A stat and its high-water mark.
 #[derive(Debug)]
 struct Gauge {
     now: AtomicUsize,
@@ -57,7 +57,7 @@ impl Gauge {
     }
 
     fn add(&self, n: usize) {
-        // Relaxed suffices: each figure is independent, read as a snapshot. The peak
+        // Relaxed suffices: each stat is independent, read as a snapshot. The peak
         // is raised to every value `now` takes, so it is never below it once both
         // updates of a call are done.
         let now = self.now.fetch_add(n, Ordering::Relaxed) + n;
@@ -76,9 +76,9 @@ impl Gauge {
 /// Wraps a source and counts what passes through it: reserved and committed bytes,
 /// their peaks, and the number of calls of each kind.
 ///
-/// `Metered` is `Sync` when `P` is; the figures are atomics updated with relaxed
+/// `Metered` is `Sync` when `P` is; the stats are atomics updated with relaxed
 /// ordering, so a snapshot taken while other threads call the source is a consistent
-/// figure for each field, not across fields.
+/// stat for each field, not across fields.
 ///
 /// ```
 /// use bento_align::Alignment;
@@ -125,7 +125,7 @@ impl<P: PageSource> Metered<P> {
         }
     }
 
-    /// The figures now.
+    /// The stats now.
     pub fn stats(&self) -> PageStats {
         let load = |a: &AtomicUsize| a.load(Ordering::Relaxed);
         PageStats {
@@ -146,7 +146,7 @@ impl<P: PageSource> Metered<P> {
         &self.inner
     }
 
-    /// The wrapped source, given back; the figures are dropped.
+    /// The wrapped source, given back; the stats are dropped.
     ///
     /// ```
     /// use bento_pages::{HeapPages, Metered, PageSource};

@@ -1,5 +1,5 @@
 //! Loom models of bento-pages' atomic protocols: the spin lock (mutual exclusion,
-//! `try_lock`), the `Metered` figures (counter and high-water mark) and the
+//! `try_lock`), the `Metered` stats (counter and high-water mark) and the
 //! `LimitedPages` claim (never past the limit).
 //!
 //! Run with `cargo xtask loom` (`RUSTFLAGS="--cfg bento_loom"`, feature `loom`).
@@ -67,7 +67,7 @@ fn try_lock_excludes() {
     });
 }
 
-/// Two threads commit and decommit through one `Metered`: the final figures are exact
+/// Two threads commit and decommit through one `Metered`: the final stats are exact
 /// and the peak is never below any value `committed` took.
 #[test]
 fn metered_figures() {

@@ -2,7 +2,7 @@
 //! their size class.
 //!
 //! A chunk freed into the cache keeps its `IN_USE` tag, so its neighbours do not
-//! merge with it and nothing else in the space sees a change; only the figures call
+//! merge with it and nothing else in the space sees a change; only the stats call
 //! it free. Its head gains the `CACHED` flag, which is how the walkers and the debug
 //! checks tell a cached chunk from a block in use without reading a payload (a
 //! block's bytes may be anything, uninitialised ones included). Its first payload

@@ -1,11 +1,11 @@
-//! [`SpaceStats`]: a space's figures.
+//! [`SpaceStats`]: a space's stats.
 
 use bento_pages::{CacheStats, PageStats};
 
 #[cfg(doc)]
 use crate::{MemorySpace, SpaceConfig};
 
-/// A space's figures, kept as counters as it works; [`MemorySpace::stats`] adds up
+/// A space's stats, kept as counters as it works; [`MemorySpace::stats`] adds up
 /// only the blocks in the block cache (a walk of it), and
 /// [`MemorySpace::validate`] recomputes each by walking the segments.
 ///
@@ -56,14 +56,14 @@ pub struct SpaceStats {
     pub segments: usize,
     /// The memory the space holds in the page source: `committed` plus the pages the
     /// commit cache parks (decommitted for the space, still committed in the source,
-    /// `cache.parked`). The figure to watch for the space's footprint;
+    /// `cache.parked`). The stat to watch for the space's footprint;
     /// [`trim`](MemorySpace::trim) brings it down to `committed`.
     pub resident: usize,
     /// What reached the page source, counted below the commit cache: its reserved
     /// and committed bytes (with the cache's parked pages and slot table, without the
     /// base segment) and its calls. All zero without a source.
     pub source: PageStats,
-    /// The commit cache's figures: pages it served without calling the source, and
+    /// The commit cache's stats: pages it served without calling the source, and
     /// what it parks now (committed in the source, not counted in `committed`).
     pub cache: CacheStats,
 }

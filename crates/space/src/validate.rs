@@ -1,4 +1,4 @@
-//! [`MemorySpace::validate`], which recomputes every figure from the tags and checks
+//! [`MemorySpace::validate`], which recomputes every stat from the tags and checks
 //! every rule a space keeps ([`Rule`]), naming the first broken one ([`SpaceCorruption`]).
 
 use crate::chunk::flags::{BASE, CACHED, DEDICATED, IN_USE, PREV_IN_USE};
@@ -15,7 +15,7 @@ mod cached;
 /// only set on in-use chunks of dedicated segments).
 const MARK: usize = DEDICATED;
 
-/// The figures [`MemorySpace::validate`] counted by walking the segments.
+/// The stats [`MemorySpace::validate`] counted by walking the segments.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ValidateReport {
     /// Segments walked.
@@ -140,10 +140,10 @@ pub enum Rule {
         /// What the cache recorded.
         recorded: usize,
     },
-    /// A figure kept as a counter disagrees with the walk.
+    /// A stat kept as a counter disagrees with the walk.
     #[error("{name} is {recorded} but the walk counts {counted}")]
-    Figure {
-        /// Which figure.
+    Stat {
+        /// Which stat.
         name: &'static str,
         /// What the walk counted.
         counted: usize,
@@ -253,7 +253,7 @@ impl<P: PageSource> MemorySpace<P> {
                 return Err(SpaceCorruption {
                     segment: 0,
                     offset: 0,
-                    rule: Rule::Figure {
+                    rule: Rule::Stat {
                         name: "bytes committed in the page source",
                         counted,
                         recorded,
@@ -272,7 +272,7 @@ impl<P: PageSource> MemorySpace<P> {
 ///
 /// The table (8 bytes a segment) is reserved and committed directly in the source
 /// the space was given, under its commit cache and its metering, and given back when
-/// the finder is dropped: the space's figures never see it.
+/// the finder is dropped: the space's stats never see it.
 struct Finder<'a, P: PageSource> {
     // Invariant: `len` committed pointers at `ptr`, the headers of the space's live
     // segments sorted by address, in a reservation of `bytes` bytes of `pages`.
@@ -569,7 +569,7 @@ unsafe fn walk_segments(core: &mut Core, listed: usize) -> Result<ValidateReport
         guard = guard.checked_sub(1).ok_or(SpaceCorruption {
             segment: 0,
             offset: 0,
-            rule: Rule::Figure {
+            rule: Rule::Stat {
                 name: "segments",
                 counted: core.counters().segments + 1,
                 recorded: core.counters().segments,
@@ -611,7 +611,7 @@ unsafe fn walk_segments(core: &mut Core, listed: usize) -> Result<ValidateReport
             Err(SpaceCorruption {
                 segment: 0,
                 offset: 0,
-                rule: Rule::Figure {
+                rule: Rule::Stat {
                     name,
                     counted,
                     recorded,
@@ -753,14 +753,14 @@ unsafe fn walk_segment(
         // SAFETY: `c + size <= fence`, inside the segment.
         c = unsafe { c.add(size) };
     }
-    let figure = |name, counted, recorded| {
+    let stat = |name, counted, recorded| {
         if counted == recorded {
             Ok(())
         } else {
             Err(SpaceCorruption {
                 segment: base,
                 offset: 0,
-                rule: Rule::Figure {
+                rule: Rule::Stat {
                     name,
                     counted,
                     recorded,
@@ -768,8 +768,8 @@ unsafe fn walk_segment(
             })
         }
     };
-    figure("segment size", walked, s.size)?;
-    figure("segment committed", s.size - decommitted, s.committed)?;
+    stat("segment size", walked, s.size)?;
+    stat("segment committed", s.size - decommitted, s.committed)?;
     r.overhead += s.first + FENCE;
     r.committed += s.committed;
     r.decommitted += decommitted;

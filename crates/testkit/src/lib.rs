@@ -21,7 +21,7 @@ pub use crate::op::{Caps, Op, Ops};
 pub use crate::oracle::{Failure, FailureKind, Report};
 pub use crate::seed::{cases, seeded, seeded_bytes};
 pub use crate::target::{
-    AllocateFn, Api02, Api04, DeallocateFn, End, EntryPoints, Figures, InPlaceFn, ResizeFn, Takes,
+    AllocateFn, Api02, Api04, DeallocateFn, End, EntryPoints, InPlaceFn, ResizeFn, Stats, Takes,
     Target, Turns, ValidateFn,
 };
 

@@ -93,7 +93,7 @@ pub enum Op {
         /// Raw selector of how near.
         below: u8,
     },
-    /// Run the allocator's self-check and compare figures.
+    /// Run the allocator's self-check and compare stats.
     Validate,
 }
 

@@ -86,9 +86,9 @@ pub enum FailureKind {
     },
     /// The target's own `validate` reported corruption.
     Invalid(String),
-    /// A figure the target reports disagrees with the model.
-    Figures {
-        /// Which figure.
+    /// A stat the target reports disagrees with the model.
+    Stats {
+        /// Which stat.
         what: &'static str,
         /// The model's value (a lower bound for byte counts).
         model: usize,
@@ -138,7 +138,7 @@ impl fmt::Display for Failure {
                 write!(f, "an in-place resize moved block {from:#x} to {to:#x}")
             }
             FailureKind::Invalid(msg) => write!(f, "validate failed: {msg}"),
-            FailureKind::Figures {
+            FailureKind::Stats {
                 what,
                 model,
                 reported,
@@ -276,7 +276,7 @@ enum Resize {
 /// How many markers the model remembers; older ones are forgotten (not stale).
 const MAX_MARKERS: usize = 64;
 
-/// The interpreter: a target, its model, and the figures of the run.
+/// The interpreter: a target, its model, and the stats of the run.
 pub(crate) struct Interp<'t, T: Target + ?Sized> {
     target: &'t mut T,
     caps: &'t Caps,
@@ -763,7 +763,7 @@ impl<'t, T: Target + ?Sized> Interp<'t, T> {
 
     fn validate(&mut self) -> Result<(), Failure> {
         self.report.validations += 1;
-        let figures = self
+        let stats = self
             .target
             .validate()
             .map_err(|msg| self.fail(FailureKind::Invalid(msg)))?;
@@ -771,19 +771,19 @@ impl<'t, T: Target + ?Sized> Interp<'t, T> {
             self.check_pattern(b, usize::MAX)?;
         }
         let model_blocks = self.blocks.iter().filter(|b| b.size > 0).count();
-        if let Some(reported) = figures.live_blocks
+        if let Some(reported) = stats.live_blocks
             && reported != model_blocks
         {
-            return Err(self.fail(FailureKind::Figures {
+            return Err(self.fail(FailureKind::Stats {
                 what: "live blocks",
                 model: model_blocks,
                 reported,
             }));
         }
-        if let Some(reported) = figures.live_bytes
+        if let Some(reported) = stats.live_bytes
             && reported < self.live_bytes
         {
-            return Err(self.fail(FailureKind::Figures {
+            return Err(self.fail(FailureKind::Stats {
                 what: "live bytes (at least)",
                 model: self.live_bytes,
                 reported,

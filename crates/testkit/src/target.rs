@@ -18,10 +18,10 @@ pub enum End {
     High,
 }
 
-/// Figures an allocator reports about itself, compared with the model's by
+/// Stats an allocator reports about itself, compared with the model's by
 /// [`run`](crate::run). `None` means "not reported".
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Figures {
+pub struct Stats {
     /// Live blocks of non-zero size, as the allocator counts them.
     pub live_blocks: Option<usize>,
     /// Bytes in live blocks; at least what was asked for (allocators may round up).
@@ -124,10 +124,10 @@ pub trait Target {
         unimplemented_op("fail_next");
     }
 
-    /// Checks the allocator's structures and returns its figures; `Err` describes the
+    /// Checks the allocator's structures and returns its stats; `Err` describes the
     /// corruption found.
-    fn validate(&mut self) -> Result<Figures, String> {
-        Ok(Figures::default())
+    fn validate(&mut self) -> Result<Stats, String> {
+        Ok(Stats::default())
     }
 }
 
@@ -138,7 +138,7 @@ fn unimplemented_op(name: &str) -> ! {
 }
 
 /// A self-check an adaptor can run in [`Target::validate`].
-pub type ValidateFn<A> = fn(&A) -> Result<Figures, String>;
+pub type ValidateFn<A> = fn(&A) -> Result<Stats, String>;
 
 macro_rules! api_adaptor {
     ($(#[$meta:meta])* $name:ident, $api:ident) => {
@@ -215,10 +215,10 @@ macro_rules! api_adaptor {
                 unsafe { self.alloc.shrink(ptr, old, new) }.ok()
             }
 
-            fn validate(&mut self) -> Result<Figures, String> {
+            fn validate(&mut self) -> Result<Stats, String> {
                 match self.validate {
                     Some(check) => check(self.alloc),
-                    None => Ok(Figures::default()),
+                    None => Ok(Stats::default()),
                 }
             }
         }
@@ -267,7 +267,7 @@ api_adaptor!(
 ///
 /// ```
 /// use allocator_api2::alloc::Global;
-/// use bento_testkit::{Caps, Figures, Target, Unstructured, forward_to_api02, run};
+/// use bento_testkit::{Caps, Stats, Target, Unstructured, forward_to_api02, run};
 ///
 /// /// The global allocator, with a validate that finds nothing to check.
 /// struct Checked(Global);
@@ -275,8 +275,8 @@ api_adaptor!(
 /// impl Target for Checked {
 ///     forward_to_api02!(|self, end| self.0);
 ///
-///     fn validate(&mut self) -> Result<Figures, String> {
-///         Ok(Figures::default())
+///     fn validate(&mut self) -> Result<Stats, String> {
+///         Ok(Stats::default())
 ///     }
 /// }
 ///
@@ -811,10 +811,10 @@ impl<A: ?Sized> Target for EntryPoints<'_, A> {
         fail_next(self.alloc, k);
     }
 
-    fn validate(&mut self) -> Result<Figures, String> {
+    fn validate(&mut self) -> Result<Stats, String> {
         match self.validate {
             Some(check) => check(self.alloc),
-            None => Ok(Figures::default()),
+            None => Ok(Stats::default()),
         }
     }
 }

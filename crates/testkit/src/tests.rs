@@ -342,9 +342,9 @@ impl Target for ToyBump {
         Ok(())
     }
 
-    fn validate(&mut self) -> Result<Figures, String> {
+    fn validate(&mut self) -> Result<Stats, String> {
         let extra = usize::from(self.bug == Some(Bug::MiscountFigures));
-        Ok(Figures {
+        Ok(Stats {
             live_blocks: Some(self.live.len() + extra),
             live_bytes: Some(self.live.values().sum()),
         })
@@ -412,7 +412,7 @@ catches! {
     catches_an_in_place_resize_that_moves:
         InPlaceMoves => FailureKind::MovedInPlace { .. } in Op::ResizeInPlace { .. },
     catches_memory_not_zeroed: DirtyZeroed => FailureKind::NotZeroed { .. },
-    catches_wrong_figures: MiscountFigures => FailureKind::Figures { what: "live blocks", .. },
+    catches_wrong_figures: MiscountFigures => FailureKind::Stats { what: "live blocks", .. },
     catches_a_stale_marker_accepted: KeepsStaleMarkers => FailureKind::StaleMarkerAccepted,
     catches_a_huge_request_that_succeeds: HugeSucceeds => FailureKind::HugeSucceeded { .. },
 }

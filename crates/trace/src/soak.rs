@@ -1,4 +1,4 @@
-//! Soaking an allocator in a long session: its figures hour by hour, and the least
+//! Soaking an allocator in a long session: its stats hour by hour, and the least
 //! fixed memory in which the session plays with no refused request.
 
 use std::alloc::Layout;
@@ -23,7 +23,7 @@ pub struct SoakHour {
     /// The most bytes live at once in the hour, as asked.
     pub peak_live: usize,
     /// The most the allocator held at a checkpoint of the hour (after each load, at
-    /// each frame's busiest moment), by its own figures (0 when it keeps none).
+    /// each frame's busiest moment), by its own stats (0 when it keeps none).
     pub peak_committed: usize,
     /// Allocations and resizes the allocator refused in the hour.
     pub refused: usize,
@@ -55,7 +55,7 @@ impl SoakHour {
 /// A soak: one run of a long session on one allocator, hour by hour.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SoakRun {
-    /// Each hour's figures, in order.
+    /// Each hour's stats, in order.
     pub hours: Vec<SoakHour>,
 }
 
@@ -201,7 +201,7 @@ impl<T: ReplayTarget + ?Sized> ReplayTarget for Counted<'_, T> {
 }
 
 /// Plays the long session `config` on `target`, checking every block's contents
-/// (see [`workload::play`]), and returns its figures hour by hour.
+/// (see [`workload::play`]), and returns its stats hour by hour.
 ///
 /// # Panics
 ///
@@ -250,7 +250,7 @@ pub fn soak<T: ReplayTarget + ?Sized>(target: &mut T, config: LongConfig) -> Soa
 }
 
 /// Soaks `target` in a recorded trace played `loops` times in a row, each loop an
-/// hour of the figures: `open` gives the trace from its start each time. What the
+/// hour of the stats: `open` gives the trace from its start each time. What the
 /// program never freed is freed at the end of each loop (as [`replay`] does), so a
 /// loop begins with what the allocator kept from the ones before and nothing live.
 /// The peak committed is sampled at the trace's frames and phases and every

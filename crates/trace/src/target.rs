@@ -7,7 +7,7 @@ use std::ptr::NonNull;
 
 use allocator_api2::alloc::Allocator;
 
-/// What an allocator holds, by its own figures.
+/// What an allocator holds, by its own stats.
 ///
 /// ```
 /// use bento_trace::Footprint;
@@ -154,7 +154,7 @@ pub trait ReplayTarget {
         let _ = name;
     }
 
-    /// What the allocator holds by its own figures, when it keeps them.
+    /// What the allocator holds by its own stats, when it keeps them.
     fn footprint(&self) -> Option<Footprint> {
         None
     }
@@ -319,7 +319,7 @@ pub trait Wrapper {
     /// The target wrapped.
     fn inner(&mut self) -> &mut Self::Inner;
 
-    /// The target wrapped, to read its figures.
+    /// The target wrapped, to read its stats.
     fn inner_ref(&self) -> &Self::Inner;
 
     /// Runs one allocation, resize or free (`call`) on the inner target, and returns

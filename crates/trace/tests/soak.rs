@@ -1,4 +1,4 @@
-//! Soaks: figures hour by hour, and the least fixed memory found by bisection, on a
+//! Soaks: stats hour by hour, and the least fixed memory found by bisection, on a
 //! memory space over `LimitedPages` (a bounded allocator) and on the global allocator.
 
 use std::alloc::Layout;

@@ -1,4 +1,4 @@
-//! [`CommonAllocator`]: the lazy start and the entry points; its upkeep (figures,
+//! [`CommonAllocator`]: the lazy start and the entry points; its upkeep (stats,
 //! trim, tick, the fork locks) in [`upkeep`], the idle purger's thread in `purge`
 //! (with `std`), and `GlobalAlloc` and the allocator traits in [`global`]. Routing
 //! is the block's work (`inner/`).
@@ -181,7 +181,7 @@ impl<P: PageSource> CommonAllocator<P> {
         }
     }
 
-    /// The block if the allocator has started (figures of an unstarted one are zero).
+    /// The block if the allocator has started (stats of an unstarted one are zero).
     fn started(&self) -> Option<&Inner<P>> {
         // SAFETY: as in `inner`.
         NonNull::new(self.inner.load(Ordering::Acquire)).map(|p| unsafe { p.as_ref() })

@@ -1,4 +1,4 @@
-//! A common allocator's upkeep: its figures and report, trimming, the frame tick and
+//! A common allocator's upkeep: its stats and report, trimming, the frame tick and
 //! phases of the retention, and the locks a `fork` takes.
 
 use bento_pages::{CommitCache, PageSource};
@@ -222,12 +222,12 @@ impl<P: PageSource> CommonAllocator<P> {
         }
     }
 
-    /// The allocator's figures, per region and in total (all zero before it starts).
+    /// The allocator's stats, per region and in total (all zero before it starts).
     ///
     /// Exact when no other thread allocates or frees meanwhile. While others do, each
     /// region is read at one moment, under its lock, with the blocks the threads'
     /// caches keep of it: a block moving between a region and a cache is never
-    /// counted twice or missed, so a region's live figure is what the threads held of
+    /// counted twice or missed, so a region's live stat is what the threads held of
     /// it while it was read (a thread's blocks counted as they were when its cache was
     /// read), give or take the blocks freed meanwhile on another thread than the one
     /// that allocated them. The totals add regions read one after another.
@@ -236,7 +236,7 @@ impl<P: PageSource> CommonAllocator<P> {
             .map_or_else(crate::stats::CommonStats::default, Inner::stats)
     }
 
-    /// The figures as a table, one row per region: what a program prints on a debug
+    /// The stats as a table, one row per region: what a program prints on a debug
     /// key or at exit.
     ///
     /// ```
@@ -275,7 +275,7 @@ impl<P: PageSource> CommonAllocator<P> {
 
     /// Checks every region: its space's structures (see
     /// [`MemorySpace::validate`](bento_space::MemorySpace::validate)), its free list, and that the region map gives
-    /// each live block to it; returns the figures recomputed by the walk.
+    /// each live block to it; returns the stats recomputed by the walk.
     ///
     /// # Errors
     ///

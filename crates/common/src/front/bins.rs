@@ -26,7 +26,7 @@ pub(crate) const fn medium_bin(size: usize) -> usize {
 /// A bin of the front end, and the index of its class region: the small classes
 /// in order (`0..classes.len()`), then the medium bins in order. The one number a
 /// class region goes by; [`RegionId`](crate::layer::map::RegionId) is what the
-/// region map and the figures call it.
+/// region map and the stats call it.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 #[repr(transparent)]
 pub(crate) struct Bin(u8);

@@ -8,7 +8,7 @@
 //! end that the thread uses; others take their locked paths on that thread). It is
 //! flushed when the thread exits, by [`CommonAllocator::trim`] on the thread itself,
 //! and when its allocator is dropped on that thread. The allocator keeps a registry
-//! of the caches attached to it, so that its figures count the blocks they hold.
+//! of the caches attached to it, so that its stats count the blocks they hold.
 //!
 //! Blocks of a medium bin are allocated at the bin's size, so a block freed with any
 //! layout of its bin holds the bin's size (the rule the large region keeps while the

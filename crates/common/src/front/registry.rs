@@ -1,5 +1,5 @@
 //! The registry of the thread caches attached to one allocator ([`Registry`]): a
-//! list through the caches' own links, changed under a lock, walked by the figures
+//! list through the caches' own links, changed under a lock, walked by the stats
 //! and the fork guard.
 
 use core::ptr::{self, NonNull};

@@ -151,7 +151,7 @@ impl ThreadCache {
     }
 
     /// The blocks in `bin`. Read by other threads through the registry (a relaxed
-    /// load: a figure, not a synchronisation).
+    /// load: a stat, not a synchronisation).
     #[inline]
     pub(crate) fn count(&self, bin: Bin) -> u32 {
         self.bins[bin.index()].count.load(Ordering::Relaxed)

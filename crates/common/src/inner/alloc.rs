@@ -80,7 +80,7 @@ impl<P: PageSource> Inner<P> {
         let first = NonNull::new(chain).ok_or(AllocError)?;
         // SAFETY: a chain of `n` free blocks of this bin, linked through their first
         // words; the bin is empty (a refill follows a failed pop). Installed under
-        // the region's lock, so that a reader of the figures sees the blocks in the
+        // the region's lock, so that a reader of the stats sees the blocks in the
         // region or in the cache. The first, handed out, loses any freed mark (as a
         // pop clears it): it holds at least 16 bytes.
         unsafe {

@@ -248,7 +248,7 @@ impl<P: PageSource> Inner<P> {
         let rest = cache.cut(bin, keep);
         let mut held = self.class(bin).lock();
         // The count drops under the region's lock, as the blocks reach their runs: a
-        // reader of the figures under that lock sees them in one place or the other.
+        // reader of the stats under that lock sees them in one place or the other.
         cache.set_count(bin, keep);
         // SAFETY: the rest of the bin: `count - keep` free blocks of its class region
         // linked through their first words, given back once.

@@ -31,7 +31,7 @@ pub(crate) const MAX_REGIONS: usize = MAX_CLASSES + 1 + MEDIUM_BINS;
 
 /// The allocator's block: what exists once it has started.
 ///
-/// Its regions, in the order of the figures (region id = index + 1): under
+/// Its regions, in the order of the stats (region id = index + 1): under
 /// `Routing::BySize` the small classes, the large region, then the 32 medium bins;
 /// under `Routing::Contention` the general regions alone.
 pub(crate) struct Inner<P: PageSource> {
@@ -51,8 +51,8 @@ pub(crate) struct Inner<P: PageSource> {
     pub(crate) block_bytes: usize,
     /// What the commit cache's slot table took from the source.
     pub(crate) table_bytes: usize,
-    /// The number of small classes: the bin (and figures index) of the first medium
-    /// bin, and the figures index of the first general region.
+    /// The number of small classes: the bin (and stats index) of the first medium
+    /// bin, and the stats index of the first general region.
     smalls: usize,
     // Invariant: `generals` points at `general_count` initialised general regions in
     // the block and `class_regions` at `class_count` class regions (indexed by
@@ -109,13 +109,13 @@ impl<P: PageSource> Inner<P> {
         self.general(0)
     }
 
-    /// Every region in the order of the figures (and of the ids, less one): the
+    /// Every region in the order of the stats (and of the ids, less one): the
     /// small classes, the general regions, then the medium bins.
     pub(crate) fn slots(&self) -> impl Iterator<Item = Owner<'_, P>> {
         (0..self.class_count + self.general_count).map(|slot| self.slot(slot))
     }
 
-    /// The region of figures index `slot` (below the region count).
+    /// The region of stats index `slot` (below the region count).
     fn slot(&self, slot: usize) -> Owner<'_, P> {
         if slot < self.smalls {
             let bin = Bin::new(slot);

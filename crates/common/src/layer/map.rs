@@ -32,8 +32,8 @@ const ADDR_BITS: u32 = if usize::BITS >= 64 { 48 } else { usize::BITS };
 /// Top-level entries.
 pub(crate) const TOP: usize = 1 << (ADDR_BITS - GRANULE_SHIFT - LEAF_SHIFT);
 
-/// A region's name in the region map: its index in the figures plus one (0 is
-/// [`NOBODY`]). The figures list the small classes, the general regions, then the
+/// A region's name in the region map: its index in the stats plus one (0 is
+/// [`NOBODY`]). The stats list the small classes, the general regions, then the
 /// medium bins.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 #[repr(transparent)]
@@ -43,13 +43,13 @@ pub(crate) struct RegionId(u8);
 pub(crate) const NOBODY: RegionId = RegionId(0);
 
 impl RegionId {
-    /// The id of the region at figures index `slot` (at most 65 regions: far below
+    /// The id of the region at stats index `slot` (at most 65 regions: far below
     /// the 255 an id holds).
     pub(crate) fn of_slot(slot: usize) -> Self {
         Self(u8::try_from(slot + 1).expect("at most 255 regions"))
     }
 
-    /// The region's figures index; `None` for `NOBODY`.
+    /// The region's stats index; `None` for `NOBODY`.
     #[inline]
     pub(crate) fn slot(self) -> Option<usize> {
         usize::from(self.0).checked_sub(1)

@@ -113,7 +113,7 @@ fn run_of(ptr: *mut u8) -> *mut Run {
     ptr.map_addr(|a| a & !(RUN - 1)).cast()
 }
 
-/// A class region's runs and spans, and their figures.
+/// A class region's runs and spans, and their stats.
 pub(crate) struct Runs {
     /// The stride of the region's blocks: its class size, at least 16 (a free block
     /// holds its link and the freed mark).
@@ -715,7 +715,7 @@ impl Runs {
     }
 
     /// Walks every span and run: headers, lists and free lists against each other
-    /// and the figures, each free block owned by this region (`owned`). Returns what
+    /// and the stats, each free block owned by this region (`owned`). Returns what
     /// it counted, or the address where it went wrong.
     pub(crate) fn validate(
         &self,

@@ -1,4 +1,4 @@
-//! The per-thread front end: blocks cached per thread, counted in the figures,
+//! The per-thread front end: blocks cached per thread, counted in the stats,
 //! flushed by `trim`, at thread exit and when the allocator is dropped, and moving
 //! between threads.
 
@@ -179,7 +179,7 @@ fn contention_routing_has_no_front_end() {
 fn figures_read_while_threads_churn_stay_within_what_was_live() {
     const HELD_BY_MAIN: usize = 100;
     const EACH: usize = 20;
-    // Fewer under Miri, where each read of the figures walks every region slowly.
+    // Fewer under Miri, where each read of the stats walks every region slowly.
     const WORKERS: usize = cases(8, 2);
     let pages = Metered::new(heap());
     let common = with_front(&pages);

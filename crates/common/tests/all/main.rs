@@ -2,13 +2,13 @@
 //! `#[global_allocator]` tests are binaries of their own (`tests/global_*.rs`).
 
 mod bad_input;
-mod figures;
 mod fixed_memory;
 mod front;
 mod model;
 mod prepare;
 mod retention;
 mod runs;
+mod stats;
 
 use std::cell::RefCell;
 
@@ -16,7 +16,7 @@ use bento_align::Alignment;
 use bento_common::{CommonAllocator, CommonConfig, Misuse, PageSource, Routing};
 use bento_pages::HeapPages;
 use bento_space::SpaceConfig;
-use bento_testkit::Figures;
+use bento_testkit::Stats;
 
 std::thread_local! {
     /// The misuse reported to [`record`] on this thread.
@@ -81,9 +81,9 @@ pub(crate) fn on_heap(routing: Routing) -> CommonAllocator<HeapPages> {
     CommonAllocator::with_config(c.with_pages(heap()))
 }
 
-/// `validate()` as the testkit's self-check, with the figures the model compares,
+/// `validate()` as the testkit's self-check, with the stats the model compares,
 /// and the totals checked against the regions'.
-pub(crate) fn check<P: PageSource>(common: &&CommonAllocator<P>) -> Result<Figures, String> {
+pub(crate) fn check<P: PageSource>(common: &&CommonAllocator<P>) -> Result<Stats, String> {
     let walked = common.validate().map_err(|c| c.to_string())?;
     let counted = common.stats();
     if (walked.live_blocks, walked.live_bytes) != (counted.live_blocks, counted.live_bytes) {
@@ -98,7 +98,7 @@ pub(crate) fn check<P: PageSource>(common: &&CommonAllocator<P>) -> Result<Figur
             counted.resident, counted.committed
         ));
     }
-    Ok(Figures {
+    Ok(Stats {
         live_blocks: Some(walked.live_blocks),
         live_bytes: Some(walked.live_bytes),
     })

@@ -155,7 +155,7 @@ fn what_an_unload_frees_is_kept_through_the_load() {
 }
 
 /// Threads allocate and free while another ticks, changes phase and trims: the
-/// figures stay consistent and everything decays at the end.
+/// stats stay consistent and everything decays at the end.
 #[test]
 fn ticks_and_trims_from_another_thread_meet_allocations() {
     let common = CommonAllocator::with_config(

@@ -150,7 +150,7 @@ impl<G: Guards, T: Tracking> HeapBuilder<G, T> {
     }
 
     /// Called before a request over the budget (this heap's or an ancestor's) is
-    /// refused, with the heap's figures and the request: it may free memory (flush a
+    /// refused, with the heap's stats and the request: it may free memory (flush a
     /// cache) and answer [`Retry::Again`] for one more try.
     ///
     /// The callback may allocate, from this heap too; but a request it makes that
@@ -166,7 +166,7 @@ impl<G: Guards, T: Tracking> HeapBuilder<G, T> {
         self
     }
 
-    /// Makes the heap a child of `parent`: its blocks count in `parent`'s figures and
+    /// Makes the heap a child of `parent`: its blocks count in `parent`'s stats and
     /// against its budget, and every ancestor's; its leak report goes to `parent` when
     /// it is dropped.
     pub fn parent<A2, G2: Guards, T2: Tracking>(mut self, parent: &Heap<A2, G2, T2>) -> Self {

@@ -28,7 +28,7 @@ use crate::track::{Leak, NoTracking, TagStats, Tracked, Tracking};
 type BudgetFn = dyn Fn(&HeapStats, Layout) -> Retry + Send + Sync;
 
 /// A named heap over the allocator `A` (any allocator-api2 0.2 `Allocator`: a
-/// `&MemorySpace`, a `&CommonAllocator`, a `&Bump`, `Global`), with a budget, figures,
+/// `&MemorySpace`, a `&CommonAllocator`, a `&Bump`, `Global`), with a budget, stats,
 /// and the debug policies an engine turns on per subsystem: guards `G`
 /// ([`NoGuards`] or [`Canaries`](crate::Canaries)), tracking `T` ([`NoTracking`] or
 /// [`Tracked`]), a [`FillPattern`], tags, a parent heap, an [`EventSink`].
@@ -215,7 +215,7 @@ impl<A: Allocator, G: Guards, T: Tracking> Heap<A, G, T> {
         &self.inner
     }
 
-    /// The heap's figures (its children's blocks included).
+    /// The heap's stats (its children's blocks included).
     #[must_use]
     pub fn stats(&self) -> HeapStats {
         self.account.stats()
@@ -626,7 +626,7 @@ impl<A: Allocator, G: Guards> Heap<A, G, Tracked> {
         leaks
     }
 
-    /// Figures per tag, in the order the tags first appeared.
+    /// Stats per tag, in the order the tags first appeared.
     #[must_use]
     pub fn tag_stats(&self) -> Vec<TagStats> {
         self.tracking.tag_stats()

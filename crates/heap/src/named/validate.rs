@@ -1,4 +1,4 @@
-//! [`Heap::check`]: every tracked block's guards and the table against the figures,
+//! [`Heap::check`]: every tracked block's guards and the table against the stats,
 //! and [`HeapCorruption`], what it finds.
 
 use core::fmt;
@@ -13,8 +13,8 @@ use crate::track::Tracking;
 
 impl<A: Allocator, G: Guards, T: Tracking> Heap<A, G, T> {
     /// Checks the heap: every tracked block's guards (a broken one is also reported
-    /// through the misuse hook), and the figures against the table (with tracking) or
-    /// against each other. Returns the figures.
+    /// through the misuse hook), and the stats against the table (with tracking) or
+    /// against each other. Returns the stats.
     ///
     /// # Errors
     ///
@@ -45,11 +45,11 @@ impl<A: Allocator, G: Guards, T: Tracking> Heap<A, G, T> {
     pub fn validate(&self) -> Result<HeapStats, HeapCorruption> {
         let stats = self.stats();
         let name = self.account.name;
-        let figure = |what, counted: usize, recorded: usize| {
+        let stat = |what, counted: usize, recorded: usize| {
             if counted == recorded {
                 Ok(())
             } else {
-                Err(HeapCorruption::Figures {
+                Err(HeapCorruption::Stats {
                     heap: name,
                     what,
                     counted,
@@ -57,12 +57,12 @@ impl<A: Allocator, G: Guards, T: Tracking> Heap<A, G, T> {
                 })
             }
         };
-        figure(
+        stat(
             "live blocks (allocs - frees) within allocs",
             stats.live_blocks.min(stats.total_allocs),
             stats.live_blocks,
         )?;
-        figure(
+        stat(
             "peak at least live",
             stats.peak_bytes.max(stats.live_bytes),
             stats.peak_bytes,
@@ -93,11 +93,11 @@ impl<A: Allocator, G: Guards, T: Tracking> Heap<A, G, T> {
             }
             let (blocks, bytes) = table.live();
             let (own_bytes, own_blocks) = self.account.own_live();
-            figure("live blocks of its own", blocks, own_blocks)?;
-            figure("live bytes of its own", bytes, own_bytes)?;
+            stat("live blocks of its own", blocks, own_blocks)?;
+            stat("live bytes of its own", bytes, own_bytes)?;
             let tags = table.tag_stats();
             let tagged: usize = tags.iter().map(|t| t.live_bytes).sum();
-            figure(
+            stat(
                 "bytes of the tags within the live bytes",
                 tagged.min(bytes),
                 tagged,
@@ -113,11 +113,11 @@ impl<A: Allocator, G: Guards, T: Tracking> Heap<A, G, T> {
 pub enum HeapCorruption {
     /// A block's guard was overwritten.
     Guard(Misuse<'static>),
-    /// Two figures that must agree do not.
-    Figures {
+    /// Two stats that must agree do not.
+    Stats {
         /// The heap.
         heap: &'static str,
-        /// Which figure.
+        /// Which stat.
         what: &'static str,
         /// What the check counted.
         counted: usize,
@@ -139,7 +139,7 @@ impl fmt::Display for HeapCorruption {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Guard(misuse) => write!(f, "{misuse}"),
-            Self::Figures {
+            Self::Stats {
                 heap,
                 what,
                 counted,

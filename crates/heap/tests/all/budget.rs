@@ -313,7 +313,7 @@ fn threads_under_a_parent(threads: usize) {
     assert!(refused.into_inner() > 0, "the workload reached the budget");
     assert!(
         s.peak_bytes >= most_seen.load(Ordering::Relaxed),
-        "peak {} below a live figure seen, {}",
+        "peak {} below a live stat seen, {}",
         s.peak_bytes,
         most_seen.load(Ordering::Relaxed)
     );
@@ -371,7 +371,7 @@ fn grow_and_shrink<A: Allocator>(heap: &Heap<A>, seed: u64, blocks: usize, peak:
 fn the_peak_is_exact_for_one_thread_at_a_time() {
     let heap = unregistered("peak-exact").build(Global);
     let most = grow_and_shrink(&heap, 7, 20, 0);
-    // A second thread takes a lane of its own and goes higher; its figures are
+    // A second thread takes a lane of its own and goes higher; its stats are
     // checked from its side and, after it exits, from here.
     let most =
         std::thread::scope(|s| s.spawn(|| grow_and_shrink(&heap, 11, 40, most)).join()).unwrap();

@@ -13,7 +13,7 @@ use bento_heap::{
     Tracking,
 };
 use bento_primitives::Bump;
-use bento_testkit::{Caps, EntryPoints, Figures, SizeGen, Takes, cases, run, seeded};
+use bento_testkit::{Caps, EntryPoints, SizeGen, Stats, Takes, cases, run, seeded};
 
 /// A heap as the interpreter drives it, taking turns between `alloc`/`free` and the
 /// allocator-api2 0.2 and 0.4 traits, with `check()` at each check.
@@ -38,7 +38,7 @@ fn target<A: Allocator, G: Guards, T: Tracking>(
         .with_api04()
         .with_validate(|heap| {
             let s = heap.validate().map_err(|e| e.to_string())?;
-            Ok(Figures {
+            Ok(Stats {
                 live_blocks: Some(s.live_blocks),
                 live_bytes: Some(s.live_bytes),
             })

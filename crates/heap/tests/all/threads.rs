@@ -1,4 +1,4 @@
-//! Threads: a heap over a `Sync` allocator is `Sync`, and its figures stay exact when
+//! Threads: a heap over a `Sync` allocator is `Sync`, and its stats stay exact when
 //! two threads allocate and free through it, blocks crossing between them.
 
 use core::alloc::Layout;

@@ -1,5 +1,5 @@
 //! Tracking: leaks listed with the file and line that allocated them, tags whose
-//! figures add up, double and foreign frees caught, and the report on drop.
+//! stats add up, double and foreign frees caught, and the report on drop.
 
 use core::alloc::Layout;
 

@@ -104,7 +104,7 @@ fn a_child_outliving_its_parent_reports_its_own_leaks() {
         .build(Global);
     let p = child.alloc(bytes(21)).unwrap();
     drop(parent);
-    // The parent's account lives on with the child: its figures still count.
+    // The parent's account lives on with the child: its stats still count.
     assert_eq!(child.stats().live_bytes, 21);
     drop(child);
     let got = seen();

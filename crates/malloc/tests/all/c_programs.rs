@@ -475,10 +475,10 @@ fn a_program_exits_while_its_purger_ticks() {
 }
 
 /// The most the library keeps for reuse after a free, whatever the peak (the
-/// README's figure), in KiB.
+/// README's stat), in KiB.
 const KEPT_MOST: u64 = 64 * MIB;
 /// What the resident set may hold above the program's own besides the kept pages:
-/// the allocator's tables and partly used runs (the README's figure), in KiB.
+/// the allocator's tables and partly used runs (the README's stat), in KiB.
 const KEPT_SLACK: u64 = 4 * MIB;
 
 /// The bytes the statistics report at exit says are kept for reuse, in KiB.
@@ -486,7 +486,7 @@ fn kept_at_exit(report: &str) -> u64 {
     let line = report
         .lines()
         .find(|l| l.starts_with("resident "))
-        .unwrap_or_else(|| panic!("no figures in the report:\n{report}"));
+        .unwrap_or_else(|| panic!("no stats in the report:\n{report}"));
     let words: Vec<&str> = line.split_whitespace().collect();
     let at = words
         .windows(4)
@@ -509,7 +509,7 @@ fn a_large_peak_freed_whole_keeps_what_the_readme_says() {
     for size in [64usize, 4096, 1 << 20, 20_000_000] {
         for peak in [64u64, 400] {
             let what = format!("{peak} MiB in blocks of {size} bytes");
-            // A decay far longer than the run, so that the figures are the cap's
+            // A decay far longer than the run, so that the stats are the cap's
             // alone; the report at exit says what the allocator keeps.
             let o = run_within(
                 preloaded(&program)

@@ -3,7 +3,7 @@
 //! ([`Retention`]), so that freeing and refilling memory does not turn into system
 //! calls and page faults.
 //!
-//! Here the cache's face (its state, figures and validation); its `PageSource`
+//! Here the cache's face (its state, stats and validation); its `PageSource`
 //! calls (reserve, release, commit, decommit) are in [`source`], its retention policy
 //! (what it keeps, for how long, and the frame tick) in [`retention`], and the table
 //! of kept pages and spare reservations in [`table`].
@@ -23,7 +23,7 @@ use crate::retention::{Decay, Retention};
 use crate::sync::{AtomicUsize, Ordering};
 use crate::{PageError, PageSource};
 
-/// The cache's figures.
+/// The cache's stats.
 ///
 /// ```
 /// use bento_pages::{CommitCache, HeapPages};
@@ -104,7 +104,7 @@ pub enum CacheCorruption {
     Count {
         /// Bytes found.
         counted: usize,
-        /// Bytes the figures say.
+        /// Bytes the stats say.
         recorded: usize,
     },
     /// More is kept than the limit, or the limit exceeds the capacity.
@@ -115,8 +115,8 @@ pub enum CacheCorruption {
         /// The limit.
         limit: usize,
     },
-    /// The spares' count or bytes differ from the figures.
-    #[error("the spare reservations differ from their figures")]
+    /// The spares' count or bytes differ from the stats.
+    #[error("the spare reservations differ from their stats")]
     Spares,
     /// The occupancy map marks an empty slot as holding a page.
     #[error("slot {slot} of the table is marked as holding a page and is empty")]
@@ -542,12 +542,12 @@ impl<P: PageSource> CommitCache<P> {
         }
     }
 
-    /// The cache's figures now.
+    /// The cache's stats now.
     pub fn stats(&self) -> CacheStats {
         self.state.with(|s| s.stats)
     }
 
-    /// Recomputes the cache's figures from its table and spares and checks its
+    /// Recomputes the cache's stats from its table and spares and checks its
     /// invariants: each kept page in the table once, on its probe path, page-aligned,
     /// its slot marked in the occupancy bits and no empty slot marked;
     /// the counts of each generation and the kept bytes agree; at most the limit is

@@ -69,7 +69,7 @@ fn a_commit_past_the_limit_is_refused_and_leaves_nothing_committed() {
 }
 
 /// Threads commit and decommit their own pages through one limit: the peak never
-/// passes it, some commits are refused, and the figures end at zero.
+/// passes it, some commits are refused, and the stats end at zero.
 #[test]
 fn threads_never_claim_past_the_limit_together() {
     let threads = 4;

@@ -4,7 +4,7 @@ use bento_testkit::{Unstructured, cases, seeded_bytes};
 
 const PAGE: usize = 4096;
 
-/// Random calls; the figures must equal what the calls add up to.
+/// Random calls; the stats must equal what the calls add up to.
 #[test]
 fn figures_equal_the_sum_of_the_calls() {
     for case in 0..cases(50, 2) {

@@ -1,4 +1,4 @@
-//! What the linear allocators' `validate` returns: [`BumpReport`], the figures of a
+//! What the linear allocators' `validate` returns: [`BumpReport`], the stats of a
 //! bump allocator ([`Bump`](crate::Bump), [`Arena`](crate::Arena)), and
 //! [`LinearCorruption`], the broken invariant of any linear allocator (the stacks
 //! report a [`StackReport`](crate::StackReport) when whole).

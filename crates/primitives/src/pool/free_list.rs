@@ -20,7 +20,7 @@ const FREED: u8 = 0xDD;
 #[cfg(debug_assertions)]
 const HANDED: u8 = 0xCD;
 
-/// The figures [`Pool::validate`](crate::Pool::validate) (and the other pools'
+/// The stats [`Pool::validate`](crate::Pool::validate) (and the other pools'
 /// `validate`) recomputes by walking the free list.
 ///
 /// ```
@@ -54,7 +54,7 @@ pub struct PoolReport {
 }
 
 impl PoolReport {
-    /// The figures of `capacity` chunks, `touched` of them ever handed out and
+    /// The stats of `capacity` chunks, `touched` of them ever handed out and
     /// `listed` of those on the free list.
     pub(crate) fn new(capacity: usize, touched: usize, listed: usize) -> Self {
         Self {
@@ -125,7 +125,7 @@ pub enum PoolCorruption {
 }
 
 /// Chunks in use, counted on every allocation and free in debug builds and with the
-/// `counters` feature; elsewhere a zero-size placeholder, and the figure comes from a
+/// `counters` feature; elsewhere a zero-size placeholder, and the stat comes from a
 /// walk of the free list instead (see [`FreeList::in_use`]).
 ///
 /// The count is one read-modify-write per operation, and it is what keeps `Pool` from
@@ -286,7 +286,7 @@ impl FreeList {
     /// list's length. The walk stops after as many entries as there are such chunks
     /// (a cycle), and at an entry that is not a chunk the pool handed out (a link
     /// overwritten), so a corrupt list neither holds it up nor leads it outside the
-    /// pool; the figure is then wrong, and `validate` says what is broken.
+    /// pool; the stat is then wrong, and `validate` says what is broken.
     pub(crate) fn walked_in_use(&self) -> usize {
         let touched = self.touched();
         let mut listed = 0;
@@ -329,7 +329,7 @@ impl FreeList {
         ptr.addr() >= self.geo.base.addr() && offset < self.geo.capacity * self.geo.stride
     }
 
-    /// Walks the free list and recomputes the figures; `touched == in_use + listed`,
+    /// Walks the free list and recomputes the stats; `touched == in_use + listed`,
     /// every entry a chunk below the high-water mark, no cycle (debug builds: every
     /// free chunk's poison intact).
     pub(crate) fn validate(&self) -> Result<PoolReport, PoolCorruption> {

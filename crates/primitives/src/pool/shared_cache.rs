@@ -49,7 +49,7 @@ const SLOTS: usize = 2 * SHARED_POOL_CACHE_MAX_BATCH as usize;
 ///
 /// The price: chunks resting in one thread's cache (up to twice the batch) are not
 /// available to the others, so `alloc` on the pool or another cache may return `None`
-/// while a cache still holds free chunks. The pool's figures (`in_use`, `validate`)
+/// while a cache still holds free chunks. The pool's stats (`in_use`, `validate`)
 /// need `&mut SharedPool`, so they are only taken when every cache is gone.
 ///
 /// `&SharedPoolCache` is an allocator-api2 `Allocator` (0.2 and 0.4) for layouts

@@ -122,7 +122,7 @@ impl Chain {
 /// never-used chunks once the free list is empty), and debug builds poison freed chunks
 /// and catch foreign pointers, chunks never handed out, and double frees (a chunk's
 /// link reads `LIVE` while it is in use). There is no counter on the hot path (a shared
-/// counter would double the cost of each pair), so the figures walk the list and need
+/// counter would double the cost of each pair), so the stats walk the list and need
 /// `&mut self`.
 ///
 /// `&SharedPool` is an allocator-api2 `Allocator` (0.2 and 0.4) for layouts that fit a

@@ -5,7 +5,7 @@ use allocator_api2::alloc::Allocator;
 use bento_align::Alignment;
 use bento_pages::{FaultyPages, HeapPages, Metered, PageSource};
 use bento_primitives::{AllocError, Arena, ArenaConfig, FrameArena, FrameBusy};
-use bento_testkit::{Caps, Figures, Ops, SizeGen, Target, cases, forward_to_api02, run, seeded};
+use bento_testkit::{Caps, Ops, SizeGen, Stats, Target, cases, forward_to_api02, run, seeded};
 
 type Faulty = FaultyPages<HeapPages>;
 
@@ -43,12 +43,12 @@ impl Target for ArenaTarget<'_> {
         self.arena.source().fail_commit(k as usize);
     }
 
-    fn validate(&mut self) -> Result<Figures, String> {
+    fn validate(&mut self) -> Result<Stats, String> {
         let used = self.arena.validate().map_err(|e| e.to_string())?.used_bytes;
         if self.arena.committed() < used || self.arena.peak() < used {
             return Err("committed or peak below the bytes in use".into());
         }
-        Ok(Figures::default())
+        Ok(Stats::default())
     }
 }
 

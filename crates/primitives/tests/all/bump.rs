@@ -4,7 +4,7 @@ use allocator_api2::alloc::Allocator;
 use bento_align::Alignment;
 use bento_primitives::{Bump, with_stack_bump};
 use bento_testkit::{
-    Api04, Caps, Figures, Ops, SizeGen, Target, cases, forward_to_api02, run, seeded,
+    Api04, Caps, Ops, SizeGen, Stats, Target, cases, forward_to_api02, run, seeded,
 };
 
 use crate::Buffer;
@@ -20,10 +20,10 @@ impl Target for BumpTarget<'_, '_> {
         self.0.reset();
     }
 
-    fn validate(&mut self) -> Result<Figures, String> {
+    fn validate(&mut self) -> Result<Stats, String> {
         self.0
             .validate()
-            .map(|_| Figures::default())
+            .map(|_| Stats::default())
             .map_err(|e| e.to_string())
     }
 }

@@ -7,9 +7,7 @@ use bento_primitives::{
     AllocError, ArenaConfig, DoubleArena, DoubleStack, LinearCorruption, Marker, MarkerError,
     StackEnd, StackReport,
 };
-use bento_testkit::{
-    Caps, End, Figures, Ops, SizeGen, Target, cases, forward_to_api02, run, seeded,
-};
+use bento_testkit::{Caps, End, Ops, SizeGen, Stats, Target, cases, forward_to_api02, run, seeded};
 
 use crate::Buffer;
 
@@ -117,9 +115,9 @@ impl<D: Double> Target for DoubleTarget<'_, D> {
         self.double.fail_next(k);
     }
 
-    fn validate(&mut self) -> Result<Figures, String> {
+    fn validate(&mut self) -> Result<Stats, String> {
         let r = self.double.validate().map_err(|e| e.to_string())?;
-        Ok(Figures {
+        Ok(Stats {
             live_blocks: Some(r.live_blocks),
             live_bytes: Some(r.live_bytes),
         })

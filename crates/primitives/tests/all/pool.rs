@@ -1,5 +1,5 @@
 //! Pool, TypedPool, GrowingPool and SharedPool: model runs, the debug checks, page
-//! figures, interop, and a threaded stress of the shared pool.
+//! stats, interop, and a threaded stress of the shared pool.
 
 use core::alloc::Layout;
 use core::cell::{Cell, RefCell};
@@ -18,7 +18,7 @@ use bento_primitives::{
     SHARED_POOL_CACHE_BATCH, SharedPool, SharedPoolCache, TypedPool,
 };
 use bento_testkit::{
-    Api02, Caps, End, Figures, Ops, SizeGen, Target, cases, forward_to_api02, run, seeded,
+    Api02, Caps, End, Ops, SizeGen, Stats, Target, cases, forward_to_api02, run, seeded,
 };
 
 use crate::Buffer;
@@ -30,10 +30,10 @@ thread_local! {
     static PEAK_IN_USE: Cell<usize> = const { Cell::new(0) };
 }
 
-/// The figures of a pool's report, noting the peak in use.
-fn figures(report: PoolReport) -> Figures {
+/// The stats of a pool's report, noting the peak in use.
+fn stats(report: PoolReport) -> Stats {
     PEAK_IN_USE.with(|p| p.set(p.get().max(report.in_use)));
-    Figures {
+    Stats {
         live_blocks: Some(report.in_use),
         live_bytes: None,
     }
@@ -162,7 +162,7 @@ fn pool_model() {
     let r = seeded(cases(200, 1), |u| {
         run(
             &mut Api02::with_validate(&&pool, |p| {
-                p.validate().map(figures).map_err(|e| e.to_string())
+                p.validate().map(stats).map_err(|e| e.to_string())
             }),
             &caps,
             u,
@@ -419,8 +419,8 @@ impl Target for TypedTarget<'_, '_> {
         Some(NonNull::slice_from_raw_parts(ptr, 64))
     }
 
-    fn validate(&mut self) -> Result<Figures, String> {
-        self.0.validate().map(figures).map_err(|e| e.to_string())
+    fn validate(&mut self) -> Result<Stats, String> {
+        self.0.validate().map(stats).map_err(|e| e.to_string())
     }
 }
 
@@ -466,8 +466,8 @@ impl Target for GrowingTarget<'_> {
         self.0.source().fail_commit(k as usize);
     }
 
-    fn validate(&mut self) -> Result<Figures, String> {
-        self.0.validate().map(figures).map_err(|e| e.to_string())
+    fn validate(&mut self) -> Result<Stats, String> {
+        self.0.validate().map(stats).map_err(|e| e.to_string())
     }
 }
 
@@ -970,7 +970,7 @@ fn shared_pool_cache_model_and_interop() {
                 &mut Api02::with_validate(&&cache, |c| {
                     let held = c.validate().map_err(|e| e.to_string())?.held;
                     assert!(held < 2 * 3, "a cache holds less than twice its batch");
-                    Ok(Figures {
+                    Ok(Stats {
                         live_blocks: None,
                         live_bytes: None,
                     })

@@ -3,9 +3,7 @@ use core::alloc::Layout;
 use allocator_api2::alloc::Allocator;
 use bento_align::Alignment;
 use bento_primitives::{LifoCheck, Marker, MarkerError, Stack};
-use bento_testkit::{
-    Caps, End, Figures, Ops, SizeGen, Target, cases, forward_to_api02, run, seeded,
-};
+use bento_testkit::{Caps, End, Ops, SizeGen, Stats, Target, cases, forward_to_api02, run, seeded};
 
 use crate::Buffer;
 
@@ -42,9 +40,9 @@ impl Target for StackTarget<'_, '_> {
         }
     }
 
-    fn validate(&mut self) -> Result<Figures, String> {
+    fn validate(&mut self) -> Result<Stats, String> {
         let r = self.stack.validate().map_err(|e| e.to_string())?;
-        Ok(Figures {
+        Ok(Stats {
             live_blocks: Some(r.live_blocks),
             live_bytes: Some(r.live_bytes),
         })

@@ -275,7 +275,7 @@ impl Core {
             // SAFETY: a free chunk's interior in an ordinary segment: page-aligned and
             // decommitted (the invariant of `interior`); committed, it holds nothing
             // that is read before a carve commits it again, so it goes back at once,
-            // and the space's figures never see it.
+            // and the space's stats never see it.
             unsafe {
                 if !pages.commit(ptr, len) {
                     break;

@@ -220,7 +220,7 @@ impl Core {
             debug_assert_eq!(
                 (*seg).committed,
                 head_run,
-                "segment {seg:p}: committed figure"
+                "segment {seg:p}: committed stat"
             );
             (*seg).live = 0;
             (*seg).cached = 0;
@@ -465,7 +465,7 @@ impl Core {
         }
     }
 
-    /// Takes `seg` out of the segment list and its bytes out of the figures.
+    /// Takes `seg` out of the segment list and its bytes out of the stats.
     ///
     /// # Safety
     ///

@@ -1,7 +1,7 @@
 //! The allocator logic that does not depend on the page source, a file per operation:
 //! [`alloc`] (carving chunks out of the index), [`free`] (freeing and merging them),
 //! [`resize`] (in place), [`commit`] (the pages of ordinary segments) and [`probe`]
-//! (checking a pointer a caller frees); here, the state they share and the figures.
+//! (checking a pointer a caller frees); here, the state they share and the stats.
 
 mod alloc;
 mod commit;
@@ -21,7 +21,7 @@ use crate::chunk::flags::{BASE, DEDICATED};
 /// The flags that name a chunk's segment kind.
 const KIND_MASK: usize = DEDICATED | BASE;
 
-/// The space's figures, kept on the hot path.
+/// The space's stats, kept on the hot path.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Counters {
     pub(crate) reserved: usize,
@@ -32,7 +32,7 @@ pub(crate) struct Counters {
     pub(crate) live_blocks: usize,
     pub(crate) segments: usize,
     /// Bytes of live segments outside their chunks: each one's header (up to its first
-    /// chunk) and end fence. With the other figures it gives the free bytes, so the
+    /// chunk) and end fence. With the other stats it gives the free bytes, so the
     /// index keeps no count of its own on the hot path.
     pub(crate) overhead: usize,
 }
@@ -230,8 +230,8 @@ impl Core {
         (n, bytes)
     }
 
-    /// The figures, as counted (the counters hold cached chunks as in use; the
-    /// figures call them free).
+    /// The stats, as counted (the counters hold cached chunks as in use; the
+    /// stats call them free).
     pub(crate) fn stats(&self) -> SpaceStats {
         let c = &self.counters;
         let (cached_blocks, cached_bytes) = self.cached();
@@ -255,7 +255,7 @@ impl Core {
 /// read of the core, and the few changes the page side makes to it; everything else
 /// goes through the operations of this module's files.
 impl Core {
-    /// The figures, as the hot path keeps them.
+    /// The stats, as the hot path keeps them.
     #[inline]
     pub(crate) const fn counters(&self) -> &Counters {
         &self.counters
@@ -267,7 +267,7 @@ impl Core {
     }
 
     /// Puts back the peaks [`peaks`](Self::peaks) read: a failed allocation changes
-    /// no figure.
+    /// no stat.
     pub(crate) fn restore_peaks(&mut self, (reserved, committed): (usize, usize)) {
         self.counters.max_reserved = reserved;
         self.counters.max_committed = committed;

@@ -1,5 +1,5 @@
 //! [`MemorySpace`]: the page-source side over [`Core`]: the API here, segments in and
-//! out in [`segments`], figures, trimming and the frame tick in [`upkeep`].
+//! out in [`segments`], stats, trimming and the frame tick in [`upkeep`].
 
 mod segments;
 mod upkeep;

@@ -213,7 +213,7 @@ impl<'a, P: PageSource> Entered<'a, P> {
                 release_segment(&self.core, pages, seg, (0, 0), 0);
             }
         }
-        // A failed allocation changes no figure, peaks included.
+        // A failed allocation changes no stat, peaks included.
         self.core.restore_peaks(peaks);
         Err(AllocError)
     }
@@ -426,7 +426,7 @@ unsafe fn release_segment<P: PageSource>(
                 decommitted += hi - lo;
             });
         }
-        debug_assert_eq!(decommitted, committed, "segment {seg:p}: committed figure");
+        debug_assert_eq!(decommitted, committed, "segment {seg:p}: committed stat");
         pages.release(base, size);
     }
     fit_commit_cache(pages, core.counters().reserved, core.granularity());

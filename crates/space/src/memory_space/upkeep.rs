@@ -1,4 +1,4 @@
-//! A space's upkeep: its figures, trimming, the frame tick and phases of the
+//! A space's upkeep: its stats, trimming, the frame tick and phases of the
 //! retention, and its accessors.
 
 use bento_pages::{CommitCache, PageSource};
@@ -11,7 +11,7 @@ use crate::stats::SpaceStats;
 use super::segments::release_all;
 
 impl<P: PageSource> MemorySpace<P> {
-    /// The space's figures, from its counters (O(1)).
+    /// The space's stats, from its counters (O(1)).
     ///
     /// ```
     /// use bento_pages::HeapPages;
@@ -239,7 +239,7 @@ impl<P: PageSource> MemorySpace<P> {
         release_all(self.state.get_mut(), self.pages.as_ref())
     }
 
-    /// What the source under the cache has committed, and what the space's figures
+    /// What the source under the cache has committed, and what the space's stats
     /// say it should have: the space's committed bytes outside the base segment, the
     /// pages parked in the cache and the cache's table. `None` without a source.
     pub(crate) fn source_committed(&self, state: &State) -> Option<(usize, usize)> {

@@ -121,7 +121,7 @@ unsafe fn scan_cache<P: PageSource>(
     Ok(())
 }
 
-/// A figure of the whole cache that its lists do not bear out.
+/// A stat of the whole cache that its lists do not bear out.
 fn miscount(name: &'static str, counted: usize, recorded: usize) -> SpaceCorruption {
     SpaceCorruption {
         segment: 0,

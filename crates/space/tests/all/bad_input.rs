@@ -69,9 +69,9 @@ fn a_refused_reserve_or_commit_changes_nothing() {
     // SAFETY: live.
     unsafe { keep.as_ptr().write_bytes(9, 60_000) };
     let before = space.stats();
-    // The space's own figures, and the bytes the source holds for it; the source's
+    // The space's own stats, and the bytes the source holds for it; the source's
     // call counts do change (a reserve made and given back, a refused call).
-    let figures = |s: SpaceStats| {
+    let stats = |s: SpaceStats| {
         (
             SpaceStats {
                 source: Default::default(),
@@ -90,14 +90,14 @@ fn a_refused_reserve_or_commit_changes_nothing() {
         }
         // An ordinary segment, then a dedicated one: both refused.
         assert!(space.alloc(Layout::new::<[u8; 10_000]>()).is_err());
-        assert_eq!(figures(space.stats()), figures(before));
+        assert_eq!(stats(space.stats()), stats(before));
         if fail == 0 {
             pages.fail_reserve(0);
         } else {
             pages.fail_commit(0);
         }
         assert!(space.alloc(Layout::new::<[u8; 100_000]>()).is_err());
-        assert_eq!(figures(space.stats()), figures(before));
+        assert_eq!(stats(space.stats()), stats(before));
         space.validate().unwrap();
     }
     assert_eq!(pages.injected(), 4);

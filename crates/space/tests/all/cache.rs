@@ -200,7 +200,7 @@ mod misuse {
 #[test]
 #[cfg_attr(
     miri,
-    ignore = "8 MB of blocks; a policy figure, its code paths run in the other cache tests"
+    ignore = "8 MB of blocks; a policy stat, its code paths run in the other cache tests"
 )]
 fn the_cache_holds_a_share_of_the_bytes_in_use() {
     // 1 MiB allowed by the configuration, but a heap of about 8 MiB in use keeps at

@@ -19,7 +19,7 @@ use bento_pages::PageSource;
 #[cfg(debug_assertions)]
 use bento_space::Misuse;
 use bento_space::{MemorySpace, SpaceConfig};
-use bento_testkit::Figures;
+use bento_testkit::Stats;
 
 #[cfg(debug_assertions)]
 std::thread_local! {
@@ -71,15 +71,15 @@ pub(crate) const BY_FRAMES: SpaceConfig = SpaceConfig::DEFAULT.with_retention(
 
 /// Small segments, so that programs cross segment and threshold boundaries and Miri
 /// stays quick: 4 KiB pages, 64 KiB segments, dedicated from 16 KiB, and no commit
-/// cache, so that the source's figures are the space's own.
+/// cache, so that the source's stats are the space's own.
 pub(crate) const SMALL: SpaceConfig = SpaceConfig::DEFAULT
     .with_page_size(4096)
     .with_segment_granularity(64 << 10)
     .with_segment_threshold(16 << 10)
     .with_commit_cache(0);
 
-/// `validate()` as the testkit's self-check, with the figures the model compares.
-pub(crate) fn check<P: PageSource>(space: &&MemorySpace<P>) -> Result<Figures, String> {
+/// `validate()` as the testkit's self-check, with the stats the model compares.
+pub(crate) fn check<P: PageSource>(space: &&MemorySpace<P>) -> Result<Stats, String> {
     let report = space.validate().map_err(|c| c.to_string())?;
     let stats = space.stats();
     if report.live_bytes + report.free_bytes + report.overhead != report.reserved
@@ -90,7 +90,7 @@ pub(crate) fn check<P: PageSource>(space: &&MemorySpace<P>) -> Result<Figures, S
     if stats.reserved < stats.committed {
         return Err(format!("reserved below committed: {stats:?}"));
     }
-    Ok(Figures {
+    Ok(Stats {
         live_blocks: Some(stats.live_blocks),
         live_bytes: Some(stats.live_bytes),
     })

@@ -1,4 +1,4 @@
-//! Segments come and go with their blocks; figures, walking and resizing.
+//! Segments come and go with their blocks; stats, walking and resizing.
 
 use core::alloc::Layout;
 use core::ptr::NonNull;

@@ -92,7 +92,7 @@ fn a_warm_is_bounded_by_the_fresh_free_space() {
     assert!(warmed > 0 && warmed < 1 << 20, "{warmed}");
     assert_eq!(warmed % 4096, 0);
     // A second warm of what is kept already passes it through once more, and the
-    // figures still add up.
+    // stats still add up.
     assert_eq!(space.warm(usize::MAX), warmed);
     check(&&space).unwrap();
     assert_eq!(
@@ -109,11 +109,11 @@ fn a_warm_fixed_memory_refuses_changes_nothing() {
     let space = MemorySpace::new(&limited, KEPT).unwrap();
     let first = blocks(&space, 1);
     let committed = limited.stats().committed;
-    let figures = space.stats();
+    let stats = space.stats();
     // More than the limit leaves: refused, nothing committed, nothing lost.
     assert_eq!(space.warm(1 << 20), 0);
     assert_eq!(limited.stats().committed, committed);
-    assert_eq!(space.stats().committed, figures.committed);
+    assert_eq!(space.stats().committed, stats.committed);
     check(&&space).unwrap();
     // What the limit allows is warmed and kept.
     assert!(committed + (64 << 10) <= 256 << 10, "{committed}");

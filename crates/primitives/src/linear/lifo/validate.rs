@@ -1,4 +1,4 @@
-//! An end's validation: its header chain walked against its figures, as a
+//! An end's validation: its header chain walked against its stats, as a
 //! [`StackReport`].
 
 use crate::linear::corruption::LinearCorruption;

@@ -1,4 +1,4 @@
-//! The figures, the report, the region map, trimming back to the baseline, and the
+//! The stats, the report, the region map, trimming back to the baseline, and the
 //! shared page layer's promises.
 
 use core::alloc::Layout;
