@@ -1,5 +1,5 @@
-//! How a common allocator is shaped: [`CommonConfig`], its [`SizeClasses`] and
-//! [`Routing`], and what is wrong with a bad one.
+//! How a common allocator is shaped: [`CommonConfig`], its [`SizeClasses`],
+//! [`LargeConfig`] and [`Routing`], and what is wrong with a bad one.
 
 #[cfg(all(feature = "os", any(unix, windows)))]
 use bento_pages::SystemPages;
@@ -204,6 +204,69 @@ pub enum Routing {
     },
 }
 
+/// The shape of the large region's memory space (and of each region's under
+/// [`Routing::Contention`]): the three knobs of a [`SpaceConfig`] that the allocator
+/// leaves to its user. The others are the allocator's own: nothing is reserved up
+/// front, the commit cache is the one the regions share
+/// ([`CommonConfig::commit_cache`], under [`CommonConfig::retention`]), and the
+/// block cache is [`CommonConfig::block_cache`].
+///
+/// ```
+/// use bento_common::{CommonConfig, LargeConfig};
+///
+/// let large = LargeConfig::DEFAULT.with_segment_granularity(8 << 20);
+/// let config = CommonConfig::DEFAULT.with_large(large);
+/// assert_eq!(config.large.segment_threshold, 16 << 20);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LargeConfig {
+    /// The unit the region commits in (see [`SpaceConfig::page_size`]).
+    pub page_size: usize,
+    /// The size of an ordinary segment (see [`SpaceConfig::segment_granularity`]),
+    /// at least 64 KiB.
+    pub segment_granularity: usize,
+    /// Requests of at least this many bytes get a segment of their own (see
+    /// [`SpaceConfig::segment_threshold`]).
+    pub segment_threshold: usize,
+}
+
+impl LargeConfig {
+    /// 64 KiB pages, 32 MiB segments, a segment of its own for requests of 16 MiB
+    /// and more.
+    pub const DEFAULT: Self = Self {
+        page_size: 64 << 10,
+        segment_granularity: 32 << 20,
+        segment_threshold: 16 << 20,
+    };
+
+    /// This shape committing in pages of `bytes`.
+    #[must_use]
+    pub const fn with_page_size(mut self, bytes: usize) -> Self {
+        self.page_size = bytes;
+        self
+    }
+
+    /// This shape with ordinary segments of `bytes`.
+    #[must_use]
+    pub const fn with_segment_granularity(mut self, bytes: usize) -> Self {
+        self.segment_granularity = bytes;
+        self
+    }
+
+    /// This shape giving requests of `bytes` and more a segment of their own.
+    #[must_use]
+    pub const fn with_segment_threshold(mut self, bytes: usize) -> Self {
+        self.segment_threshold = bytes;
+        self
+    }
+}
+
+impl Default for LargeConfig {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
+}
+
 /// The shape of a [`CommonAllocator`](crate::CommonAllocator): its page source, size
 /// classes, region shapes, routing and the bounds of its caches.
 ///
@@ -230,9 +293,8 @@ pub struct CommonConfig<P> {
     /// goes back at the next `trim` or decay step.
     pub small_segment: usize,
     /// The shape of the large region (and of each region under
-    /// [`Routing::Contention`]). Its `commit_cache` and `block_cache` fields are
-    /// ignored: the allocator's own ones below apply.
-    pub large: SpaceConfig,
+    /// [`Routing::Contention`]).
+    pub large: LargeConfig,
     /// How requests find their region.
     pub routing: Routing,
     /// Bytes of freed pages the one commit cache of the whole allocator may keep
@@ -335,10 +397,7 @@ impl<P> CommonConfig<P> {
             pages,
             classes: SizeClasses::DEFAULT,
             small_segment: 1 << 20,
-            large: SpaceConfig::DEFAULT
-                .with_segment_granularity(32 << 20)
-                .with_segment_threshold(16 << 20)
-                .with_page_size(64 << 10),
+            large: LargeConfig::DEFAULT,
             routing: Routing::BySize,
             commit_cache: 64 << 20,
             retention: Retention::DEFAULT,
@@ -364,7 +423,7 @@ impl<P> CommonConfig<P> {
 
     /// This configuration with another large-region shape.
     #[must_use]
-    pub const fn with_large(mut self, large: SpaceConfig) -> Self {
+    pub const fn with_large(mut self, large: LargeConfig) -> Self {
         self.large = large;
         self
     }
@@ -436,7 +495,10 @@ impl<P> CommonConfig<P> {
 
     /// The space configuration of the large region (and of the contention regions).
     pub(crate) const fn large_space(&self) -> SpaceConfig {
-        self.large
+        SpaceConfig::DEFAULT
+            .with_page_size(self.large.page_size)
+            .with_segment_granularity(self.large.segment_granularity)
+            .with_segment_threshold(self.large.segment_threshold)
             .with_initial_capacity(0)
             .with_commit_cache(0)
             .with_block_cache(self.block_cache)

@@ -27,7 +27,7 @@ pub use crate::allocator::CommonAllocator;
 #[cfg(all(feature = "std", not(bento_loom)))]
 pub use crate::allocator::purge::Purger;
 pub use crate::config::{
-    CommonConfig, CommonError, MAX_CLASSES, MAX_CONTENTION_REGIONS, MAX_SMALL, Routing,
-    SMALL_ALIGN, SizeClasses,
+    CommonConfig, CommonError, LargeConfig, MAX_CLASSES, MAX_CONTENTION_REGIONS, MAX_SMALL,
+    Routing, SMALL_ALIGN, SizeClasses,
 };
 pub use crate::stats::{CommonCorruption, CommonLeaks, CommonReport, CommonStats, RegionStats};

@@ -17,7 +17,8 @@ static GLOBAL: CommonAllocator<miri_pages::SystemHeap> = CommonAllocator::with_c
     bento_common::CommonConfig::DEFAULT
         .with_pages(miri_pages::SystemHeap)
         .with_large(
-            bento_space::SpaceConfig::DEFAULT
+            bento_common::LargeConfig::DEFAULT
+                .with_page_size(4096)
                 .with_segment_granularity(256 << 10)
                 .with_segment_threshold(64 << 10),
         )

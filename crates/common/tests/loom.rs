@@ -11,9 +11,8 @@ use core::ptr::NonNull;
 use std::sync::Arc;
 
 use bento_align::Alignment;
-use bento_common::{CommonAllocator, CommonConfig, Routing, SizeClasses};
+use bento_common::{CommonAllocator, CommonConfig, LargeConfig, Routing, SizeClasses};
 use bento_pages::{HeapPages, Metered};
-use bento_space::SpaceConfig;
 use bento_testkit::loom::in_threads;
 
 type Pages = Arc<Metered<HeapPages>>;
@@ -24,7 +23,7 @@ fn common(pages: Pages, routing: Routing, front: bool) -> &'static CommonAllocat
         .with_pages(())
         .with_classes(SizeClasses::new(&[16, 32]))
         .with_large(
-            SpaceConfig::DEFAULT
+            LargeConfig::DEFAULT
                 .with_page_size(4096)
                 .with_segment_granularity(256 << 10)
                 .with_segment_threshold(64 << 10),

@@ -4,9 +4,10 @@
 use core::alloc::Layout;
 use core::ptr::NonNull;
 
+use bento_common::LargeConfig;
 use bento_common::{CommonAllocator, CommonError, Misuse, Routing};
 use bento_pages::FaultyPages;
-use bento_space::{SpaceConfig, SpaceError};
+use bento_space::SpaceError;
 
 use crate::{heap, on_heap, seen, shape};
 
@@ -39,7 +40,7 @@ fn bad_configurations_fail_every_allocation() {
         assert!(common.stats().regions().is_empty());
         assert!(!want.to_string().is_empty());
     }
-    let bad_space = shape().with_large(SpaceConfig::DEFAULT.with_segment_threshold(0));
+    let bad_space = shape().with_large(LargeConfig::DEFAULT.with_segment_threshold(0));
     let common = CommonAllocator::with_config(bad_space.with_pages(heap()));
     assert!(matches!(
         common.init(),
@@ -235,7 +236,7 @@ fn a_free_without_a_layout_is_probed_in_release_builds() {
 fn the_probe_passes_aligned_and_dedicated_blocks() {
     let _ = seen();
     let large_pages = shape().with_large(
-        SpaceConfig::DEFAULT
+        LargeConfig::DEFAULT
             .with_page_size(128 << 10)
             .with_segment_granularity(4 << 20)
             .with_segment_threshold(1 << 20),

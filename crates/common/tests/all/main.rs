@@ -13,9 +13,9 @@ mod stats;
 use std::cell::RefCell;
 
 use bento_align::Alignment;
+use bento_common::LargeConfig;
 use bento_common::{CommonAllocator, CommonConfig, Misuse, PageSource, Routing};
 use bento_pages::HeapPages;
-use bento_space::SpaceConfig;
 use bento_testkit::Stats;
 
 std::thread_local! {
@@ -46,7 +46,7 @@ pub(crate) fn shape() -> CommonConfig<()> {
     CommonConfig::DEFAULT
         .with_pages(())
         .with_large(
-            SpaceConfig::DEFAULT
+            LargeConfig::DEFAULT
                 .with_page_size(4096)
                 .with_segment_granularity(LARGE_SEGMENT)
                 .with_segment_threshold(LARGE_SEGMENT / 4),
