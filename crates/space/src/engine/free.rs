@@ -6,7 +6,7 @@ use core::ptr::{self, NonNull};
 use crate::block_cache;
 use crate::chunk::flags::{BASE, DEDICATED, IN_USE, PREV_IN_USE};
 use crate::chunk::{FENCE, HEADER, IN_USE_OVERHEAD, Kind, Segment, raw};
-use crate::engine::{Core, Freed, KIND_MASK, PageOps};
+use crate::engine::{Core, Freed, KIND_MASK, Left, PageOps};
 
 impl Core {
     /// The header of the segment chunk `c` lies in, from the kind bits of its head.
@@ -147,7 +147,8 @@ impl Core {
     /// walks the segment's chunks, takes every cached one out of the cache and every
     /// free one out of the index, uncounts them and `c`, decommits the segment's
     /// committed runs behind the walk but the first (which holds the header, still
-    /// read: see `head_run`), and unlinks the segment for the caller to release.
+    /// read: see [`Left::HeadRun`]), and unlinks the segment for the caller to
+    /// release.
     /// Nothing merges and no tag changes.
     ///
     /// # Safety
@@ -224,9 +225,7 @@ impl Core {
             );
             (*seg).live = 0;
             (*seg).cached = 0;
-            let freed = self.unlink_segment(seg, (0, 0));
-            self.head_run = head_run;
-            freed
+            self.unlink_segment(seg, Left::HeadRun(head_run))
         }
     }
 
@@ -249,8 +248,8 @@ impl Core {
                     );
                     // Never so by `Segment::cached`'s invariant; should a segment
                     // empty all the same, it still goes back.
-                    if let Freed::Release(seg) = freed {
-                        pages.release(self, seg);
+                    if let Freed::Release(seg, left) = freed {
+                        pages.release(self, seg, left);
                     }
                 }
             }
@@ -260,6 +259,14 @@ impl Core {
     /// Frees the in-use chunk `c`: merges it with free neighbours, decommits the
     /// pages that are now wholly inside free space, and lists the result; or, when
     /// that empties the segment, unlinks the segment for the caller to release.
+    ///
+    /// In steps: the counts; a dedicated segment or the last chunk of an ordinary one
+    /// goes whole; otherwise the chunk merges with the free one below it
+    /// ([`merge_below`](Self::merge_below), which takes the one above too when free),
+    /// or with the one above alone ([`merge_above`](Self::merge_above)), or is listed
+    /// alone ([`list_alone`](Self::list_alone)); then the merged chunk's footer and
+    /// its neighbour's head are written ([`close`](Self::close)), and its interior
+    /// pages are decommitted ([`decommit_merged`](Self::decommit_merged)).
     ///
     /// The merged chunk takes the list place of the free neighbour it grows (the one
     /// before it, or the one after it when that is the only one), so a block freed
@@ -298,7 +305,7 @@ impl Core {
         };
         if kind & DEDICATED != 0 {
             // SAFETY: the segment's one chunk was `c`: it is empty.
-            return unsafe { self.unlink_segment(seg, (0, 0)) };
+            return unsafe { self.unlink_segment(seg, Left::RUNS) };
         }
         if live == 0 && kind & BASE == 0 {
             // SAFETY: `c` was the last chunk in use of the ordinary segment `seg`.
@@ -306,97 +313,186 @@ impl Core {
         }
         // SAFETY: the chunk after `c` is a chunk of the same segment or its end fence
         // (the fence follows the last chunk), its head committed.
-        let (next, next_head) = unsafe {
-            let next = c.add(size);
-            (next, raw::head(next))
-        };
-        let next_free = next_head & IN_USE == 0;
-        let next_size = raw::size(next_head);
-        // The merged chunk's interior pages below `from` (the previous chunk's
-        // interior) and from `to` on (the next chunk's) are decommitted already.
-        let (start, total, from) = if head & PREV_IN_USE == 0 {
-            // SAFETY: PREV_IN_USE clear means a free chunk before `c` in its segment
-            // (the first chunk always has the bit), whose size is `c`'s `prev_foot`
-            // (its footer) and whose head lies outside its interior.
-            let (prev, prev_size) = unsafe {
-                let prev_size = raw::prev_foot(c);
-                (c.sub(prev_size), prev_size)
-            };
-            let mut total = prev_size + size;
-            let mut next_was_dv = false;
-            if next_free {
-                next_was_dv = next.as_ptr() == self.dv;
-                // SAFETY: a free chunk is listed or designated.
-                unsafe { self.unlist(next, next_size) };
-                total += next_size;
-            }
-            // SAFETY: `prev`'s head, committed; `prev` is listed with `prev_size`
-            // bytes unless designated, and now holds `total`. `c`'s own head, now
-            // inside the merged chunk, says free: a second free of `c` is told apart.
-            unsafe {
-                raw::set_head(c, head & !IN_USE);
-                raw::set_head(prev, total | PREV_IN_USE | kind);
-                if prev.as_ptr() == self.dv {
-                    self.dv_size = total;
-                } else if next_was_dv {
-                    // The merged chunk takes the designated place.
-                    self.index.remove(prev, prev_size);
-                    self.dv = prev.as_ptr();
-                    self.dv_size = total;
-                } else {
-                    self.index.resize(prev, prev_size, total);
-                }
-            }
-            (prev, total, c.addr().get() & !self.page_mask)
-        } else if next_free {
-            let total = size + next_size;
-            // SAFETY: `c`'s head is its own; `next` is listed with `next_size` bytes
-            // unless designated, and `c` (in no list) takes its place.
-            unsafe {
-                raw::set_head(c, total | PREV_IN_USE | kind);
-                if next.as_ptr() == self.dv {
-                    self.dv = c.as_ptr();
-                    self.dv_size = total;
-                } else {
-                    self.index.replace_own(next, next_size, c, own, total);
-                }
-            }
-            (c, total, 0)
-        } else {
-            // SAFETY: `c` is now a free chunk of `size` bytes, in no list.
-            unsafe {
-                raw::set_head(c, size | PREV_IN_USE | kind);
-                self.index.insert_own(c, own, size);
-            }
-            (c, size, 0)
-        };
-        // SAFETY: `next`'s head (when it stays a chunk of its own) and the merged
-        // chunk's footer (the `prev_foot` of the chunk after it) lie outside every
-        // free interior, committed; the footer is `c`'s last payload word (so
-        // written through `own`) unless `next` merged.
-        unsafe {
-            if next_free {
-                raw::set_prev_foot(start.add(total), total);
+        let next = unsafe { Above::of(c, size) };
+        // SAFETY: `c` is an in-use chunk of `head`, `next` the chunk after it, and
+        // `own` may write its payload (the caller's contract).
+        let merged = unsafe {
+            if head & PREV_IN_USE == 0 {
+                self.merge_below(c, head, &next)
+            } else if next.free {
+                self.merge_above(c, own, head, &next)
             } else {
-                raw::set_head(next, next_head & !PREV_IN_USE);
-                raw::set_prev_foot(own.add(size), total);
+                self.list_alone(c, own, head)
             }
-        }
-        if kind == 0 && self.may_span_page(total) {
-            let to = if next_free {
-                self.interior(next.addr().get(), next_size).0
-            } else {
-                usize::MAX
-            };
-            let (lo, hi) = self.interior(start.addr().get(), total);
-            let (lo, hi) = (lo.max(from), hi.min(to));
-            if lo < hi {
-                // SAFETY: `[lo, hi)` is the merged chunk's interior less what was
-                // decommitted already: committed pages of `seg` that hold nothing.
-                unsafe { self.decommit_range(pages, seg, lo, hi) };
-            }
+        };
+        // SAFETY: as above; `merged` is what the merge made of `c`.
+        unsafe { self.close(&merged, own, size, &next) };
+        if kind == 0 {
+            // SAFETY: `merged` is a free chunk of the ordinary segment `seg`.
+            unsafe { self.decommit_merged(pages, seg, &merged, &next) };
         }
         Freed::Kept
+    }
+
+    /// The merge below: `c` (of head `head`) joins the free chunk before it, and the
+    /// free chunk after it (`next`) too when there is one. The chunk before keeps its
+    /// list place, or takes the designated one when `next` held it.
+    ///
+    /// # Safety
+    ///
+    /// `c` is an in-use chunk whose `PREV_IN_USE` is clear, `next` the chunk after it.
+    #[inline(always)]
+    unsafe fn merge_below(&mut self, c: NonNull<u8>, head: usize, next: &Above) -> Merged {
+        let kind = head & KIND_MASK;
+        // SAFETY: PREV_IN_USE clear means a free chunk before `c` in its segment (the
+        // first chunk always has the bit), whose size is `c`'s `prev_foot` (its
+        // footer) and whose head lies outside its interior.
+        let (prev, prev_size) = unsafe {
+            let prev_size = raw::prev_foot(c);
+            (c.sub(prev_size), prev_size)
+        };
+        let mut total = prev_size + raw::size(head);
+        let mut next_was_dv = false;
+        if next.free {
+            next_was_dv = next.at.as_ptr() == self.dv;
+            // SAFETY: a free chunk is listed or designated.
+            unsafe { self.unlist(next.at, next.size) };
+            total += next.size;
+        }
+        // SAFETY: `prev`'s head, committed; `prev` is listed with `prev_size` bytes
+        // unless designated, and now holds `total`. `c`'s own head, now inside the
+        // merged chunk, says free: a second free of `c` is told apart.
+        unsafe {
+            raw::set_head(c, head & !IN_USE);
+            raw::set_head(prev, total | PREV_IN_USE | kind);
+            if prev.as_ptr() == self.dv {
+                self.dv_size = total;
+            } else if next_was_dv {
+                // The merged chunk takes the designated place.
+                self.index.remove(prev, prev_size);
+                self.dv = prev.as_ptr();
+                self.dv_size = total;
+            } else {
+                self.index.resize(prev, prev_size, total);
+            }
+        }
+        Merged {
+            start: prev,
+            total,
+            // The previous chunk's interior pages are decommitted already.
+            from: c.addr().get() & !self.page_mask,
+        }
+    }
+
+    /// The merge above alone: `c` (of head `head`, the chunk before it in use) joins
+    /// the free chunk after it, `next`, and takes its list place.
+    ///
+    /// # Safety
+    ///
+    /// `c` is an in-use chunk whose `PREV_IN_USE` is set, `next` the free chunk after
+    /// it, and `own` may write `c`'s payload.
+    #[inline(always)]
+    unsafe fn merge_above(
+        &mut self,
+        c: NonNull<u8>,
+        own: NonNull<u8>,
+        head: usize,
+        next: &Above,
+    ) -> Merged {
+        let total = raw::size(head) + next.size;
+        // SAFETY: `c`'s head is its own; `next` is listed with `next.size` bytes
+        // unless designated, and `c` (in no list) takes its place.
+        unsafe {
+            raw::set_head(c, total | PREV_IN_USE | (head & KIND_MASK));
+            if next.at.as_ptr() == self.dv {
+                self.dv = c.as_ptr();
+                self.dv_size = total;
+            } else {
+                self.index.replace_own(next.at, next.size, c, own, total);
+            }
+        }
+        Merged {
+            start: c,
+            total,
+            from: 0,
+        }
+    }
+
+    /// No merge: `c` (of head `head`, both neighbours in use) is listed as it is.
+    ///
+    /// # Safety
+    ///
+    /// `c` is an in-use chunk whose neighbours are in use, and `own` may write its
+    /// payload.
+    #[inline(always)]
+    unsafe fn list_alone(&mut self, c: NonNull<u8>, own: NonNull<u8>, head: usize) -> Merged {
+        let size = raw::size(head);
+        // SAFETY: `c` is now a free chunk of `size` bytes, in no list.
+        unsafe {
+            raw::set_head(c, size | PREV_IN_USE | (head & KIND_MASK));
+            self.index.insert_own(c, own, size);
+        }
+        Merged {
+            start: c,
+            total: size,
+            from: 0,
+        }
+    }
+
+    /// Writes the merged chunk's footer (the `prev_foot` of the chunk after it) and,
+    /// when `next` stays a chunk of its own, clears its `PREV_IN_USE`.
+    ///
+    /// # Safety
+    ///
+    /// `merged` is what a merge made of the chunk `c` of `size` bytes that `own`
+    /// points at (and may write), `next` the chunk that followed `c`.
+    #[inline(always)]
+    unsafe fn close(&self, merged: &Merged, own: NonNull<u8>, size: usize, next: &Above) {
+        // SAFETY: `next`'s head (when it stays a chunk of its own) and the merged
+        // chunk's footer lie outside every free interior, committed; the footer is
+        // `c`'s last payload word (so written through `own`) unless `next` merged.
+        unsafe {
+            if next.free {
+                raw::set_prev_foot(merged.start.add(merged.total), merged.total);
+            } else {
+                raw::set_head(next.at, next.head & !PREV_IN_USE);
+                raw::set_prev_foot(own.add(size), merged.total);
+            }
+        }
+    }
+
+    /// Decommits the merged chunk's interior pages that were committed: those
+    /// between the interiors of the free neighbours it took in (decommitted
+    /// already).
+    ///
+    /// # Safety
+    ///
+    /// `merged` is a free chunk of the live ordinary segment `seg`, just merged from
+    /// a chunk whose next neighbour was `next`.
+    #[inline(always)]
+    unsafe fn decommit_merged(
+        &mut self,
+        pages: &impl PageOps,
+        seg: *mut Segment,
+        merged: &Merged,
+        next: &Above,
+    ) {
+        if !self.may_span_page(merged.total) {
+            return;
+        }
+        // The next chunk's interior pages are decommitted already.
+        let to = if next.free {
+            self.interior(next.at.addr().get(), next.size).0
+        } else {
+            usize::MAX
+        };
+        let (lo, hi) = self.interior(merged.start.addr().get(), merged.total);
+        let (lo, hi) = (lo.max(merged.from), hi.min(to));
+        if lo < hi {
+            // SAFETY: `[lo, hi)` is the merged chunk's interior less what was
+            // decommitted already: committed pages of `seg` that hold nothing.
+            unsafe { self.decommit_range(pages, seg, lo, hi) };
+        }
     }
 
     /// Frees `c`, the last chunk in use of ordinary segment `seg` (already
@@ -461,11 +557,12 @@ impl Core {
             } else {
                 (0, 0)
             };
-            self.unlink_segment(seg, (lo, hi))
+            self.unlink_segment(seg, Left::Runs { pending: (lo, hi) })
         }
     }
 
-    /// Takes `seg` out of the segment list and its bytes out of the stats.
+    /// Takes `seg` out of the segment list and its bytes out of the stats, for the
+    /// caller to release with `left` of it still committed.
     ///
     /// # Safety
     ///
@@ -473,11 +570,7 @@ impl Core {
     /// (no chunk of it in use or in the index), and release it before anything else
     /// touches the space.
     #[cold]
-    pub(crate) unsafe fn unlink_segment(
-        &mut self,
-        seg: *mut Segment,
-        pending: (usize, usize),
-    ) -> Freed {
+    pub(crate) unsafe fn unlink_segment(&mut self, seg: *mut Segment, left: Left) -> Freed {
         // SAFETY: `seg` and its list neighbours are live segment headers (the list's
         // invariant).
         unsafe {
@@ -495,9 +588,7 @@ impl Core {
             self.counters.segments -= 1;
             self.cache
                 .fit(self.counters.reserved, self.granularity_mask + 1);
-            self.head_run = 0;
-            self.pending = pending;
-            Freed::Release(NonNull::new_unchecked(seg))
+            Freed::Release(NonNull::new_unchecked(seg), left)
         }
     }
 
@@ -546,4 +637,43 @@ impl Core {
         c.overhead += HEADER + FENCE;
         seg
     }
+}
+
+/// The chunk after a chunk being freed: where it is, its head, and what it says.
+struct Above {
+    at: NonNull<u8>,
+    head: usize,
+    size: usize,
+    free: bool,
+}
+
+impl Above {
+    /// The chunk after chunk `c` of `size` bytes.
+    ///
+    /// # Safety
+    ///
+    /// `c` is a chunk of `size` bytes of a live segment: the chunk after it (or the
+    /// end fence) has its head committed.
+    #[inline(always)]
+    unsafe fn of(c: NonNull<u8>, size: usize) -> Self {
+        // SAFETY: the caller's contract.
+        let (at, head) = unsafe {
+            let at = c.add(size);
+            (at, raw::head(at))
+        };
+        Self {
+            at,
+            head,
+            size: raw::size(head),
+            free: head & IN_USE == 0,
+        }
+    }
+}
+
+/// What a merge made of a freed chunk: the free chunk at `start` of `total` bytes;
+/// its interior pages below `from` are decommitted already (0: none).
+struct Merged {
+    start: NonNull<u8>,
+    total: usize,
+    from: usize,
 }

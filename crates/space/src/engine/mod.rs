@@ -54,25 +54,43 @@ impl Counters {
 pub(crate) enum Freed {
     /// Nothing: the chunk went back to the index.
     Kept,
-    /// The segment is empty and out of the space's list: decommit and release it.
-    /// Its committed pages are its runs outside the free chunk's interior (see
-    /// [`Core::committed_runs`]) and the addresses in [`Core::pending`], which the
-    /// free left committed rather than decommit them through the cache only to give
-    /// them back at once.
-    Release(NonNull<Segment>),
+    /// The segment is empty and out of the space's list: decommit what `Left` says
+    /// is still committed of it, and release it.
+    Release(NonNull<Segment>, Left),
+}
+
+/// What an emptied segment still has committed, for its release to decommit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Left {
+    /// Its committed runs outside its free chunk's interior (see
+    /// [`Core::committed_runs`]), and the addresses `[lo, hi)` inside that interior
+    /// (`lo >= hi`: none) which the free left committed rather than decommit them
+    /// through the cache only to give them back at once.
+    Runs {
+        /// `(lo, hi)`.
+        pending: (usize, usize),
+    },
+    /// Only its first `bytes` (the run holding its header, which the release still
+    /// reads): the emptying walk gave the rest back as it went.
+    HeadRun(usize),
+}
+
+impl Left {
+    /// Its committed runs alone.
+    pub(crate) const RUNS: Self = Self::Runs { pending: (0, 0) };
 }
 
 /// The page calls the core makes inside ordinary segments: the space implements it
 /// over its page source.
 pub(crate) trait PageOps {
-    /// Gives back segment `seg`, which a free just unlinked from `core` (see
-    /// [`Freed::Release`]).
+    /// Gives back segment `seg`, which a free just unlinked from `core`, of which
+    /// `left` is still committed (see [`Freed::Release`]).
     ///
     /// # Safety
     ///
-    /// `seg` is the segment of the `Freed::Release` that `core` returned last, not yet
-    /// given back.
-    unsafe fn release(&self, core: &Core, seg: NonNull<Segment>);
+    /// `seg` and `left` are a `Freed::Release` that `core` returned, not yet given
+    /// back.
+    unsafe fn release(&self, core: &Core, seg: NonNull<Segment>, left: Left);
 
     /// Commits `[ptr, ptr + len)`; false (nothing committed) when the source refuses.
     ///
@@ -117,13 +135,6 @@ pub(crate) struct Core {
     /// segment unused does not shrink in place (it moves, and its segment goes back).
     source_page: usize,
     hook: MisuseHook,
-    /// The addresses `[lo, hi)` of the segment last handed back by `Freed::Release`
-    /// that are still committed inside its free chunk's interior (`lo >= hi`: none).
-    pending: (usize, usize),
-    /// When non-zero: the segment last handed back by `Freed::Release` has only its
-    /// first `head_run` bytes (the run holding its header) still committed; the
-    /// emptying walk gave the rest back as it went.
-    head_run: usize,
     // Invariant: null, or the designated chunk: a free chunk of `dv_size` bytes (its
     // head and footer written) in a live segment of this space, in no index list.
     // Every other free chunk is listed. It is a fresh segment's free space (dlmalloc's
@@ -165,8 +176,6 @@ impl Core {
             span_min: page + MIN_CHUNK,
             source_page,
             hook,
-            pending: (0, 0),
-            head_run: 0,
             dv: ptr::null_mut(),
             dv_size: 0,
         }
@@ -306,12 +315,6 @@ impl Core {
     /// The segment granularity.
     pub(crate) const fn granularity(&self) -> usize {
         self.granularity_mask + 1
-    }
-
-    /// What the segment last handed back by [`Freed::Release`] still has committed:
-    /// the pending interior range and the head run (see the fields).
-    pub(crate) const fn left_committed(&self) -> ((usize, usize), usize) {
-        (self.pending, self.head_run)
     }
 
     /// Sets the hook misuse is reported to.

@@ -10,7 +10,7 @@ use crate::AllocError;
 use crate::chunk::{
     CHUNK_ALIGN, FENCE, Kind, MAX_SEGMENT, MIN_CHUNK, Segment, chunk_size_for, raw,
 };
-use crate::engine::{Core, Freed, PageOps, dedicated_chunk_offset};
+use crate::engine::{Core, Freed, Left, PageOps, dedicated_chunk_offset};
 use crate::memory_space::{Entered, MemorySpace, Source, State};
 
 use crate::config::commit_cache_limit;
@@ -23,14 +23,10 @@ fn fit_commit_cache<P: PageSource>(pages: &Source<P>, reserved: usize, granulari
 
 /// The page calls of the core, through the cache.
 impl<P: PageSource> PageOps for Option<&Source<P>> {
-    unsafe fn release(&self, core: &Core, seg: NonNull<Segment>) {
-        // SAFETY: the caller's contract: `core` unlinked `seg` and recorded its
-        // pending range.
-        {
-            let (pending, head_run) = core.left_committed();
-            // SAFETY: as above.
-            unsafe { release_segment(core, *self, seg, pending, head_run) }
-        }
+    unsafe fn release(&self, core: &Core, seg: NonNull<Segment>, left: Left) {
+        // SAFETY: the caller's contract: `core` unlinked `seg`, of which `left` is
+        // still committed.
+        unsafe { release_segment(core, *self, seg, left) }
     }
 
     #[inline]
@@ -209,8 +205,8 @@ impl<'a, P: PageSource> Entered<'a, P> {
         // back.
         unsafe {
             let seg = self.core.segment_of(c, 0);
-            if let Freed::Release(seg) = self.core.unlink_segment(seg, (0, 0)) {
-                release_segment(&self.core, pages, seg, (0, 0), 0);
+            if let Freed::Release(seg, left) = self.core.unlink_segment(seg, Left::RUNS) {
+                release_segment(&self.core, pages, seg, left);
             }
         }
         // A failed allocation changes no stat, peaks included.
@@ -229,9 +225,9 @@ impl<'a, P: PageSource> Entered<'a, P> {
         let c = self.core.adopt(payload);
         // SAFETY: the caller's contract; `c` and the caller's own view of the chunk.
         let freed = unsafe { self.core.free_block(&pages, c, raw::chunk_of(payload)) };
-        if let Freed::Release(seg) = freed {
+        if let Freed::Release(seg, left) = freed {
             // SAFETY: `free_block` unlinked the empty segment for us to release.
-            unsafe { pages.release(&self.core, seg) };
+            unsafe { pages.release(&self.core, seg, left) };
         }
     }
 
@@ -346,10 +342,9 @@ impl<'a, P: PageSource> Entered<'a, P> {
 /// What a released segment's header says of its kind: none.
 const RETIRED: usize = usize::MAX;
 
-/// Gives an unlinked, empty (or torn down) segment back to the source: decommits its
-/// committed runs (and the `pending` addresses, see `Freed::Release`), or only its
-/// first `head_run` bytes when the emptying walk gave back the rest (see
-/// `Core::head_run`; 0 otherwise), then releases it through the cache. An ordinary segment's pages go through the cache, which
+/// Gives an unlinked, empty (or torn down) segment back to the source: decommits
+/// what `left` says is still committed of it (its committed runs and a pending
+/// range, or its head run alone: see [`Left`]), then releases it through the cache. An ordinary segment's pages go through the cache, which
 /// parks them and may keep the whole reservation as a spare for the next segment, so
 /// that a space which empties and fills again makes no system call; a dedicated
 /// segment's pages are decommitted directly in the source under the cache (parking a
@@ -359,15 +354,13 @@ const RETIRED: usize = usize::MAX;
 ///
 /// `seg` was unlinked by `Core::free_chunk`, `Core::free_emptying` or
 /// `Core::unlink_segment` (or is being torn down), has intact tags, and is not the
-/// base segment, so it came from `pages`; `pending` and `head_run` are what the core
-/// recorded for it.
+/// base segment, so it came from `pages`; `left` is what the core returned with it.
 #[cold]
 unsafe fn release_segment<P: PageSource>(
     core: &Core,
     pages: Option<&Source<P>>,
     seg: NonNull<Segment>,
-    pending: (usize, usize),
-    head_run: usize,
+    left: Left,
 ) {
     let pages = pages.expect("a segment that is not the base came from the source");
     // SAFETY: the header is still readable: nothing released it yet.
@@ -398,6 +391,10 @@ unsafe fn release_segment<P: PageSource>(
     };
     let base = seg.cast::<u8>();
     let mut decommitted = 0;
+    let (pending, head_run) = match left {
+        Left::Runs { pending } => (pending, 0),
+        Left::HeadRun(bytes) => ((0, 0), bytes),
+    };
     if pending.0 < pending.1 {
         let at = pending.0 - base.addr().get();
         // SAFETY: committed pages of the segment inside its free chunk's interior,
@@ -451,7 +448,7 @@ pub(super) fn release_all<P: PageSource>(state: &mut State, pages: Option<&Sourc
             released += size;
             // SAFETY: a segment of this space that is not the base; the list is
             // rebuilt below, so it is not reached again.
-            unsafe { release_segment(core, pages, s, (0, 0), 0) };
+            unsafe { release_segment(core, pages, s, Left::RUNS) };
         }
         seg = next;
     }
