@@ -3,7 +3,9 @@
 //! - no file over [`MAX_LINES`] lines;
 //! - no circle in the graph of which file names which;
 //! - no file below a crate's root names a type the root file defines (a type the
-//!   lower files share has a file of its own).
+//!   lower files share has a file of its own);
+//! - the code map of docs/ARCHITECTURE.md and docs/unsafe.md is true (see
+//!   `codemap.rs`).
 //!
 //! A file names what its code's paths name (`use` trees, types, expressions,
 //! patterns), each taken, the way the compiler resolves it, through the `use` items
@@ -37,12 +39,13 @@ fn run() -> Outcome {
     };
     let mut dirs: Vec<PathBuf> = dirs.filter_map(Result::ok).map(|d| d.path()).collect();
     dirs.sort();
-    let problems: Vec<String> = dirs
+    let mut problems: Vec<String> = dirs
         .iter()
         .map(|dir| dir.join("src"))
         .filter(|src| src.is_dir())
         .flat_map(|src| check(&src))
         .collect();
+    problems.extend(crate::codemap::check(&root()));
     if problems.is_empty() {
         Outcome::Passed
     } else {

@@ -5,6 +5,7 @@ mod bench;
 mod bench_global;
 mod bench_malloc;
 mod ci;
+mod codemap;
 mod doc;
 mod fmt;
 mod fuzz;

@@ -1,5 +1,5 @@
 //! Canaries and fill patterns: an overwrite on each side is caught on free, on
-//! resize and by `check()`, with the heap's name, the block, its size, the side and
+//! resize and by `validate()`, with the heap's name, the block, its size, the side and
 //! the allocation site; the patterns show after allocation and free.
 
 use core::alloc::Layout;

@@ -1,6 +1,6 @@
 //! Seeded model runs through bento-testkit: heaps with every combination of guards,
 //! tracking, fill and a sink, over a memory space and over a bump, through the heap's
-//! own methods and both allocator-api2 versions, `check()` every few operations, and
+//! own methods and both allocator-api2 versions, `validate()` every few operations, and
 //! nothing live at the end.
 
 use core::ptr::NonNull;
@@ -16,7 +16,7 @@ use bento_primitives::Bump;
 use bento_testkit::{Caps, EntryPoints, SizeGen, Stats, Takes, cases, run, seeded};
 
 /// A heap as the interpreter drives it, taking turns between `alloc`/`free` and the
-/// allocator-api2 0.2 and 0.4 traits, with `check()` at each check.
+/// allocator-api2 0.2 and 0.4 traits, with `validate()` at each check.
 fn target<A: Allocator, G: Guards, T: Tracking>(
     heap: &Heap<A, G, T>,
 ) -> EntryPoints<'_, Heap<A, G, T>> {

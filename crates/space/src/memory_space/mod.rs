@@ -76,7 +76,7 @@ pub(crate) struct State {
 // moving it to another thread moves that ownership; the source moves with it.
 unsafe impl<P: PageSource + Send> Send for MemorySpace<P> {}
 
-/// The exclusive access of one method call (see `MemorySpace::inner`).
+/// The exclusive access of one method call (see `MemorySpace::enter`).
 pub(crate) struct Entered<'a, P: PageSource> {
     space: &'a MemorySpace<P>,
 }
