@@ -18,7 +18,7 @@ pub use bento_trace::{Rng, workload};
 
 pub use crate::generate::{AlignGen, SizeGen};
 pub use crate::op::{Caps, Op, Ops};
-pub use crate::oracle::{Failure, FailureKind, Report};
+pub use crate::oracle::{Failure, FailureKind, RunReport};
 pub use crate::seed::{cases, seeded, seeded_bytes};
 pub use crate::target::{
     AllocateFn, Api02, Api04, DeallocateFn, End, EntryPoints, InPlaceFn, ResizeFn, Stats, Takes,
@@ -45,7 +45,7 @@ pub fn run<T: Target + ?Sized>(
     target: &mut T,
     caps: &Caps,
     u: &mut Unstructured<'_>,
-) -> Result<Report, Failure> {
+) -> Result<RunReport, Failure> {
     oracle::Interp::new(target, caps).run_drawn(u)
 }
 
@@ -68,7 +68,7 @@ pub fn run_ops<T: Target + ?Sized>(
     target: &mut T,
     caps: &Caps,
     ops: &[Op],
-) -> Result<Report, Failure> {
+) -> Result<RunReport, Failure> {
     oracle::Interp::new(target, caps).run_list(ops)
 }
 

@@ -154,7 +154,7 @@ impl core::error::Error for Failure {}
 
 /// What a program did, so tests can show they were not vacuous.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Report {
+pub struct RunReport {
     /// Operations run.
     pub steps: usize,
     /// Allocations that succeeded.
@@ -185,7 +185,7 @@ pub struct Report {
     pub peak_live_bytes: usize,
 }
 
-impl Report {
+impl RunReport {
     /// Checks that a run with failure injection (`Ops::FAIL_NEXT`) was not vacuous:
     /// the source reports `injected` failures injected, and some allocations failed.
     /// Not under Miri, whose runs are too short to count on either.
@@ -195,9 +195,9 @@ impl Report {
     /// When no failure was injected or no allocation failed.
     ///
     /// ```
-    /// use bento_testkit::Report;
+    /// use bento_testkit::RunReport;
     ///
-    /// let report = Report { allocs_failed: 3, ..Report::default() };
+    /// let report = RunReport { allocs_failed: 3, ..RunReport::default() };
     /// report.assert_failures_injected(2);
     /// ```
     #[track_caller]
@@ -210,7 +210,7 @@ impl Report {
     }
 }
 
-impl AddAssign for Report {
+impl AddAssign for RunReport {
     fn add_assign(&mut self, rhs: Self) {
         self.steps += rhs.steps;
         self.allocs += rhs.allocs;
@@ -290,7 +290,7 @@ pub(crate) struct Interp<'t, T: Target + ?Sized> {
     live_bytes: usize,
     step: usize,
     op: Option<Op>,
-    report: Report,
+    report: RunReport,
 }
 
 impl<'t, T: Target + ?Sized> Interp<'t, T> {
@@ -306,12 +306,12 @@ impl<'t, T: Target + ?Sized> Interp<'t, T> {
             live_bytes: 0,
             step: 0,
             op: None,
-            report: Report::default(),
+            report: RunReport::default(),
         }
     }
 
     /// Runs operations drawn from `u` until it runs dry or `max_steps` is reached.
-    pub(crate) fn run_drawn(mut self, u: &mut Unstructured<'_>) -> Result<Report, Failure> {
+    pub(crate) fn run_drawn(mut self, u: &mut Unstructured<'_>) -> Result<RunReport, Failure> {
         while self.step < self.caps.max_steps {
             let Some(op) = self.caps.draw(u) else { break };
             self.one(op)?;
@@ -320,7 +320,7 @@ impl<'t, T: Target + ?Sized> Interp<'t, T> {
     }
 
     /// Runs the operations of `ops` that the caps allow.
-    pub(crate) fn run_list(mut self, ops: &[Op]) -> Result<Report, Failure> {
+    pub(crate) fn run_list(mut self, ops: &[Op]) -> Result<RunReport, Failure> {
         for op in ops.iter().filter(|op| self.caps.allows(op)) {
             self.one(*op)?;
         }
@@ -793,7 +793,7 @@ impl<'t, T: Target + ?Sized> Interp<'t, T> {
     }
 
     /// Checks everything, frees every block, and checks the target is empty.
-    fn finish(mut self) -> Result<Report, Failure> {
+    fn finish(mut self) -> Result<RunReport, Failure> {
         self.op = None;
         self.validate()?;
         while !self.blocks.is_empty() {

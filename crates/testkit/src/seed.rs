@@ -7,7 +7,7 @@ use alloc::vec::Vec;
 use arbitrary::Unstructured;
 use bento_trace::Rng;
 
-use crate::oracle::{Failure, Report};
+use crate::oracle::{Failure, RunReport};
 
 /// The seed used when `BENTO_SEED` is not set.
 const DEFAULT_SEED: u64 = 0xB3A7_0000_5EED_0001;
@@ -53,7 +53,7 @@ pub const fn cases(native: usize, miri: usize) -> usize {
     if cfg!(miri) { miri } else { native }
 }
 
-/// Runs `program` over `n` seeded inputs and returns the summed [`Report`].
+/// Runs `program` over `n` seeded inputs and returns the summed [`RunReport`].
 ///
 /// Each input is 16 KiB of pseudo-random bytes (2 KiB under Miri). `BENTO_SEED` sets
 /// the base seed; `BENTO_CASE=i` runs case `i` alone.
@@ -70,15 +70,15 @@ pub const fn cases(native: usize, miri: usize) -> usize {
 /// let report = seeded(8, |u| run(&mut Api02::new(&Global), &Caps::default(), u));
 /// assert!(report.allocs > 100);
 /// ```
-pub fn seeded<F>(n: usize, mut program: F) -> Report
+pub fn seeded<F>(n: usize, mut program: F) -> RunReport
 where
-    F: FnMut(&mut Unstructured<'_>) -> Result<Report, Failure>,
+    F: FnMut(&mut Unstructured<'_>) -> Result<RunReport, Failure>,
 {
     let len = if cfg!(miri) { 2 << 10 } else { 16 << 10 };
     let only: Option<usize> = std::env::var("BENTO_CASE")
         .ok()
         .and_then(|s| s.trim().parse().ok());
-    let mut total = Report::default();
+    let mut total = RunReport::default();
     for case in (0..n).filter(|c| only.is_none_or(|o| o == *c)) {
         let bytes = seeded_bytes(case, len);
         match program(&mut Unstructured::new(&bytes)) {
