@@ -1,7 +1,8 @@
 //! `cargo xtask house`: the shape of the code a newcomer relies on, checked on every
 //! crate's `src`:
 //! - no file over [`MAX_LINES`] lines;
-//! - no circle in the graph of which file names which;
+//! - no circle in the graph of which file names which, nor in that of a crate's
+//!   top-level modules (the files and folders under `src`: they read as a stack);
 //! - no file below a crate's root names a type the root file defines (a type the
 //!   lower files share has a file of its own);
 //! - the code map of docs/ARCHITECTURE.md and docs/unsafe.md is true (see
@@ -95,7 +96,40 @@ fn check(src: &Path) -> Vec<String> {
         let names: Vec<String> = circle.iter().map(|f| shown(f)).collect();
         problems.push(format!("a circle of files: {}", names.join(" -> ")));
     }
+    for circle in circles(&modules(src, &graph)) {
+        let names: Vec<String> = circle.iter().map(|f| shown(f)).collect();
+        problems.push(format!("a circle of modules: {}", names.join(" -> ")));
+    }
     problems
+}
+
+/// The graph of a crate's top-level modules (a file or folder right under `src`,
+/// the root files left out): which names which, through any of their files. The
+/// modules read as a stack when it has no circle.
+fn modules(
+    src: &Path,
+    files: &BTreeMap<PathBuf, BTreeSet<PathBuf>>,
+) -> BTreeMap<PathBuf, BTreeSet<PathBuf>> {
+    let top = |file: &Path| -> Option<PathBuf> {
+        let first = file.strip_prefix(src).ok()?.components().next()?;
+        let top = src.join(first);
+        let root = top
+            .file_name()
+            .is_some_and(|n| n == "lib.rs" || n == "main.rs");
+        (!root && top != src.join("bin")).then_some(top)
+    };
+    let mut graph: BTreeMap<PathBuf, BTreeSet<PathBuf>> = BTreeMap::new();
+    for (from, tos) in files {
+        let Some(a) = top(from) else { continue };
+        for to in tos {
+            if let Some(b) = top(to)
+                && a != b
+            {
+                graph.entry(a.clone()).or_default().insert(b);
+            }
+        }
+    }
+    graph
 }
 
 /// The files a crate's targets start from: `lib.rs`, `main.rs` and `bin/*.rs`.
@@ -586,6 +620,23 @@ mod tests {
 
     fn circles(problems: &[String]) -> usize {
         problems.iter().filter(|p| p.contains("a circle")).count()
+    }
+
+    #[test]
+    fn two_folders_that_name_each_other_are_a_circle_of_modules() {
+        let src = tree(
+            "folders",
+            &[
+                ("lib.rs", "mod a;\nmod b;\n"),
+                ("a/mod.rs", "mod x;\npub struct A;\n"),
+                ("a/x.rs", "use crate::b::B;\nfn f(_: B) {}\n"),
+                ("b/mod.rs", "mod y;\npub struct B;\n"),
+                ("b/y.rs", "use crate::a::A;\nfn g(_: A) {}\n"),
+            ],
+        );
+        let problems = check(&src);
+        assert_eq!(circles(&problems), 1, "{problems:?}");
+        assert!(problems.iter().any(|p| p.contains("a circle of modules")));
     }
 
     #[test]
