@@ -174,16 +174,20 @@ impl ThreadCache {
         want
     }
 
-    /// Cuts `bin`'s list after its first `keep` blocks and returns the rest (a chain
-    /// of `count - keep` blocks through their first words, ending in null). The
-    /// count stays: the caller sets it once the rest is given back.
+    /// Cuts `bin`'s list after its first `keep` blocks (at most all of them) and
+    /// returns the rest (a chain of `count - keep` blocks through their first words,
+    /// ending in null). The count stays: the caller sets it once the rest is given
+    /// back.
     pub(crate) fn cut(&self, bin: Bin, keep: u32) -> *mut u8 {
+        // At most the blocks listed: the walk below follows `keep` links.
+        let keep = keep.min(self.count(bin));
         let list = &self.bins[bin.index()];
         let mut rest = list.head.get();
         let mut last: *mut u8 = ptr::null_mut();
         for _ in 0..keep {
             last = rest;
-            // SAFETY: a listed block holds its link in its first word.
+            // SAFETY: one of the first `count` listed blocks (`keep` is at most the
+            // count): it holds its link in its first word (the field's invariant).
             rest = unsafe { rest.cast::<*mut u8>().read() };
         }
         if last.is_null() {
