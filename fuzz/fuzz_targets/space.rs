@@ -9,7 +9,7 @@
 use bento_align::Alignment;
 use bento_pages::{FaultyPages, HeapPages};
 use bento_space::{MemorySpace, SpaceConfig};
-use bento_testkit::{Api02, Caps, Stats, Ops, SizeGen, Unstructured, run};
+use bento_testkit::{Api02, Caps, Ops, SizeGen, Stats, Unstructured, run};
 
 /// Small segments so that short inputs cross the segment and threshold boundaries.
 const CONFIG: SpaceConfig = SpaceConfig::DEFAULT

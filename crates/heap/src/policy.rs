@@ -44,7 +44,7 @@ unsafe impl Guards for NoGuards {
 }
 
 /// `N` guard bytes of [`Canaries::PATTERN`] before and after every block, checked
-/// when the block is freed or resized and by [`Heap::check`](crate::Heap::check). The
+/// when the block is freed or resized and by [`Heap::validate`](crate::Heap::validate). The
 /// block keeps its alignment: the front guard is padded to it. A broken guard is
 /// reported through the heap's misuse hook as
 /// [`Misuse::GuardOverwritten`](bento_pages::Misuse::GuardOverwritten), naming the

@@ -36,7 +36,7 @@ pub(crate) struct Record {
 }
 
 /// A live block's pointer, kept in the table (with its provenance, so that
-/// [`Heap::check`](crate::Heap::check) can read its guards).
+/// [`Heap::validate`](crate::Heap::validate) can read its guards).
 #[derive(Clone, Copy)]
 pub(crate) struct BlockPtr(pub(crate) NonNull<u8>);
 

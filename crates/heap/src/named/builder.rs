@@ -110,7 +110,7 @@ impl<G: Guards, T: Tracking> HeapBuilder<G, T> {
     }
 
     /// A table of live blocks, for [`leaks`](Heap::leaks), tags and
-    /// [`check`](Heap::check).
+    /// [`validate`](Heap::validate).
     pub fn tracking(self, track: Track) -> HeapBuilder<G, Tracked> {
         self.with_policies(|guards, _| (guards, Tracked::new(track)))
     }

@@ -1,4 +1,4 @@
-//! [`Heap::check`]: every tracked block's guards and the table against the stats,
+//! [`Heap::validate`]: every tracked block's guards and the table against the stats,
 //! and [`HeapCorruption`], what it finds.
 
 use core::fmt;
@@ -107,7 +107,7 @@ impl<A: Allocator, G: Guards, T: Tracking> Heap<A, G, T> {
     }
 }
 
-/// What [`Heap::check`] found wrong.
+/// What [`Heap::validate`] found wrong.
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum HeapCorruption {

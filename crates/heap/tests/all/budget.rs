@@ -266,7 +266,7 @@ fn threads_under_a_parent(threads: usize) {
     let most_held = AtomicUsize::new(0);
     let most_seen = AtomicUsize::new(0);
     let refused = AtomicUsize::new(0);
-    let rounds = bento_testkit::cases(20_000, 100);
+    let rounds = bento_testkit::cases(20_000, 40);
     std::thread::scope(|s| {
         for t in 0..threads {
             let (parent, held, most_held, most_seen, refused) =

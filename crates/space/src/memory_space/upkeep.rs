@@ -181,7 +181,7 @@ impl<P: PageSource> MemorySpace<P> {
     }
 
     /// Sets the function told about misuse found by the debug checks (the default,
-    /// [`panic_on_misuse`], panics). A hook that returns makes the bad call do nothing.
+    /// [`panic_on_misuse`](crate::panic_on_misuse), panics). A hook that returns makes the bad call do nothing.
     /// The hook must not call back into this space.
     ///
     /// ```
