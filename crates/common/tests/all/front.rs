@@ -56,7 +56,7 @@ fn blocks_move_between_threads_and_exits_flush() {
     let common = std::sync::Arc::new(CommonAllocator::with_config(
         shape().with_thread_cache(true).with_pages(heap()),
     ));
-    let n = cases(20_000, 200);
+    let n = cases(20_000, 100);
     let (tx, rx) = mpsc::channel::<Sent>();
     let producer = {
         let common = std::sync::Arc::clone(&common);

@@ -163,7 +163,7 @@ fn ticks_and_trims_from_another_thread_meet_allocations() {
             .with_pages(heap())
             .with_retention(Retention::Decay(Decay::frames(2))),
     );
-    let rounds = if cfg!(miri) { 20 } else { 2000 };
+    let rounds = if cfg!(miri) { 12 } else { 2000 };
     std::thread::scope(|s| {
         for t in 0..3 {
             let common = &common;

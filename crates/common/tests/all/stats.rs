@@ -222,7 +222,7 @@ fn contention_regions_serve_two_threads() {
             let common = &common;
             s.spawn(move || {
                 let mut live = Vec::new();
-                for i in 0..cases(20_000, 200) {
+                for i in 0..cases(20_000, 80) {
                     let layout = Layout::from_size_align(8 + (i * 13 + t) % 700, 8).unwrap();
                     let p = common.alloc(layout).unwrap();
                     // SAFETY: fresh, `layout.size()` bytes.

@@ -15,7 +15,7 @@ fn containers_on_a_space() {
     let pages = Metered::new(HeapPages::new());
     let space = MemorySpace::new(&pages, SMALL).unwrap();
     {
-        let n = cases(20_000, 200) as u64;
+        let n = cases(20_000, 100) as u64;
         let mut map: HashMap<u64, Vec<u64, &MemorySpace<_>>, _, _> =
             HashMap::with_capacity_in(4, &space);
         for i in 0..n {
@@ -38,7 +38,7 @@ fn containers_on_a_space() {
 fn containers_on_a_locked_space_across_four_threads() {
     let pages = Metered::new(HeapPages::new());
     let space = SpinSpace::new(MemorySpace::new(&pages, SMALL).unwrap());
-    let n = cases(5_000, 100) as u32;
+    let n = cases(5_000, 50) as u32;
     std::thread::scope(|s| {
         for t in 0..4u32 {
             let space = &space;

@@ -158,7 +158,7 @@ fn walking_finds_every_block_and_every_free_chunk() {
 #[test]
 fn the_chunk_map_tiles_every_segment_and_matches_the_figures() {
     let mut space = MemorySpace::new(HeapPages::new(), SMALL).unwrap();
-    let mut blocks: Vec<_> = (1..200)
+    let mut blocks: Vec<_> = (1..if cfg!(miri) { 80 } else { 200 })
         .map(|i| space.alloc(layout((i * 397) % 30_000 + 1)).unwrap())
         .collect();
     // A large block gets a segment of its own.
@@ -478,7 +478,7 @@ fn a_space_that_empties_every_batch_makes_no_source_call_after_warm_up() {
 fn frames_that_empty_the_space_make_no_source_call_after_warm_up() {
     let pages = Metered::new(HeapPages::new());
     let space = MemorySpace::new(&pages, BY_FRAMES).unwrap();
-    let n = if cfg!(miri) { 200 } else { 10_000 };
+    let n = if cfg!(miri) { 100 } else { 10_000 };
     let frame = |space: &MemorySpace<&Metered<HeapPages>>| {
         let blocks: Vec<_> = (0..n).map(|_| space.alloc(layout(16)).unwrap()).collect();
         for &p in &blocks {
