@@ -13,11 +13,9 @@
 //! the target directory: cargo holds its lock while it builds, not while the tests
 //! run.
 
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
-use std::time::Instant;
+use std::process::Command;
 
-use crate::step::{Outcome, Step, cargo_nightly, status, succeeds, target_dir};
+use crate::step::{Outcome, Step, cargo_nightly, succeeds, two_lanes};
 
 /// One `cargo miri test` call: crates, Tree Borrows or not, and for a threaded test
 /// its `--test` target, name filter and seed.
@@ -93,53 +91,9 @@ fn run() -> Outcome {
     if full {
         lane_a.extend_from_slice(FULL);
     }
-    let logs = target_dir().join("miri-lanes");
-    if let Err(e) = std::fs::create_dir_all(&logs) {
-        return Outcome::Failed(format!("cannot create {}: {e}", logs.display()));
-    }
-    let (a, b) = std::thread::scope(|s| {
-        let a = s.spawn(|| lane("a", &lane_a, logs.join("a.log")));
-        let b = s.spawn(|| lane("b", LANE_B, logs.join("b.log")));
-        (a.join(), b.join())
-    });
-    for outcome in [a, b] {
-        match outcome {
-            Ok(Ok(())) => {}
-            Ok(Err(why)) => return Outcome::Failed(why),
-            Err(_) => return Outcome::Failed("a Miri lane panicked".into()),
-        }
-    }
-    Outcome::Passed
-}
-
-/// Runs `runs` in turn with their output in `log`, stopping at the first failure,
-/// and prints the log when done.
-fn lane(name: &str, runs: &[Run], log: PathBuf) -> Result<(), String> {
-    let start = Instant::now();
-    let result = runs.iter().try_for_each(|run| {
-        let file = std::fs::File::options()
-            .create(true)
-            .append(true)
-            .open(&log)
-            .map_err(|e| format!("cannot open {}: {e}", log.display()))?;
-        let err = file
-            .try_clone()
-            .map_err(|e| format!("cannot open {}: {e}", log.display()))?;
-        let mut cmd = command(run);
-        cmd.stdout(Stdio::from(file)).stderr(Stdio::from(err));
-        match status(cmd) {
-            Outcome::Passed => Ok(()),
-            Outcome::Failed(why) | Outcome::Skipped(why) => Err(why),
-            Outcome::Empty(why) => Err(why.into()),
-        }
-    });
-    let text = std::fs::read_to_string(&log).unwrap_or_default();
-    println!(
-        "\n---- miri lane {name} ({:.1} s) ----\n{text}",
-        start.elapsed().as_secs_f64()
-    );
-    let _ = std::fs::remove_file(&log);
-    result
+    let a = lane_a.iter().map(command).collect();
+    let b = LANE_B.iter().map(command).collect();
+    two_lanes("miri", a, b)
 }
 
 /// The `cargo miri test` call for `run`.

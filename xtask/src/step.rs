@@ -177,3 +177,65 @@ fn describe(cmd: &Command) -> String {
     }
     s
 }
+
+/// Runs two lists of commands at once, each in turn in its own lane (a thread),
+/// stopping a lane at its first failure; each lane's output goes to a log under
+/// `target/<name>-lanes/`, printed when the lane ends. For work that leaves a core
+/// idle alone (a test binary with one long test, a Miri interpreter): cargo holds
+/// its lock while it builds, not while tests run, so two lanes over one target
+/// directory build in turn and run at once.
+pub(crate) fn two_lanes(name: &str, a: Vec<Command>, b: Vec<Command>) -> Outcome {
+    let logs = target_dir().join(format!("{name}-lanes"));
+    if let Err(e) = std::fs::create_dir_all(&logs) {
+        return Outcome::Failed(format!("cannot create {}: {e}", logs.display()));
+    }
+    let (a, b) = std::thread::scope(|s| {
+        let a = s.spawn(|| lane(&format!("{name} lane a"), a, logs.join("a.log")));
+        let b = s.spawn(|| lane(&format!("{name} lane b"), b, logs.join("b.log")));
+        (a.join(), b.join())
+    });
+    for outcome in [a, b] {
+        match outcome {
+            Ok(Ok(())) => {}
+            Ok(Err(why)) => return Outcome::Failed(why),
+            Err(_) => return Outcome::Failed(format!("a {name} lane panicked")),
+        }
+    }
+    Outcome::Passed
+}
+
+/// Runs `cmds` in turn with their output in `log`, stopping at the first failure,
+/// and prints the log when done.
+fn lane(what: &str, cmds: Vec<Command>, log: std::path::PathBuf) -> Result<(), String> {
+    let start = Instant::now();
+    let _ = std::fs::remove_file(&log);
+    let result = cmds.into_iter().try_for_each(|mut cmd| {
+        let file = std::fs::File::options()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .map_err(|e| format!("cannot open {}: {e}", log.display()))?;
+        let err = file
+            .try_clone()
+            .map_err(|e| format!("cannot open {}: {e}", log.display()))?;
+        {
+            use std::io::Write as _;
+            let mut header = &file;
+            let _ = writeln!(header, "$ {}", describe(&cmd));
+        }
+        cmd.stdout(std::process::Stdio::from(file))
+            .stderr(std::process::Stdio::from(err));
+        match cmd.status() {
+            Ok(s) if s.success() => Ok(()),
+            Ok(s) => Err(format!("`{}` exited with {s}", describe(&cmd))),
+            Err(e) => Err(format!("could not start `{}`: {e}", describe(&cmd))),
+        }
+    });
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    println!(
+        "\n---- {what} ({:.1} s) ----\n{text}",
+        start.elapsed().as_secs_f64()
+    );
+    let _ = std::fs::remove_file(&log);
+    result
+}

@@ -12,8 +12,12 @@
 //! their dependencies' builds: `--no-default-features` then reaches every crate named,
 //! and each crate's defaults, read from its manifest, are named again (the CLI's but
 //! `jemalloc`).
+//!
+//! Everything builds first; then the debug suite runs in one lane and the release
+//! suite, the examples and the Tracy test in another, at once (see
+//! [`two_lanes`](crate::step::two_lanes)).
 
-use crate::step::{Outcome, Step, cargo, root, status};
+use crate::step::{Outcome, Step, cargo, root, status, two_lanes};
 
 pub(crate) const STEP: Step = Step { name: "test", run };
 
@@ -43,42 +47,12 @@ const EXAMPLES: &[&str] = &[
 ];
 
 fn run() -> Outcome {
-    let mut cmd = cargo();
-    cmd.args(["test", "--workspace"]);
-    match status(cmd) {
-        Outcome::Passed => {}
-        other => return other,
-    }
-    let mut features = Vec::new();
-    let mut cmd = cargo();
-    cmd.args(["test", "--release", "--tests", "--no-default-features"]);
-    for (krate, dir) in RELEASE {
-        cmd.args(["-p", krate]);
-        match defaults(dir) {
-            Ok(list) => features.extend(
-                list.into_iter()
-                    .filter(|f| (*krate, f.as_str()) != LEFT_OUT)
-                    .map(|f| format!("{krate}/{f}")),
-            ),
-            Err(why) => return Outcome::Failed(why),
-        }
-    }
-    cmd.args(["--features", &features.join(",")]);
-    match status(cmd) {
-        Outcome::Passed => {}
-        other => return other,
-    }
-    // The guide's examples, each run to the end (they assert what they show).
-    for example in EXAMPLES {
-        let mut cmd = cargo();
-        cmd.args(["run", "-q", "-p", "bento-alloc", "--example", example]);
-        if let failed @ Outcome::Failed(_) = status(cmd) {
-            return failed;
-        }
-    }
-    // The heaps with the Tracy client built in and started.
-    let mut cmd = cargo();
-    cmd.args([
+    let release = match release_args() {
+        Ok(args) => args,
+        Err(why) => return Outcome::Failed(why),
+    };
+    let debug = ["test", "--workspace"].map(String::from).to_vec();
+    let tracy = [
         "test",
         "-p",
         "bento-heap",
@@ -86,8 +60,61 @@ fn run() -> Outcome {
         "tracy",
         "--test",
         "tracy",
-    ]);
-    status(cmd)
+    ]
+    .map(String::from)
+    .to_vec();
+    // Everything builds first, with both cores: the debug and release tests, the
+    // examples, the Tracy test.
+    for args in [&debug, &release, &tracy] {
+        let mut cmd = cargo();
+        cmd.args(args).arg("--no-run");
+        if let failed @ Outcome::Failed(_) = status(cmd) {
+            return failed;
+        }
+    }
+    let mut examples = cargo();
+    examples.args(["build", "-q", "-p", "bento-alloc", "--examples"]);
+    if let failed @ Outcome::Failed(_) = status(examples) {
+        return failed;
+    }
+    // Then the suites run in two lanes at once: many test binaries hold one long
+    // test (a soak, a real program under LD_PRELOAD) and leave the other core idle.
+    let command = |args: &[String]| {
+        let mut cmd = cargo();
+        cmd.args(args);
+        cmd
+    };
+    let lane_a = vec![command(&debug)];
+    let mut lane_b = vec![command(&release)];
+    // The guide's examples, each run to the end (they assert what they show).
+    for example in EXAMPLES {
+        let mut cmd = cargo();
+        cmd.args(["run", "-q", "-p", "bento-alloc", "--example", example]);
+        lane_b.push(cmd);
+    }
+    // The heaps with the Tracy client built in and started.
+    lane_b.push(command(&tracy));
+    two_lanes("test", lane_a, lane_b)
+}
+
+/// The arguments of the release tests: every crate of [`RELEASE`] with its defaults
+/// but [`LEFT_OUT`].
+fn release_args() -> Result<Vec<String>, String> {
+    let mut args: Vec<String> = ["test", "--release", "--tests", "--no-default-features"]
+        .map(String::from)
+        .to_vec();
+    let mut features = Vec::new();
+    for (krate, dir) in RELEASE {
+        args.extend(["-p".to_owned(), (*krate).to_owned()]);
+        features.extend(
+            defaults(dir)?
+                .into_iter()
+                .filter(|f| (*krate, f.as_str()) != LEFT_OUT)
+                .map(|f| format!("{krate}/{f}")),
+        );
+    }
+    args.extend(["--features".to_owned(), features.join(",")]);
+    Ok(args)
 }
 
 /// The `default` features of `crates/<dir>/Cargo.toml`.
