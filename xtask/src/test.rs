@@ -13,9 +13,9 @@
 //! and each crate's defaults, read from its manifest, are named again (the CLI's but
 //! `jemalloc`).
 //!
-//! Everything builds first; then the debug suite runs in one lane and the release
-//! suite, the examples and the Tracy test in another, at once (see
-//! [`two_lanes`](crate::step::two_lanes)).
+//! Everything builds first; then the debug suite's unit and integration tests run in
+//! one lane and its doc tests, the release suite, the examples and the Tracy test in
+//! another, at once (see [`two_lanes`](crate::step::two_lanes)).
 
 use crate::step::{Outcome, Step, cargo, root, status, two_lanes};
 
@@ -84,8 +84,14 @@ fn run() -> Outcome {
         cmd.args(args);
         cmd
     };
-    let lane_a = vec![command(&debug)];
-    let mut lane_b = vec![command(&release)];
+    // The debug suite's doc tests (compiled as they run) go beside the release suite,
+    // which is the shorter.
+    let mut units = debug.clone();
+    units.extend(["--lib", "--bins", "--tests"].map(String::from));
+    let mut docs = debug.clone();
+    docs.push("--doc".to_owned());
+    let lane_a = vec![command(&units)];
+    let mut lane_b = vec![command(&docs), command(&release)];
     // The guide's examples, each run to the end (they assert what they show).
     for example in EXAMPLES {
         let mut cmd = cargo();
