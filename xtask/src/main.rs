@@ -17,6 +17,7 @@ mod miri;
 mod msrv;
 mod nightly;
 mod nostd;
+mod prefetch;
 mod publish;
 mod step;
 mod test;
@@ -88,5 +89,8 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    if command == "ci" {
+        prefetch::start();
+    }
     step::run_all(command, steps)
 }

@@ -82,7 +82,13 @@ const FLAGS: &str =
 
 pub(crate) const STEP: Step = Step { name: "miri", run };
 
+/// The prefetch's part: the nightly toolchain with Miri, and Miri's sysroot.
+pub(crate) fn prepare() -> Result<(), String> {
+    ensure_miri()
+}
+
 fn run() -> Outcome {
+    crate::prefetch::wait();
     if let Err(why) = ensure_miri() {
         return Outcome::Skipped(format!("MIRI SKIPPED: {why}"));
     }

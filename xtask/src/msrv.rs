@@ -19,19 +19,33 @@ const TESTED: &[&str] = &[
     "bento-heap",
 ];
 
+/// The prefetch's part: the declared toolchain.
+pub(crate) fn prepare() -> Result<(), String> {
+    install(&declared()?)
+}
+
+/// Installs Rust `version` with rustup when it is missing.
+fn install(version: &str) -> Result<(), String> {
+    if !succeeds(rustc(&format!("+{version}"))) {
+        println!("xtask: installing Rust {version} with rustup");
+        let mut add = Command::new("rustup");
+        add.args(["toolchain", "install", version, "--profile", "minimal"]);
+        if !succeeds(add) {
+            return Err(format!("`rustup toolchain install {version}` failed"));
+        }
+    }
+    Ok(())
+}
+
 fn run() -> Outcome {
+    crate::prefetch::wait();
     let version = match declared() {
         Ok(v) => v,
         Err(why) => return Outcome::Failed(why),
     };
     let toolchain = format!("+{version}");
-    if !succeeds(rustc(&toolchain)) {
-        println!("xtask: installing Rust {version} with rustup");
-        let mut add = Command::new("rustup");
-        add.args(["toolchain", "install", &version, "--profile", "minimal"]);
-        if !succeeds(add) {
-            return Outcome::Skipped(format!("`rustup toolchain install {version}` failed"));
-        }
+    if let Err(why) = install(&version) {
+        return Outcome::Skipped(why);
     }
     let dir = target_dir().join("msrv");
     // What a user on that toolchain builds: every crate's library, binaries and

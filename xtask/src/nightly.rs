@@ -18,6 +18,7 @@ pub(crate) const STEP: Step = Step {
 const MINOR: u32 = 100;
 
 fn run() -> Outcome {
+    crate::prefetch::wait();
     if let Err(why) = ensure_nightly() {
         return Outcome::Skipped(why);
     }

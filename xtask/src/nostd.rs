@@ -17,7 +17,13 @@ const TARGET: &str = "thumbv7em-none-eabihf";
 
 pub(crate) const STEP: Step = Step { name: "nostd", run };
 
+/// The prefetch's part: the target's standard library.
+pub(crate) fn prepare() -> Result<(), String> {
+    ensure_target(STABLE, TARGET)
+}
+
 fn run() -> Outcome {
+    crate::prefetch::wait();
     if let Err(why) = ensure_target(STABLE, TARGET) {
         return Outcome::Skipped(format!("NOSTD SKIPPED: {why}"));
     }

@@ -74,8 +74,15 @@ impl Wine {
     }
 }
 
+/// The prefetch's part: the target's standard library, Wine and MinGW.
+pub(crate) fn prepare() -> Result<(), String> {
+    ensure_target(STABLE, TARGET)?;
+    ensure_tools().map(|_| ())
+}
+
 /// Sets up Wine (or says why it cannot) and runs the crates' tests under it.
 fn run() -> Outcome {
+    crate::prefetch::wait();
     if WINDOWS_CRATES.is_empty() {
         return Outcome::Empty("no crate lists it yet");
     }
