@@ -92,5 +92,9 @@ fn main() -> ExitCode {
     if command == "ci" {
         prefetch::start();
     }
-    step::run_all(command, steps)
+    let code = step::run_all(command, steps);
+    // A failed step ends the run early: an install still going (apt-get) finishes
+    // rather than die half done.
+    prefetch::wait();
+    code
 }
