@@ -15,7 +15,7 @@
 //!
 //! Everything builds first; then the debug suite's unit and integration tests run in
 //! one lane and its doc tests, the release suite, the examples and the Tracy test in
-//! another, at once (see [`two_lanes`](crate::step::two_lanes)).
+//! another, at once (see [`two_lanes`]).
 
 use crate::step::{Outcome, Step, cargo, root, status, two_lanes};
 
