@@ -81,6 +81,10 @@ pub(crate) trait Retention {
 
     /// The largest free block it holds (a walk: now and then).
     fn largest_free(&self) -> usize;
+
+    /// The calls its page source has seen so far, from the source's counters (a few
+    /// loads: cheap enough for every frame end).
+    fn os_calls(&self) -> u64;
 }
 
 impl<P: PageSource> Retention for MemorySpace<P> {
@@ -95,6 +99,10 @@ impl<P: PageSource> Retention for MemorySpace<P> {
     fn largest_free(&self) -> usize {
         MemorySpace::largest_free(self)
     }
+
+    fn os_calls(&self) -> u64 {
+        calls(&self.page_stats())
+    }
 }
 
 impl<P: PageSource> Retention for CommonAllocator<P> {
@@ -108,6 +116,10 @@ impl<P: PageSource> Retention for CommonAllocator<P> {
 
     fn largest_free(&self) -> usize {
         CommonAllocator::largest_free(self)
+    }
+
+    fn os_calls(&self) -> u64 {
+        calls(&self.page_stats())
     }
 }
 
@@ -173,9 +185,9 @@ impl<'a, A: Allocator + ?Sized, F: Fn() -> Stats> Wrapper for Measured<'a, A, F>
     }
 
     fn on_frame(&mut self) -> Result<(), String> {
-        let before = (self.stats)().footprint.os_calls;
+        let before = self.retention.os_calls();
         self.retention.tick();
-        self.end_calls = (self.stats)().footprint.os_calls.saturating_sub(before);
+        self.end_calls = self.retention.os_calls().saturating_sub(before);
         Ok(())
     }
 
@@ -654,9 +666,10 @@ impl<P: PageSource> ReplayTarget for Bento<'_, P> {
 }
 
 impl<P: PageSource> Bento<'_, P> {
-    /// The OS calls of every part so far.
+    /// The OS calls of every part so far, from the page sources' counters (not the
+    /// full stats: a frame end reads this twice, inside the timed region).
     fn os_calls(&self) -> u64 {
-        self.footprint().map_or(0, |f| f.os_calls)
+        calls(&self.parts.common.page_stats()) + calls(&self.parts.pages.stats())
     }
 
     /// The frame ends: the next frame of the arenas begins, unless a block of the

@@ -236,6 +236,30 @@ impl<P: PageSource> CommonAllocator<P> {
             .map_or_else(crate::stats::CommonStats::default, Inner::stats)
     }
 
+    /// What the page source has seen so far (its reservations, commits and the calls
+    /// of each kind), from its counters: a few loads, no lock and no walk, so a
+    /// program can read it every frame. All zero before the allocator starts.
+    ///
+    /// ```
+    /// use core::alloc::Layout;
+    /// use bento_common::CommonAllocator;
+    ///
+    /// let common = CommonAllocator::new();
+    /// assert_eq!(common.page_stats().reserves, 0);
+    /// let p = common.alloc(Layout::new::<[u8; 100]>()).unwrap();
+    /// let pages = common.page_stats();
+    /// assert!(pages.reserves > 0 && pages.commits > 0);
+    /// assert_eq!(pages, common.stats().source);
+    /// // SAFETY: live.
+    /// unsafe { common.free(p) };
+    /// ```
+    pub fn page_stats(&self) -> bento_pages::PageStats {
+        self.started()
+            .map_or_else(bento_pages::PageStats::default, |inner| {
+                inner.layer.source().stats()
+            })
+    }
+
     /// The stats as a table, one row per region: what a program prints on a debug
     /// key or at exit.
     ///

@@ -30,6 +30,29 @@ impl<P: PageSource> MemorySpace<P> {
         stats
     }
 
+    /// What the page source has seen so far (its reservations, commits and the calls
+    /// of each kind), from its counters: a few loads, no lock, so a program can read
+    /// it every frame. All zero for a space over fixed memory.
+    ///
+    /// ```
+    /// use core::alloc::Layout;
+    /// use bento_pages::HeapPages;
+    /// use bento_space::{MemorySpace, SpaceConfig};
+    ///
+    /// let space = MemorySpace::new(HeapPages::new(), SpaceConfig::DEFAULT.with_page_size(4096)).unwrap();
+    /// let p = space.alloc(Layout::new::<u64>()).unwrap();
+    /// let pages = space.page_stats();
+    /// assert!(pages.reserves > 0 && pages.commits > 0);
+    /// assert_eq!(pages, space.stats().source);
+    /// // SAFETY: live.
+    /// unsafe { space.free(p) };
+    /// ```
+    pub fn page_stats(&self) -> bento_pages::PageStats {
+        self.pages
+            .as_ref()
+            .map_or_else(bento_pages::PageStats::default, |pages| pages.inner().stats())
+    }
+
     /// Empties the block cache (its blocks are freed for good, merging with their
     /// neighbours) and then the commit cache: every page it keeps committed for reuse
     /// goes back to the source. Returns the bytes the commit cache gave back. The
