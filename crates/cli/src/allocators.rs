@@ -12,4 +12,18 @@ pub(crate) const ALLOCATORS: &[&str] = &[
     "space",
     "common",
     "bento",
+    #[cfg(target_os = "linux")]
+    "bento-huge",
+];
+
+/// The allocators `replay` runs when none are named: all but the bento set-ups,
+/// whose routing and budgets fit bento's own workloads.
+pub(crate) const REPLAY_DEFAULT: &[&str] = &[
+    "system",
+    #[cfg(feature = "mimalloc")]
+    "mimalloc",
+    #[cfg(all(feature = "jemalloc", unix))]
+    "jemalloc",
+    "space",
+    "common",
 ];

@@ -64,7 +64,11 @@ pub(crate) fn child(
             }))?
         }
         _ => {
-            let parts = Parts::new();
+            let parts = if allocator == "bento-huge" {
+                Parts::huge()?
+            } else {
+                Parts::new()
+            };
             let linear = Linear::new(&parts)?;
             go.run(&mut Bento::new(&parts, &linear)?)?
         }

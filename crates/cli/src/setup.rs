@@ -15,14 +15,7 @@ use bento_space::{MemorySpace, SpaceConfig};
 use bento_trace::workload::{PARTICLE_SIZE, tags};
 use bento_trace::{ApiTarget, Footprint, ReplayTarget, Wrapper};
 
-pub(crate) use crate::allocators::ALLOCATORS;
-
-/// The allocators `replay` runs when none are named: all but the bento set-up (the
-/// last of [`ALLOCATORS`]), whose routing and budgets fit bento's own workloads.
-pub(crate) const REPLAY_DEFAULT: &[&str] = match ALLOCATORS.split_last() {
-    Some((_, rest)) => rest,
-    None => &[],
-};
+pub(crate) use crate::allocators::{ALLOCATORS, REPLAY_DEFAULT};
 
 /// What each allocator is, for `--help` and the tables' notes.
 pub(crate) const ABOUT: &str = "\
@@ -34,7 +27,9 @@ common    bento's CommonAllocator: size-class regions of fixed-block runs and a
           large region, a per-thread cache in front
 bento     a game's set-up: subsystem heaps with budgets over the common allocator
           (untagged blocks, as a recorded program's, in a heap without one), a
-          frame arena for frame temporaries and a pool for particles";
+          frame arena for frame temporaries and a pool for particles
+bento-huge  the same set-up with transparent huge pages (Linux): its reservations of
+          2 MiB or more advised MADV_HUGEPAGE";
 
 /// Checks that `name` is an allocator this build knows.
 pub(crate) fn check_name(name: &str) -> Result<(), String> {
@@ -262,9 +257,23 @@ pub(crate) struct Parts<P: PageSource = SystemPages> {
 
 impl Parts {
     pub(crate) fn new() -> Self {
+        Self::with_pages(SystemPages::new())
+    }
+
+    /// The parts over the OS's pages with huge pages asked for (`bento-huge`).
+    pub(crate) fn huge() -> Result<Self, String> {
+        let pages = SystemPages::new()
+            .with_huge_pages()
+            .map_err(|e| e.to_string())?;
+        Ok(Self::with_pages(pages))
+    }
+
+    fn with_pages(pages: SystemPages) -> Self {
         Self {
-            common: CommonAllocator::new(),
-            pages: Metered::new(SystemPages::new()),
+            common: CommonAllocator::with_config(
+                bento_common::CommonConfig::DEFAULT.with_pages(pages),
+            ),
+            pages: Metered::new(pages),
             headroom: 0,
         }
     }
@@ -720,12 +729,15 @@ mod tests {
 
     #[test]
     fn every_allocator_built_in_is_known_and_others_are_named() {
-        assert_eq!(
-            ALLOCATORS.last(),
-            Some(&"bento"),
-            "REPLAY_DEFAULT leaves it out"
-        );
-        assert!(!REPLAY_DEFAULT.contains(&"bento"));
+        for set_up in ["bento", "bento-huge"] {
+            assert!(!REPLAY_DEFAULT.contains(&set_up));
+        }
+        let others: Vec<&str> = ALLOCATORS
+            .iter()
+            .copied()
+            .filter(|n| !n.starts_with("bento"))
+            .collect();
+        assert_eq!(others, REPLAY_DEFAULT);
         for name in ALLOCATORS.iter().chain(REPLAY_DEFAULT) {
             check_name(name).unwrap();
         }

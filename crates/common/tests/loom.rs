@@ -112,6 +112,32 @@ fn racing_first_allocations_start_once() {
     });
 }
 
+#[test]
+fn a_configure_races_the_first_allocation() {
+    model(|| {
+        let common = common(heap(), Routing::BySize, false);
+        // Thread 0 adds a third class before the start, thread 1 allocates (and
+        // starts): the change is either all in, or refused and not run.
+        let results = in_threads(2, move |i| {
+            if i == 0 {
+                let changed =
+                    common.configure(|c| c.classes = SizeClasses::new(&[16, 32, 48]));
+                (changed, None)
+            } else {
+                let layout = Layout::from_size_align(16, 8).unwrap();
+                (false, Some(fill(common.alloc(layout).unwrap(), 16, 2)))
+            }
+        });
+        let changed = results[0].0;
+        let regions = in_threads(1, move |_| common.stats().regions().len());
+        // The classes, the large region and the 32 medium bins.
+        assert_eq!(regions, [if changed { 36 } else { 35 }]);
+        let p = results[1].1.unwrap();
+        check_and_free(common, p, Layout::from_size_align(16, 8).unwrap(), 2);
+        destroy(common);
+    });
+}
+
 /// Blocks handed to another model thread, whose use of them follows the join of
 /// the threads that made them.
 struct Blocks(Vec<NonNull<u8>>);

@@ -5,6 +5,7 @@ compile_error!("bento-malloc replaces glibc's malloc: it builds for Linux with g
 
 mod fork;
 mod global;
+mod huge;
 mod policy;
 mod retain;
 mod setup;
@@ -51,6 +52,8 @@ fn setup_slow() {
     match SETUP.compare_exchange(NOT_SET, SETTING, Ordering::AcqRel, Ordering::Acquire) {
         Ok(_) => {
             sys::note_stderr();
+            // Before anything that may start `COMMON`: the source is chosen first.
+            huge::arm();
             retain::arm();
             fork::register();
             stats::arm();

@@ -36,6 +36,13 @@ pub enum PageError {
         /// The limit.
         limit: usize,
     },
+    /// Huge pages were asked for where the system does not offer them
+    /// (`SystemPages::with_huge_pages`).
+    #[error("huge pages are not offered here: {why}")]
+    HugePagesUnavailable {
+        /// Why not.
+        why: &'static str,
+    },
     /// The arguments break the page contract.
     #[error(transparent)]
     Invalid(#[from] Invalid),

@@ -148,6 +148,49 @@ impl<P: PageSource> CommonAllocator<P> {
         }
     }
 
+    /// Changes the configuration before the allocator starts: `change` runs on it and
+    /// the start uses the result. For what is known only at run time, such as an
+    /// environment variable, in an allocator that is a `static`. Returns false, and
+    /// runs nothing, once the allocator has started or is starting (another thread's
+    /// first allocation); a start that comes meanwhile waits for the change.
+    ///
+    /// ```
+    /// use bento_common::CommonAllocator;
+    ///
+    /// static COMMON: CommonAllocator = CommonAllocator::new();
+    /// // Huge pages where the system offers them (Linux), else the usual pages.
+    /// if let Ok(pages) = bento_pages::SystemPages::new().with_huge_pages() {
+    ///     assert!(COMMON.configure(|config| config.pages = pages));
+    /// }
+    /// let b = allocator_api2::boxed::Box::new_in(7u64, &COMMON);
+    /// assert!(!COMMON.configure(|_| unreachable!("started")));
+    /// # drop(b);
+    /// ```
+    pub fn configure(&self, change: impl FnOnce(&mut CommonConfig<P>)) -> bool {
+        if self
+            .state
+            .compare_exchange(UNINIT, STARTING, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            return false;
+        }
+        /// Stores `UNINIT` when dropped, after `change` (or its unwinding).
+        struct Reopen<'a>(&'a AtomicU8);
+        impl Drop for Reopen<'_> {
+            fn drop(&mut self) {
+                self.0.store(UNINIT, Ordering::Release);
+            }
+        }
+        let _reopen = Reopen(&self.state);
+        // SAFETY: moving `state` from `UNINIT` to `STARTING` gives this thread the
+        // config (the field's invariant), initialised while `UNINIT`; it is changed in
+        // place (a `change` that panics leaves a valid config: it holds `&mut`) and
+        // `UNINIT` is stored after (Release), so the thread that starts next takes
+        // the changed config.
+        change(unsafe { (*self.config.get()).assume_init_mut() });
+        true
+    }
+
     /// Starts the allocator now if it has not started: checks the configuration,
     /// reserves its block and makes its regions. Allocations do this on first use;
     /// calling it first reports a bad configuration or a refusing source, after

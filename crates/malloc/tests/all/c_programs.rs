@@ -547,3 +547,47 @@ fn a_large_peak_freed_whole_keeps_what_the_readme_says() {
         }
     }
 }
+
+/// The faults `huge` took to fill its blocks, with `BENTO_HUGE` set to `huge`.
+fn huge_faults(program: &std::path::Path, huge: Option<&str>) -> (u64, String) {
+    let mut cmd = preloaded(program);
+    if let Some(value) = huge {
+        cmd.env("BENTO_HUGE", value);
+    }
+    let o = run_ok(&mut cmd);
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    let faults = out
+        .trim()
+        .strip_prefix("huge: ")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{out}"));
+    (faults, String::from_utf8_lossy(&o.stderr).into_owned())
+}
+
+#[test]
+fn bento_huge_asks_for_huge_pages() {
+    let program = compile("huge", &scratch("huge"));
+    let thp = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
+        .unwrap_or_default();
+    // 128 MiB in 4 KiB pages: some 32,768 faults (unless the kernel gives every
+    // mapping huge pages unasked).
+    let small = if thp.contains("[always]") { 0 } else { 30_000 };
+    let (usual, quiet) = huge_faults(&program, None);
+    assert_eq!(quiet, "");
+    assert!(usual > small, "{usual} faults without huge pages");
+    let (off, quiet) = huge_faults(&program, Some("off"));
+    assert!(off > small && quiet.is_empty(), "{off} faults, {quiet}");
+    let (huge, said) = huge_faults(&program, Some("1"));
+    if thp.contains("[always]") || thp.contains("[madvise]") {
+        // 64 huge pages and the small blocks' first pages: well under a tenth.
+        assert!(huge < usual / 10, "{huge} faults with huge pages, {usual} without");
+        assert_eq!(said, "");
+    }
+    // A value it does not know: one line, and the usual pages.
+    let (bad, said) = huge_faults(&program, Some("yes"));
+    assert!(bad > small, "{bad}");
+    assert_eq!(
+        said,
+        "bento-malloc: BENTO_HUGE=yes is neither `on`/`1` nor `off`/`0`; huge pages stay off\n"
+    );
+}

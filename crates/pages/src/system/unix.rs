@@ -70,6 +70,41 @@ pub(super) fn reserve(size: usize, align: Alignment, trap: bool) -> Result<NonNu
     NonNull::new(base).ok_or(PageError::OutOfAddressSpace { size })
 }
 
+/// Whether `SystemPages::with_huge_pages` is offered, and if not, why.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+pub(super) const HUGE_PAGES: Result<(), &'static str> = Ok(());
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+pub(super) const HUGE_PAGES: Result<(), &'static str> =
+    Err("only Linux's transparent huge pages are offered on Unix");
+
+/// The size of a transparent huge page on x86-64 and of the usual arm64 kernels.
+const HUGE_PAGE: usize = 2 << 20;
+
+/// As [`reserve`], for a source with huge pages: a reservation that can hold one
+/// is aligned to it and advised `MADV_HUGEPAGE` (a kernel without transparent huge
+/// pages refuses the advice, which changes nothing: the pages are the usual ones).
+pub(super) fn reserve_huge(
+    size: usize,
+    align: Alignment,
+    trap: bool,
+) -> Result<NonNull<u8>, PageError> {
+    if size < HUGE_PAGE {
+        return reserve(size, align, trap);
+    }
+    let huge = Alignment::new(HUGE_PAGE).expect("a power of two");
+    let base = reserve(size, align.max_with(huge), trap)?;
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    {
+        // SAFETY: advice on the mapping just made, which nothing uses yet; it changes
+        // how the kernel backs the pages, not their contents.
+        let advised =
+            unsafe { mm::madvise(base.as_ptr().cast(), size, mm::Advice::LinuxHugepage) };
+        // Refused where the kernel has no transparent huge pages: the usual pages.
+        let _ = advised;
+    }
+    Ok(base)
+}
+
 /// # Safety
 ///
 /// The caller must pass a page-aligned range of a mapping it owns and no longer uses.
