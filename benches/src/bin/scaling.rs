@@ -103,7 +103,10 @@ fn run_each<'a, A: GlobalAlloc + Sync + 'a>(
                 std::hint::black_box(work(alloc, t as u64 + 1, steps));
                 let cpu = thread_cpu() - cpu;
                 if std::env::var_os("SCALING_CPU").is_some() {
-                    eprintln!("  thread {t}: {:.2} ns/pair of its CPU", cpu.as_nanos() as f64 / steps as f64);
+                    eprintln!(
+                        "  thread {t}: {:.2} ns/pair of its CPU",
+                        cpu.as_nanos() as f64 / steps as f64
+                    );
                 }
                 done.wait();
             });

@@ -16,14 +16,3 @@ pub(crate) const ALLOCATORS: &[&str] = &[
     "bento-huge",
 ];
 
-/// The allocators `replay` runs when none are named: all but the bento set-ups,
-/// whose routing and budgets fit bento's own workloads.
-pub(crate) const REPLAY_DEFAULT: &[&str] = &[
-    "system",
-    #[cfg(feature = "mimalloc")]
-    "mimalloc",
-    #[cfg(all(feature = "jemalloc", unix))]
-    "jemalloc",
-    "space",
-    "common",
-];

@@ -15,7 +15,19 @@ use bento_space::{MemorySpace, SpaceConfig};
 use bento_trace::workload::{PARTICLE_SIZE, tags};
 use bento_trace::{ApiTarget, Footprint, ReplayTarget, Wrapper};
 
-pub(crate) use crate::allocators::{ALLOCATORS, REPLAY_DEFAULT};
+pub(crate) use crate::allocators::ALLOCATORS;
+
+/// The allocators `replay` runs when none are named: all but the bento set-ups,
+/// whose routing and budgets fit bento's own workloads.
+pub(crate) const REPLAY_DEFAULT: &[&str] = &[
+    "system",
+    #[cfg(feature = "mimalloc")]
+    "mimalloc",
+    #[cfg(all(feature = "jemalloc", unix))]
+    "jemalloc",
+    "space",
+    "common",
+];
 
 /// What each allocator is, for `--help` and the tables' notes.
 pub(crate) const ABOUT: &str = "\

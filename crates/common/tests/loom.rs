@@ -120,8 +120,7 @@ fn a_configure_races_the_first_allocation() {
         // starts): the change is either all in, or refused and not run.
         let results = in_threads(2, move |i| {
             if i == 0 {
-                let changed =
-                    common.configure(|c| c.classes = SizeClasses::new(&[16, 32, 48]));
+                let changed = common.configure(|c| c.classes = SizeClasses::new(&[16, 32, 48]));
                 (changed, None)
             } else {
                 let layout = Layout::from_size_align(16, 8).unwrap();

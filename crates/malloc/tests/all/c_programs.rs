@@ -567,8 +567,8 @@ fn huge_faults(program: &std::path::Path, huge: Option<&str>) -> (u64, String) {
 #[test]
 fn bento_huge_asks_for_huge_pages() {
     let program = compile("huge", &scratch("huge"));
-    let thp = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
-        .unwrap_or_default();
+    let thp =
+        std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").unwrap_or_default();
     // 128 MiB in 4 KiB pages: some 32,768 faults (unless the kernel gives every
     // mapping huge pages unasked).
     let small = if thp.contains("[always]") { 0 } else { 30_000 };
@@ -580,7 +580,10 @@ fn bento_huge_asks_for_huge_pages() {
     let (huge, said) = huge_faults(&program, Some("1"));
     if thp.contains("[always]") || thp.contains("[madvise]") {
         // 64 huge pages and the small blocks' first pages: well under a tenth.
-        assert!(huge < usual / 10, "{huge} faults with huge pages, {usual} without");
+        assert!(
+            huge < usual / 10,
+            "{huge} faults with huge pages, {usual} without"
+        );
         assert_eq!(said, "");
     }
     // A value it does not know: one line, and the usual pages.

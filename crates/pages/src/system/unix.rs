@@ -97,8 +97,7 @@ pub(super) fn reserve_huge(
     {
         // SAFETY: advice on the mapping just made, which nothing uses yet; it changes
         // how the kernel backs the pages, not their contents.
-        let advised =
-            unsafe { mm::madvise(base.as_ptr().cast(), size, mm::Advice::LinuxHugepage) };
+        let advised = unsafe { mm::madvise(base.as_ptr().cast(), size, mm::Advice::LinuxHugepage) };
         // Refused where the kernel has no transparent huge pages: the usual pages.
         let _ = advised;
     }

@@ -41,9 +41,8 @@ const ALIGNED_RETRIES: usize = 16;
 /// Windows commits explicitly, so decommitted pages always fault and `_trap` changes
 /// nothing.
 /// Why `SystemPages::with_huge_pages` is not offered on Windows.
-pub(super) const HUGE_PAGES: Result<(), &'static str> = Err(
-    "Windows' large pages are committed whole when reserved and cannot be decommitted",
-);
+pub(super) const HUGE_PAGES: Result<(), &'static str> =
+    Err("Windows' large pages are committed whole when reserved and cannot be decommitted");
 
 /// Never called: `HUGE_PAGES` refuses them, so no source asks.
 pub(super) fn reserve_huge(

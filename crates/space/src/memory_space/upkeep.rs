@@ -50,7 +50,9 @@ impl<P: PageSource> MemorySpace<P> {
     pub fn page_stats(&self) -> bento_pages::PageStats {
         self.pages
             .as_ref()
-            .map_or_else(bento_pages::PageStats::default, |pages| pages.inner().stats())
+            .map_or_else(bento_pages::PageStats::default, |pages| {
+                pages.inner().stats()
+            })
     }
 
     /// Empties the block cache (its blocks are freed for good, merging with their
