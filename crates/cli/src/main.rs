@@ -273,6 +273,9 @@ enum AllocatorName {
     Common,
     /// A game's set-up of bento's allocators: subsystem heaps, a frame arena, a pool.
     Bento,
+    /// The same set-up with transparent huge pages (Linux).
+    #[cfg(target_os = "linux")]
+    BentoHuge,
 }
 
 impl AllocatorName {
