@@ -167,14 +167,30 @@ impl RegionMap {
                 }
             }
         }
-        for granule in first..=last {
+        // Leaf by leaf: one load of the top level per leaf, then its entries.
+        let mut granule = first;
+        while granule <= last {
+            let top = granule >> LEAF_SHIFT;
             let leaf = self
-                .slot(granule >> LEAF_SHIFT)
+                .slot(top)
                 .expect("checked against TOP above")
                 .load(Ordering::Relaxed);
-            // SAFETY: made above (or before) under the lock the caller holds; the
-            // index is below `LEAF_BYTES`.
-            unsafe { leaf_entry(leaf, granule) }.store(owner.0, Ordering::Relaxed);
+            let end = last.min(((top + 1) << LEAF_SHIFT) - 1);
+            let start = granule & (LEAF_BYTES - 1);
+            // SAFETY: the leaf was made above (or before) under the lock the caller
+            // holds, `LEAF_BYTES` bytes; `[start, start + end - granule]` is inside it
+            // (`end` is in the same leaf as `granule`). `AtomicU8` has the size and
+            // alignment of `u8`, and every access to a leaf's bytes is atomic.
+            let entries = unsafe {
+                core::slice::from_raw_parts(
+                    leaf.add(start).cast::<AtomicU8>().cast_const(),
+                    end - granule + 1,
+                )
+            };
+            for entry in entries {
+                entry.store(owner.0, Ordering::Relaxed);
+            }
+            granule = end + 1;
         }
         true
     }
