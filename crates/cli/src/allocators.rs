@@ -15,4 +15,3 @@ pub(crate) const ALLOCATORS: &[&str] = &[
     #[cfg(target_os = "linux")]
     "bento-huge",
 ];
-
