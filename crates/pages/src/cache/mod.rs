@@ -19,7 +19,7 @@ use core::ptr::{self, NonNull};
 use bento_align::Alignment;
 
 use crate::lock::Locked;
-use crate::retention::{Decay, Retention};
+use crate::retention::{Decay, Phase, Retention};
 use crate::sync::{AtomicUsize, Ordering};
 use crate::{PageError, PageSource};
 
@@ -156,6 +156,14 @@ struct Spare {
     released: u64,
 }
 
+/// What a cycle of levels held at its peak, for the decay to keep (see `State::need`).
+#[derive(Clone, Copy, Debug)]
+struct Need {
+    held: usize,
+    used: usize,
+    at: u64,
+}
+
 #[derive(Debug)]
 struct State {
     // Invariant: `stats.parked` is the bytes of the table's entries and
@@ -176,8 +184,18 @@ struct State {
     stepped_at: u64,
     // A level loads or unloads: nothing decays.
     held: bool,
+    // The phase the program last said it is in.
+    phase: Phase,
     // When the hold began, in the decay clock's unit.
     held_at: u64,
+    // Since the last load began: the most held (in use and kept) and the most in
+    // use. `need`: the held and in-use peaks of the cycle the decay keeps memory for,
+    // with when the load after it began (in the decay clock's unit): in use and kept
+    // together stay at least its held peak until one decay time has passed since a
+    // cycle last used as much as it did.
+    cycle_held: usize,
+    cycle_used: usize,
+    need: Option<Need>,
     // The decay clock when last read, and when a page or a spare was last kept.
     seen: u64,
     last_kept: u64,
@@ -213,6 +231,9 @@ impl State {
         self.last_kept = now;
         if self.held {
             self.held_at = now;
+        }
+        if let Some(need) = &mut self.need {
+            need.at = now;
         }
     }
 }
@@ -461,7 +482,11 @@ impl<P: PageSource> CommitCache<P> {
                 ticked: false,
                 stepped_at: 0,
                 held: false,
+                phase: Phase::Play,
                 held_at: 0,
+                cycle_held: 0,
+                cycle_used: 0,
+                need: None,
                 seen: 0,
                 last_kept: 0,
                 cursor: 0,

@@ -229,6 +229,8 @@ unsafe impl<P: PageSource> PageSource for CommitCache<P> {
             }
             s.stats.committed += size;
             s.stats.peak = s.stats.peak.max(s.stats.committed);
+            s.cycle_held = s.cycle_held.max(s.stats.committed + s.stats.parked);
+            s.cycle_used = s.cycle_used.max(s.stats.committed);
             if !s.retention.is_eager() {
                 // What is committed, in use and kept, stays within the cap.
                 self.fit_growing(s, out);

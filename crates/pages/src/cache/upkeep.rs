@@ -5,7 +5,7 @@
 use core::ptr::NonNull;
 
 use crate::PageSource;
-use crate::cache::{CommitCache, Decommits, EVICT_BATCH, GENERATION, SPARES, State, untag};
+use crate::cache::{CommitCache, Decommits, EVICT_BATCH, GENERATION, Need, SPARES, State, untag};
 use crate::retention::{Decay, Phase, Retention};
 use crate::sync::Ordering;
 
@@ -162,7 +162,11 @@ impl<P: PageSource> CommitCache<P> {
     /// The program's phase: through [`Phase::Load`] and [`Phase::Unload`] nothing kept
     /// decays (the decay clock stops, for one decay time at most), so what an unload
     /// frees is there for the next load; [`Phase::Play`] starts the clock again where
-    /// it stopped.
+    /// it stopped. A load also begins a cycle: within one decay time of the load that
+    /// began the cycle which held the most (in use and kept at its peak), the decay
+    /// keeps in use and kept together at least that much, so that levels shorter than
+    /// the decay time find the pages a level before them held; once loads stop (or
+    /// hold less), what is over goes a decay time later.
     ///
     /// ```
     /// use bento_pages::{CommitCache, HeapPages, Phase};
@@ -175,6 +179,41 @@ impl<P: PageSource> CommitCache<P> {
         self.locked(|s, _| {
             let held = phase != Phase::Play;
             let now = self.now(s);
+            if phase == Phase::Load
+                && s.phase != Phase::Load
+                && let Retention::Decay(d) = s.retention
+                && let Some(now) = now
+            {
+                // A load begins a cycle. The decay keeps what the cycle that used
+                // the most held at its peak (in use and kept), so that a level that
+                // comes round again finds its pages, until a decay time passes
+                // without a cycle that uses as much.
+                let delay = if s.counts_frames(&d) {
+                    d.frames
+                } else {
+                    d.millis
+                };
+                let this = Need {
+                    held: s.cycle_held,
+                    used: s.cycle_used,
+                    at: now,
+                };
+                s.need = match s.need {
+                    // A cycle that used less leaves the need to age...
+                    Some(need)
+                        if this.used < need.used
+                            && now.wrapping_sub(need.at) < u64::from(delay) =>
+                    {
+                        Some(need)
+                    }
+                    // ... one that used as much renews it; a cycle that used nothing
+                    // needs nothing.
+                    _ => (this.used > 0).then_some(this),
+                };
+                s.cycle_held = s.stats.committed + s.stats.parked;
+                s.cycle_used = s.stats.committed;
+            }
+            s.phase = phase;
             match (s.held, held, now) {
                 // The decay clock stops while held...
                 (false, true, Some(now)) => s.held_at = now,
@@ -199,6 +238,10 @@ impl<P: PageSource> CommitCache<P> {
             // SAFETY: the lock is held.
             unsafe { self.sweep(s, out, None, 0, (0, 0)) };
             s.stats.peak = s.stats.committed;
+            // Memory pressure outranks the levels' need.
+            s.need = None;
+            s.cycle_held = s.stats.committed;
+            s.cycle_used = s.stats.committed;
             self.fit(s, out);
             s.stats.purged - before
         });
@@ -255,9 +298,20 @@ impl<P: PageSource> CommitCache<P> {
         let all = now.wrapping_sub(s.last_kept) >= half;
         let before = s.stats.purged;
         let wanted = if all { None } else { Some(old) };
-        if wanted.map_or(s.stats.parked, |g| s.count[g]) > 0 {
+        // Within a decay time of the cycle that held the most, in use and kept stay at
+        // least that much (so the next level does not fault in again what the decay
+        // gave back between levels).
+        let need = match s.need {
+            Some(need) if now.wrapping_sub(need.at) < u64::from(delay) => need.held,
+            _ => {
+                s.need = None;
+                0
+            }
+        };
+        let target = need.saturating_sub(s.stats.committed) & !self.page.mask();
+        if wanted.map_or(s.stats.parked, |g| s.count[g]) > 0 && s.stats.parked > target {
             // SAFETY: the lock is held.
-            unsafe { self.sweep(s, out, wanted, 0, (0, 0)) };
+            unsafe { self.sweep(s, out, wanted, target, (0, 0)) };
         }
         // SAFETY: the lock is held.
         let spares = unsafe { self.drop_spares(s, out, |sp| all || sp.generation == old) };

@@ -513,7 +513,8 @@ fn load_and_unload_hold_the_decay_and_play_starts_it_again() {
 }
 
 /// Levels shorter than the decay time: the clock stops through each load and
-/// unload but runs on across the levels' play, so what no level takes back goes.
+/// unload but runs on across the levels' play, so what no level takes back goes:
+/// the cycle after the one that needed it.
 #[test]
 fn the_decay_clock_runs_across_levels_shorter_than_it() {
     let (pages, base) = keeping(Retention::Decay(Decay::frames(8)), 4);
@@ -533,9 +534,46 @@ fn the_decay_clock_runs_across_levels_shorter_than_it() {
             }
             pages.phase(Phase::Load);
         }
-        // Steps every 4 frames of play: the pages, unused for 4 frames of play, go at
-        // the first step of the second level.
-        assert_eq!(levels, 2);
+        // Steps every 4 frames of play. The first load keeps what the cycle before
+        // it needed (the 4 pages) through the second level; the second load finds a
+        // cycle that needed none, so they go at the first step of the third level.
+        assert_eq!(levels, 3);
+        pages.release(base, 16 * PAGE);
+    }
+}
+
+/// What a level needs stays between levels shorter than the decay time while levels
+/// keep loading: a load's buffers, freed when play begins, are there for the next
+/// load. Once loads stop, they go a decay time after the last one.
+#[test]
+fn what_a_level_needs_stays_for_the_next_one() {
+    let (pages, base) = reserved(Retention::Decay(Decay::frames(8)));
+    // SAFETY: ranges of the live reservation; all decommitted before release.
+    unsafe {
+        for level in 0..6 {
+            pages.phase(Phase::Load);
+            pages.commit(base, 4 * PAGE).unwrap();
+            pages.phase(Phase::Play);
+            pages.decommit(base, 4 * PAGE);
+            // Each level plays 6 frames, the buffers unused: long enough for two
+            // decay steps (one every 4 frames), which give back what they find kept.
+            for _ in 0..6 {
+                pages.tick();
+            }
+            // The first level's play gives them back: no cycle before it needed
+            // them. From the second on, the last cycle's need keeps them.
+            let want = if level == 0 { 0 } else { 4 * PAGE };
+            assert_eq!(pages.stats().parked, want, "level {level}");
+            pages.phase(Phase::Unload);
+        }
+        // Committed afresh by the first two levels only; the others took them back.
+        assert_eq!(pages.stats().misses, 8);
+        // No more loads: a decay time later nothing is kept.
+        pages.phase(Phase::Play);
+        for _ in 0..12 {
+            pages.tick();
+        }
+        assert_eq!(pages.stats().parked, 0);
         pages.release(base, 16 * PAGE);
     }
 }
