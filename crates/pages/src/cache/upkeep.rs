@@ -162,11 +162,12 @@ impl<P: PageSource> CommitCache<P> {
     /// The program's phase: through [`Phase::Load`] and [`Phase::Unload`] nothing kept
     /// decays (the decay clock stops, for one decay time at most), so what an unload
     /// frees is there for the next load; [`Phase::Play`] starts the clock again where
-    /// it stopped. A load also begins a cycle: within one decay time of the load that
-    /// began the cycle which held the most (in use and kept at its peak), the decay
-    /// keeps in use and kept together at least that much, so that levels shorter than
-    /// the decay time find the pages a level before them held; once loads stop (or
-    /// hold less), what is over goes a decay time later.
+    /// it stopped. A load also begins a cycle: the decay keeps in use and kept
+    /// together at least what the cycle that used the most held at its peak, until a
+    /// decay time passes without a cycle that uses as much, so that levels shorter
+    /// than the decay time find the pages a level before them held; once loads stop
+    /// (or use less), what is over goes a decay time later. A cycle that used nothing
+    /// needs nothing, and [`trim`](Self::trim) forgets the need.
     ///
     /// ```
     /// use bento_pages::{CommitCache, HeapPages, Phase};
