@@ -125,7 +125,7 @@ fn thread_cpu() -> Duration {
         tv_nsec: 0,
     };
     // SAFETY: `t` is a valid timespec to write; the clock exists on Linux.
-    let ok = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) } == 0;
+    let ok = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &raw mut t) } == 0;
     assert!(ok, "no thread CPU clock");
     Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
 }
