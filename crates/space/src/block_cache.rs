@@ -98,6 +98,12 @@ pub(crate) struct Cache {
     /// The least room the cache has, whatever the bytes in use: [`FLOOR`], or half a
     /// segment in a space of at most two segments (see [`Cache::fit`]).
     pub(crate) floor: usize,
+    /// What the cache may hold: `limit`, or `live / 2^SHARE_SHIFT` (but at least
+    /// `floor`), whichever is less, for the bytes in use `live` when it was last
+    /// [`refit`](Cache::refit). Cached frees and allocations leave the bytes in use
+    /// as they are (the counters hold cached chunks as in use), so only the space's
+    /// other paths refit it, once a call.
+    pub(crate) room: usize,
 }
 
 impl Cache {
@@ -108,6 +114,7 @@ impl Cache {
             bytes: 0,
             limit,
             floor: FLOOR,
+            room: if limit < FLOOR { limit } else { FLOOR },
         }
     }
 
@@ -121,13 +128,18 @@ impl Cache {
         self.floor = crate::config::cache_floor(reserved, granularity, FLOOR);
     }
 
-    /// Whether class `k` has room for one more chunk in a space with `live` bytes in
-    /// use: the cache holds in all `limit` bytes or `live / 2^SHARE_SHIFT` (but at
-    /// least `floor`), whichever is less.
+    /// Sets the room for a space with `live` bytes in use: the cache holds in all
+    /// `limit` bytes or `live / 2^SHARE_SHIFT` (but at least `floor`), whichever is
+    /// less.
     #[inline]
-    pub(crate) fn has_room(&self, k: usize, live: usize) -> bool {
-        let room = self.limit.min((live >> SHARE_SHIFT).max(self.floor));
-        self.bytes + class_bytes(k) <= room
+    pub(crate) fn refit(&mut self, live: usize) {
+        self.room = self.limit.min((live >> SHARE_SHIFT).max(self.floor));
+    }
+
+    /// Whether class `k` has room for one more chunk (see [`refit`](Self::refit)).
+    #[inline]
+    pub(crate) fn has_room(&self, k: usize) -> bool {
+        self.bytes + class_bytes(k) <= self.room
     }
 
     /// How many chunks the cache holds.

@@ -139,10 +139,29 @@ pub(crate) mod raw {
             .map_addr(|a| core::num::NonZeroUsize::new(a.get().wrapping_sub(PAYLOAD)).unwrap_or(a))
     }
 
-    /// The payload of chunk `c`.
+    /// The chunk of the block whose payload is `payload`.
+    ///
+    /// # Safety
+    ///
+    /// The caller must ensure `payload` is the payload of a chunk (its head and
+    /// `prev_foot` lie in the same segment, before it).
     #[inline]
-    pub(crate) fn payload(c: NonNull<u8>) -> NonNull<u8> {
-        c.map_addr(|a| a.saturating_add(PAYLOAD))
+    pub(crate) unsafe fn block_chunk(payload: NonNull<u8>) -> NonNull<u8> {
+        // SAFETY: the caller's contract: the chunk starts 16 bytes before, in the
+        // segment the payload lies in.
+        unsafe { payload.sub(PAYLOAD) }
+    }
+
+    /// The payload of chunk `c`.
+    ///
+    /// # Safety
+    ///
+    /// The caller must ensure `c` is a chunk of a segment (its payload lies in it).
+    #[inline]
+    pub(crate) unsafe fn payload(c: NonNull<u8>) -> NonNull<u8> {
+        // SAFETY: the caller's contract: a chunk's payload starts 16 bytes in, in the
+        // same segment.
+        unsafe { c.add(PAYLOAD) }
     }
 
     /// # Safety

@@ -72,8 +72,13 @@ pub(crate) const fn list_at_least(size: usize) -> (usize, usize) {
     if size < 1 << LINEAR_LOG2 {
         (0, size >> 4)
     } else {
-        let round = (1 << (size.ilog2() - SL_BITS)) - 1;
-        list_of(size + round)
+        // The size's top five bits, rounded up: 16 to 32, where 32 is the next
+        // power of two's first list.
+        let log2 = size.ilog2();
+        let shift = log2 - SL_BITS;
+        let top = (size + (1 << shift) - 1) >> shift;
+        let fl = (log2 - LINEAR_LOG2 + 1) as usize + (top >> (SL_BITS + 1));
+        (fl, top & (SL_COUNT - 1))
     }
 }
 
@@ -224,7 +229,7 @@ impl Index {
     /// # Safety
     ///
     /// As for `replace`, with `own` a pointer to `new` that may write its payload.
-    #[inline]
+    #[inline(always)]
     pub(crate) unsafe fn replace_own(
         &mut self,
         old: NonNull<u8>,

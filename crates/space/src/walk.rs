@@ -96,7 +96,8 @@ impl Iterator for Allocations<'_> {
             let (c, head, free) = unsafe { self.cursor.step()? };
             if !free {
                 return Some(Block {
-                    ptr: raw::payload(c),
+                    // SAFETY: the cursor stepped onto a chunk of a live segment.
+                    ptr: unsafe { raw::payload(c) },
                     size: raw::size(head) - IN_USE_OVERHEAD,
                 });
             }

@@ -7,7 +7,7 @@ use core::ptr::{self, NonNull};
 use crate::block_cache;
 use crate::chunk::flags::{DEDICATED, IN_USE, PREV_IN_USE};
 use crate::chunk::{
-    CHUNK_ALIGN, FENCE, HEADER, IN_USE_OVERHEAD, Kind, MIN_CHUNK, Segment, kind_flag, raw,
+    CHUNK_ALIGN, FENCE, HEADER, IN_USE_OVERHEAD, Kind, MIN_CHUNK, PAYLOAD, Segment, kind_flag, raw,
 };
 use crate::engine::{Core, KIND_MASK, PageOps};
 
@@ -44,7 +44,7 @@ impl Core {
     ///
     /// The caller must ensure `c` is a listed free chunk of `found >= lead + csize`
     /// bytes in a live segment, and `csize` a chunk size.
-    #[inline]
+    #[inline(always)]
     pub(crate) unsafe fn carve(
         &mut self,
         pages: &impl PageOps,
@@ -53,14 +53,14 @@ impl Core {
         lead: Option<usize>,
         csize: usize,
     ) -> Option<NonNull<u8>> {
-        let Some(lead) = lead else {
-            if found - csize >= MIN_CHUNK {
+        let lead = match lead {
+            Some(lead) => lead,
+            None if found - csize >= MIN_CHUNK => {
                 // SAFETY: the caller's contract, with a rest of at least a minimum
                 // chunk.
                 return unsafe { self.carve_front(pages, c, found, csize) };
             }
-            // SAFETY: the caller's contract.
-            return unsafe { self.carve(pages, c, found, Some(0), csize) };
+            None => 0,
         };
         debug_assert!(
             found >= lead + csize && csize >= MIN_CHUNK && (lead == 0 || lead >= MIN_CHUNK),
@@ -181,7 +181,47 @@ impl Core {
             self.counters.live_bytes += size - IN_USE_OVERHEAD;
             self.counters.live_blocks += 1;
         }
-        Some(raw::payload(c))
+        // SAFETY: `c` is a chunk of a live segment.
+        Some(unsafe { raw::payload(c) })
+    }
+
+    /// [`dv_take`](Self::dv_take)'s common case, inline: the designated chunk of an
+    /// ordinary segment holds `csize` bytes and a minimum chunk more, and the block
+    /// ends before the page its interior starts on (nothing to commit). Returns the
+    /// payload, or `None` (nothing changed) for `dv_take` to decide.
+    #[inline(always)]
+    pub(crate) fn dv_cut(&mut self, csize: usize) -> Option<NonNull<u8>> {
+        let c = NonNull::new(self.dv)?;
+        let found = self.dv_size;
+        let at = c.addr().get();
+        if csize + MIN_CHUNK > found
+            || (at + MIN_CHUNK - 1) ^ (at + csize + MIN_CHUNK - 1) > self.page_mask
+        {
+            return None;
+        }
+        // SAFETY: the designated chunk is a free chunk of `found` bytes in a live
+        // segment (the invariant of `dv`); its head is readable.
+        let head = unsafe { raw::head(c) };
+        if head & KIND_MASK != 0 {
+            return None;
+        }
+        let rest = found - csize;
+        // SAFETY: the block and the rest's head lie before the page the chunk's
+        // interior starts on (the test above), so on committed memory; the rest's
+        // footer is the designated chunk's, in the segment. An ordinary segment's
+        // header is found by masking.
+        unsafe {
+            let r = c.add(csize);
+            raw::set_head(r, rest | PREV_IN_USE);
+            raw::set_prev_foot(r.add(rest), rest);
+            self.dv = r.as_ptr();
+            self.dv_size = rest;
+            raw::set_head(c, csize | IN_USE | (head & PREV_IN_USE));
+            (*self.segment_of(c, 0)).live += 1;
+            self.counters.live_bytes += csize - IN_USE_OVERHEAD;
+            self.counters.live_blocks += 1;
+            Some(raw::payload(c))
+        }
     }
 
     /// [`carve`](Self::carve) without a lead and with a rest of at least a minimum
@@ -385,19 +425,27 @@ impl Core {
         }
         self.counters.live_bytes += size - IN_USE_OVERHEAD;
         self.counters.live_blocks += 1;
-        Some(raw::payload(block))
+        // SAFETY: `block` is a chunk of a live segment.
+        Some(unsafe { raw::payload(block) })
     }
 
     /// Where in the free chunk `c` a block whose payload `p` has `p + offset` aligned
     /// to `align` starts: 0 or at least a minimum chunk in.
     pub(crate) fn aligned_lead(c: NonNull<u8>, align: usize, offset: usize) -> usize {
-        let p0 = raw::payload(c).addr().get();
+        let p0 = c.addr().get() + PAYLOAD;
         let mut p = (p0 + offset).next_multiple_of(align) - offset;
         if p != p0 && p - p0 < MIN_CHUNK {
             p += align;
         }
         debug_assert!((p - p0).is_multiple_of(CHUNK_ALIGN));
         p - p0
+    }
+
+    /// Sets the block cache's room for the bytes in use now: once at the end of
+    /// every call that may have changed them (all but the cache's own paths).
+    #[inline]
+    pub(crate) fn refit_cache(&mut self) {
+        self.cache.refit(self.counters.live_bytes);
     }
 
     /// Whether the block cache holds any chunk.
@@ -417,8 +465,10 @@ impl Core {
         let c = self.cache.pop(k)?;
         // SAFETY: a chunk just out of the cache is an in-use chunk of a live ordinary
         // or base segment, which counts it in `cached`.
-        unsafe { (*self.segment_at(c)).cached -= 1 };
-        Some(raw::payload(c))
+        unsafe {
+            (*self.segment_at(c)).cached -= 1;
+            Some(raw::payload(c))
+        }
     }
 
     /// Makes the chunk area of a freshly linked segment one free chunk followed by the

@@ -59,6 +59,22 @@ impl Core {
         c
     }
 
+    /// [`adopt`](Self::adopt) for a pointer known to be a block's payload.
+    ///
+    /// # Safety
+    ///
+    /// The caller must ensure `payload` is the payload of a chunk of a live segment
+    /// of this space.
+    #[inline]
+    pub(crate) unsafe fn adopt_block(&self, payload: NonNull<u8>) -> NonNull<u8> {
+        if cfg!(miri) {
+            self.adopt(payload)
+        } else {
+            // SAFETY: the caller's contract.
+            unsafe { raw::block_chunk(payload) }
+        }
+    }
+
     /// The header of the ordinary or base segment chunk `c` lies in, from its
     /// address alone.
     ///
@@ -99,7 +115,7 @@ impl Core {
         // size is of at least class `k`'s (the caller's contract).
         unsafe {
             let others = (*seg).live - (*seg).cached > 1 || seg == self.base;
-            if !others || !self.cache.has_room(k, self.counters.live_bytes) {
+            if !others || !self.cache.has_room(k) {
                 return false;
             }
             self.cache.push(k, c, own, head);
@@ -108,19 +124,38 @@ impl Core {
         true
     }
 
-    /// Frees the block of in-use chunk `c`: into the block cache when it has room and
-    /// the block's segment keeps another block in use; otherwise through
-    /// [`free_chunk`](Self::free_chunk), or, when `c` is the segment's last block in
-    /// use but for cached ones, through [`free_emptying`](Self::free_emptying), so
-    /// that the segment empties, and goes back, in this call. `c`'s payload words
-    /// are written through `own` (see [`adopt`](Self::adopt)).
+    /// Frees the block of in-use chunk `c` into the block cache, when the cache has
+    /// room and the block's segment keeps another block in use. True when it did;
+    /// otherwise nothing changed and [`free_uncached`](Self::free_uncached) frees it.
+    /// `c`'s payload words are written through `own` (see [`adopt`](Self::adopt)).
     ///
     /// # Safety
     ///
     /// The caller must ensure `c` is an in-use chunk of a live segment of this space,
     /// not cached, and `own` a pointer to the same chunk that may write its payload.
     #[inline]
-    pub(crate) unsafe fn free_block(
+    pub(crate) unsafe fn cache_free(&mut self, c: NonNull<u8>, own: NonNull<u8>) -> bool {
+        // SAFETY: `c` is an in-use chunk of a live segment (the caller's contract).
+        unsafe {
+            let head = raw::head(c);
+            let kind = head & KIND_MASK;
+            kind & DEDICATED == 0 && self.try_cache(c, own, self.segment_of(c, kind), head)
+        }
+    }
+
+    /// Frees the block of in-use chunk `c`, which the block cache did not take:
+    /// through [`free_chunk`](Self::free_chunk), or, when `c` is the segment's last
+    /// block in use but for cached ones, through
+    /// [`free_emptying`](Self::free_emptying), so that the segment empties, and goes
+    /// back, in this call. `c`'s payload words are written through `own` (see
+    /// [`adopt`](Self::adopt)).
+    ///
+    /// # Safety
+    ///
+    /// The caller must ensure `c` is an in-use chunk of a live segment of this space,
+    /// not cached, and `own` a pointer to the same chunk that may write its payload.
+    #[inline]
+    pub(crate) unsafe fn free_uncached(
         &mut self,
         pages: &impl PageOps,
         c: NonNull<u8>,
@@ -132,9 +167,6 @@ impl Core {
             let kind = head & KIND_MASK;
             if kind & DEDICATED == 0 {
                 let seg = self.segment_of(c, kind);
-                if self.try_cache(c, own, seg, head) {
-                    return Freed::Kept;
-                }
                 if (*seg).cached != 0 && (*seg).live - (*seg).cached == 1 && seg != self.base {
                     return self.free_emptying(pages, seg, c);
                 }
@@ -254,6 +286,7 @@ impl Core {
                 }
             }
         }
+        self.refit_cache();
     }
 
     /// Frees the in-use chunk `c`: merges it with free neighbours, decommits the
@@ -588,6 +621,7 @@ impl Core {
             self.counters.segments -= 1;
             self.cache
                 .fit(self.counters.reserved, self.granularity_mask + 1);
+            self.cache.refit(self.counters.live_bytes);
             Freed::Release(NonNull::new_unchecked(seg), left)
         }
     }
@@ -634,6 +668,7 @@ impl Core {
         c.max_committed = c.max_committed.max(c.committed);
         c.segments += 1;
         self.cache.fit(c.reserved, self.granularity_mask + 1);
+        self.cache.refit(c.live_bytes);
         c.overhead += HEADER + FENCE;
         seg
     }

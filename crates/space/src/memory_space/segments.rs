@@ -54,13 +54,39 @@ impl<'a, P: PageSource> Entered<'a, P> {
     }
 
     /// The allocation path: `size > 0`, `align` a power of two, `offset < align` a
-    /// multiple of 16 when `align > 16` (0 otherwise). When the source refuses
-    /// memory, the block cache's chunks are freed for good (their free pages go back
-    /// through the commit cache, which gives them up to the source) and the request
-    /// is made once more: in fixed memory, blocks kept for reuse never make an
-    /// allocation fail.
+    /// multiple of 16 when `align > 16` (0 otherwise). A block the block cache holds,
+    /// or one cut from the designated chunk's committed front, comes out here,
+    /// inline; everything else goes through
+    /// [`alloc_uncached`](Self::alloc_uncached), out of line, so that the cache's
+    /// path saves no register it does not use.
     #[inline]
     pub(super) fn alloc(
+        &mut self,
+        size: usize,
+        align: usize,
+        offset: usize,
+    ) -> Result<NonNull<u8>, AllocError> {
+        if align <= CHUNK_ALIGN
+            && let Some(csize) = chunk_size_for(size)
+            && !self.core.wants_dedicated(size, csize)
+        {
+            if let Some(p) = self.core.cache_take(csize) {
+                return Ok(p);
+            }
+            if let Some(p) = self.core.dv_cut(csize) {
+                return Ok(p);
+            }
+        }
+        self.alloc_uncached(size, align, offset)
+    }
+
+    /// [`alloc`](Self::alloc) past the block cache. When the source refuses memory,
+    /// the block cache's chunks are freed for good (their free pages go back through
+    /// the commit cache, which gives them up to the source) and the request is made
+    /// once more: in fixed memory, blocks kept for reuse never make an allocation
+    /// fail.
+    #[inline(never)]
+    fn alloc_uncached(
         &mut self,
         size: usize,
         align: usize,
@@ -72,7 +98,7 @@ impl<'a, P: PageSource> Entered<'a, P> {
         }
     }
 
-    /// [`alloc`](Self::alloc) again with the block cache drained.
+    /// [`alloc_uncached`](Self::alloc_uncached) again with the block cache drained.
     #[cold]
     #[inline(never)]
     fn alloc_drained(
@@ -86,8 +112,10 @@ impl<'a, P: PageSource> Entered<'a, P> {
         self.alloc_once(size, align, offset)
     }
 
-    /// One try of [`alloc`](Self::alloc).
-    #[inline]
+    /// One try of [`alloc_uncached`](Self::alloc_uncached): from the index, the
+    /// designated chunk, a new segment or a dedicated one (the block cache had no
+    /// chunk of the request's class, or the request is not one it serves).
+    #[inline(always)]
     fn alloc_once(
         &mut self,
         size: usize,
@@ -98,9 +126,6 @@ impl<'a, P: PageSource> Entered<'a, P> {
         if align <= CHUNK_ALIGN {
             if self.core.wants_dedicated(size, csize) {
                 return self.alloc_dedicated(size, align, 0);
-            }
-            if let Some(p) = self.core.cache_take(csize) {
-                return Ok(p);
             }
             return self.carve(csize, csize, None);
         }
@@ -132,7 +157,7 @@ impl<'a, P: PageSource> Entered<'a, P> {
     /// chunk, or a new segment) and hands out a block of `csize` bytes in it:
     /// anywhere, or, for `aligned = Some((align, offset))`, where its payload plus
     /// `offset` is aligned to `align`.
-    #[inline]
+    #[inline(always)]
     pub(super) fn carve(
         &mut self,
         need: usize,
@@ -214,19 +239,39 @@ impl<'a, P: PageSource> Entered<'a, P> {
         Err(AllocError)
     }
 
-    /// Frees the block at `payload`, releasing its segment if that empties it.
+    /// Frees the block at `payload`, releasing its segment if that empties it. Into
+    /// the block cache inline, when it takes the block; everything else out of line
+    /// (see [`alloc`](Self::alloc)).
     ///
     /// # Safety
     ///
     /// `payload` is a live block of this space.
     #[inline]
     pub(super) unsafe fn free(&mut self, payload: NonNull<u8>) {
-        let pages = self.source();
-        let c = self.core.adopt(payload);
         // SAFETY: the caller's contract; `c` and the caller's own view of the chunk.
-        let freed = unsafe { self.core.free_block(&pages, c, raw::chunk_of(payload)) };
+        unsafe {
+            let c = self.core.adopt_block(payload);
+            let own = raw::block_chunk(payload);
+            if !self.core.cache_free(c, own) {
+                self.free_uncached(c, own);
+            }
+        }
+    }
+
+    /// [`free`](Self::free) of a block the block cache did not take.
+    ///
+    /// # Safety
+    ///
+    /// `c` is an in-use chunk of this space, not cached, and `own` the caller's
+    /// pointer to it (see `Core::adopt`).
+    #[inline(never)]
+    unsafe fn free_uncached(&mut self, c: NonNull<u8>, own: NonNull<u8>) {
+        let pages = self.source();
+        // SAFETY: the caller's contract.
+        let freed = unsafe { self.core.free_uncached(&pages, c, own) };
+        self.core.refit_cache();
         if let Freed::Release(seg, left) = freed {
-            // SAFETY: `free_block` unlinked the empty segment for us to release.
+            // SAFETY: `free_uncached` unlinked the empty segment for us to release.
             unsafe { pages.release(&self.core, seg, left) };
         }
     }
@@ -240,7 +285,9 @@ impl<'a, P: PageSource> Entered<'a, P> {
         let pages = self.source();
         let c = self.core.adopt(payload);
         // SAFETY: the caller's contract.
-        unsafe { self.core.resize_in_place(&pages, c, new_size) }
+        let done = unsafe { self.core.resize_in_place(&pages, c, new_size) };
+        self.core.refit_cache();
+        done
     }
 
     /// Reserves an ordinary segment, commits its header page and the page of its end
