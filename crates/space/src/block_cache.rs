@@ -31,7 +31,7 @@ use core::ptr::{self, NonNull};
 
 use crate::chunk::flags::CACHED;
 use crate::chunk::raw;
-use crate::index::{SL_COUNT, list_at_least, list_of, list_start};
+use crate::index::{SL_COUNT, list_of, list_start};
 
 /// Chunks of this many bytes and more are never cached.
 pub(crate) const LIMIT: usize = 8192;
@@ -73,10 +73,9 @@ pub(crate) const fn class_bytes(k: usize) -> usize {
     CLASS_BYTES[k]
 }
 
-/// The class whose every chunk holds `size` bytes, if any.
+/// The class of the index's list `(fl, sl)`, if the cache has one.
 #[inline]
-pub(crate) const fn class_at_least(size: usize) -> Option<usize> {
-    let (fl, sl) = list_at_least(size);
+pub(crate) const fn class_at(fl: usize, sl: usize) -> Option<usize> {
     let k = fl * SL_COUNT + sl;
     if k < CLASSES { Some(k) } else { None }
 }

@@ -281,6 +281,22 @@ impl Index {
     /// segment with its head written).
     #[inline]
     pub(crate) unsafe fn find(&self, size: usize) -> Option<(NonNull<u8>, usize)> {
+        // SAFETY: the caller's contract.
+        unsafe { self.find_from(size, list_at_least(size)) }
+    }
+
+    /// [`find`](Self::find), with `list_at_least(size)` given as `(fl, sl)`.
+    ///
+    /// # Safety
+    ///
+    /// As for `find`, and `(fl, sl)` must be `list_at_least(size)`.
+    #[inline]
+    pub(crate) unsafe fn find_from(
+        &self,
+        size: usize,
+        (fl, sl): (usize, usize),
+    ) -> Option<(NonNull<u8>, usize)> {
+        debug_assert_eq!((fl, sl), list_at_least(size));
         if self.fl_bitmap == 0 {
             return None;
         }
@@ -290,7 +306,6 @@ impl Index {
         {
             return Some(found);
         }
-        let (fl, sl) = list_at_least(size);
         let (fl, sl) = self.first_list(fl, sl)?;
         // Invariant of the bitmaps: the list is non-empty.
         let c = NonNull::new(self.heads[fl][sl])?;

@@ -26,6 +26,18 @@ impl Core {
         unsafe { self.index.find(need) }
     }
 
+    /// [`find`](Self::find) with `list_at_least(need)` given as `list`.
+    #[inline]
+    pub(crate) fn find_from(
+        &self,
+        need: usize,
+        list: (usize, usize),
+    ) -> Option<(NonNull<u8>, usize)> {
+        debug_assert_eq!(list, crate::index::list_at_least(need));
+        // SAFETY: the index's invariants hold between calls; `list` is `need`'s.
+        unsafe { self.index.find_from(need, list) }
+    }
+
     /// Hands out a block of chunk size `csize` from the free chunk `c` of `found`
     /// bytes, which is in the index: at `c + lead` when `lead` is given (an aligned
     /// request), anywhere otherwise. Commits the pages the block and the new chunk
@@ -456,12 +468,14 @@ impl Core {
     /// Hands out a cached chunk for a request of chunk size `csize`, if its class
     /// holds one. Returns the payload. Touches the chunk's head and link words, the
     /// next cached chunk's back link and the segment's header, not the neighbours.
+    /// `list` is `list_at_least(csize)`, the index's list whose chunks all hold
+    /// `csize` bytes: the class, when the cache has one for it.
     #[inline]
-    pub(crate) fn cache_take(&mut self, csize: usize) -> Option<NonNull<u8>> {
+    pub(crate) fn cache_take(&mut self, (fl, sl): (usize, usize)) -> Option<NonNull<u8>> {
         if self.cache.bytes == 0 {
             return None;
         }
-        let k = block_cache::class_at_least(csize)?;
+        let k = block_cache::class_at(fl, sl)?;
         let c = self.cache.pop(k)?;
         // SAFETY: a chunk just out of the cache is an in-use chunk of a live ordinary
         // or base segment, which counts it in `cached`.

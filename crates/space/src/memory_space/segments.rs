@@ -11,6 +11,7 @@ use crate::chunk::{
     CHUNK_ALIGN, FENCE, Kind, MAX_SEGMENT, MIN_CHUNK, Segment, chunk_size_for, raw,
 };
 use crate::engine::{Core, Freed, Left, PageOps, dedicated_chunk_offset};
+use crate::index::list_at_least;
 use crate::memory_space::{Entered, MemorySpace, Source, State};
 
 use crate::config::commit_cache_limit;
@@ -70,14 +71,36 @@ impl<'a, P: PageSource> Entered<'a, P> {
             && let Some(csize) = chunk_size_for(size)
             && !self.core.wants_dedicated(size, csize)
         {
-            if let Some(p) = self.core.cache_take(csize) {
+            let list = list_at_least(csize);
+            if let Some(p) = self.core.cache_take(list) {
                 return Ok(p);
             }
             if let Some(p) = self.core.dv_cut(csize) {
                 return Ok(p);
             }
+            return self.alloc_listed(csize, list);
         }
         self.alloc_uncached(size, align, offset)
+    }
+
+    /// [`alloc`](Self::alloc) of a chunk of `csize` bytes that goes anywhere, in an
+    /// ordinary segment, past the block cache: as
+    /// [`alloc_uncached`](Self::alloc_uncached), with `list`, `list_at_least(csize)`,
+    /// as the fast path found it.
+    #[inline(never)]
+    fn alloc_listed(
+        &mut self,
+        csize: usize,
+        list: (usize, usize),
+    ) -> Result<NonNull<u8>, AllocError> {
+        match self.carve(csize, csize, None, list) {
+            Err(AllocError) if self.core.caches_any() => {
+                let pages = self.source();
+                self.core.drain(&pages);
+                self.carve(csize, csize, None, list)
+            }
+            done => done,
+        }
     }
 
     /// [`alloc`](Self::alloc) past the block cache. When the source refuses memory,
@@ -127,7 +150,7 @@ impl<'a, P: PageSource> Entered<'a, P> {
             if self.core.wants_dedicated(size, csize) {
                 return self.alloc_dedicated(size, align, 0);
             }
-            return self.carve(csize, csize, None);
+            return self.carve(csize, csize, None, list_at_least(csize));
         }
         self.alloc_aligned(size, csize, align, offset)
     }
@@ -150,23 +173,24 @@ impl<'a, P: PageSource> Entered<'a, P> {
         // `align > 16` and `offset` a multiple of 16 (the callers' contract), so the
         // lead is 0 or a chunk of at least the minimum, and fits: `need` leaves room
         // for a lead of up to `align + MIN_CHUNK - 16`.
-        self.carve(need, csize, Some((align, offset)))
+        self.carve(need, csize, Some((align, offset)), list_at_least(need))
     }
 
     /// Takes a free chunk of at least `need` bytes (from the index, the designated
     /// chunk, or a new segment) and hands out a block of `csize` bytes in it:
     /// anywhere, or, for `aligned = Some((align, offset))`, where its payload plus
-    /// `offset` is aligned to `align`.
+    /// `offset` is aligned to `align`. `list` is `list_at_least(need)`.
     #[inline(always)]
     pub(super) fn carve(
         &mut self,
         need: usize,
         csize: usize,
         aligned: Option<(usize, usize)>,
+        list: (usize, usize),
     ) -> Result<NonNull<u8>, AllocError> {
         let pages = self.source();
         let lead = |c| aligned.map(|(align, offset)| Core::aligned_lead(c, align, offset));
-        if let Some((c, found)) = self.core.find(need) {
+        if let Some((c, found)) = self.core.find_from(need, list) {
             // SAFETY: a listed free chunk of at least `need >= lead + csize` bytes.
             return unsafe { self.core.carve(&pages, c, found, lead(c), csize) }.ok_or(AllocError);
         }
