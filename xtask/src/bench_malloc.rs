@@ -2,10 +2,13 @@
 //! bento-malloc in `LD_PRELOAD`, and with mimalloc and jemalloc (Debian's packages,
 //! installed with apt-get when missing): a Python script, `sort` and `gzip` of a
 //! 50 MB file, `gcc` compiling a generated file, a C++ program heavy in `new` and
-//! `delete`, a C loop of 1–5 MiB blocks, and three threaded C programs in the shape
-//! of mimalloc-bench's larson, xmalloc-test and alloc-test (`larson.c`, `xmalloc.c`,
-//! `bursts.c`: threads freeing each other's blocks, a producer and a consumer,
-//! bursts of short-lived threads). Each program runs ROUNDS times (default
+//! `delete`, a C loop of 1–5 MiB blocks, a C loop in the shape of glibc's
+//! bench-malloc-simple (`simple.c`: batches of one small size allocated, then freed in
+//! order), and four threaded C programs in the shape of mimalloc-bench's larson,
+//! xmalloc-test, alloc-test and rptest (`larson.c`, `xmalloc.c`, `bursts.c`,
+//! `rptest.c`: threads freeing each other's blocks, a producer and a consumer, bursts
+//! of short-lived threads, batches of random sizes freed out of order and a share on
+//! the next thread). Each program runs ROUNDS times (default
 //! 5) under each allocator in turn, the first allocator rotating every round; it
 //! prints the wall time (min / median / max) and the peak resident set (median) of
 //! each program under each allocator as JSON (`cargo xtask bench` writes it to
@@ -138,7 +141,8 @@ fn prepare(work: &Path) -> Result<Vec<Program>, String> {
     };
     compile("g++", "newdelete.cpp", "newdelete")?;
     compile("cc", "bigblocks.c", "bigblocks")?;
-    for threaded in ["larson", "xmalloc", "bursts"] {
+    compile("cc", "simple.c", "simple")?;
+    for threaded in ["larson", "xmalloc", "bursts", "rptest"] {
         let ok = Command::new("cc")
             .args(["-O2", "-pthread", "-o"])
             .arg(work.join(threaded))
@@ -187,9 +191,13 @@ fn prepare(work: &Path) -> Result<Vec<Program>, String> {
             name: "big blocks",
             argv: vec![s(&work.join("bigblocks"))],
         },
+        Program {
+            name: "simple",
+            argv: vec![s(&work.join("simple")), "100".into()],
+        },
         // Threads as many as the machine's cores (2 here): larson's server threads
         // freeing each other's blocks, xmalloc-test's producer and consumer,
-        // alloc-test's bursts of short-lived threads.
+        // alloc-test's bursts of short-lived threads, rptest's batches.
         Program {
             name: "larson",
             argv: vec![
@@ -210,6 +218,17 @@ fn prepare(work: &Path) -> Result<Vec<Program>, String> {
                 "2".into(),
                 "200".into(),
                 "20000".into(),
+            ],
+        },
+        Program {
+            name: "rptest",
+            argv: vec![
+                s(&work.join("rptest")),
+                "2".into(),
+                "2000".into(),
+                "1000".into(),
+                "8".into(),
+                "16000".into(),
             ],
         },
     ])
