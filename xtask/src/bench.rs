@@ -6,10 +6,11 @@
 //! never rot.
 //!
 //! The run, in order: the criterion suites; the game session's footprint, the churn
-//! and `validate()` programs; `bench-global` and `bench-malloc` (five rounds each);
+//! and `validate()` programs; the scaling of two threads (five rounds); `bench-global`
+//! and `bench-malloc` (five rounds each);
 //! `bento demo --json`; `bento soak --json` (a hundred hours, every allocator); with
 //! `--icount`, callgrind counts of the hot loops. Each writes its stats as JSON to
-//! `target/bench-report/NAME.json` (`session`, `churn`, `validate`, `global`,
+//! `target/bench-report/NAME.json` (`session`, `churn`, `validate`, `scaling`, `global`,
 //! `malloc`, `demo`, `soak`, `icount`, and `meta` for the machine and
 //! the commands; criterion to `target/criterion/`), both directories cleared first,
 //! so that every table of the report comes from this run; the report formats them.
@@ -38,8 +39,10 @@ pub(crate) const QUICK: Step = Step {
 /// three of measurement per benchmark.
 const CRITERION: &[&str] = &["--warm-up-time", "1", "--measurement-time", "3"];
 
-/// Rounds of `bench-global` and `bench-malloc`.
+/// Rounds of `bench-global`, `bench-malloc` and the scaling bench.
 const ROUNDS: usize = 5;
+/// Steps per thread of the scaling bench.
+const SCALING_STEPS: usize = 20_000_000;
 
 /// A loop counted under callgrind: `insns <mode> <arg>` runs it; `ops` operations
 /// (`arg`, or `arg` frames of 10,000); `collect` is the `--toggle-collect` pattern.
@@ -274,6 +277,15 @@ fn measure(icount: bool) -> Result<(), String> {
         let text = capture(Command::new(release.join(bin)))?;
         write(&out.join(format!("{bin}.json")), &text)?;
     }
+    meta.command(&format!(
+        "SCALING_JSON=1 cargo run --release -p bento-benches --bin scaling {ROUNDS} {SCALING_STEPS}"
+    ));
+    let mut scaling = Command::new(release.join("scaling"));
+    scaling
+        .arg(ROUNDS.to_string())
+        .arg(SCALING_STEPS.to_string())
+        .env("SCALING_JSON", "1");
+    write(&out.join("scaling.json"), &capture(scaling)?)?;
 
     meta.command(&format!("cargo xtask bench-global {ROUNDS}"));
     write(&out.join("global.json"), &bench_global::measure(ROUNDS)?)?;

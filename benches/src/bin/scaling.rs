@@ -6,7 +6,11 @@
 //! the scaling is two threads' throughput over one's (2.0 is perfect). Allocators are
 //! interleaved within a round, so the machine's drift falls on all of them alike.
 //!
-//! `cargo run --release -p bento-benches --bin scaling [rounds] [steps]`
+//! `cargo run --release -p bento-benches --bin scaling [rounds] [steps] [allocator]`;
+//! with `SCALING_JSON=1` the summary is printed as JSON for `cargo xtask bench`:
+//! `{"rounds": N, "steps": N, "rows": [{"allocator": NAME, "median_scaling": X,
+//! "lowest_scaling": X, "one_thread_ns": X, "two_threads_ns": X}…]}` (the times per
+//! pair, medians over the rounds).
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::Barrier;
@@ -199,32 +203,57 @@ fn main() {
         .into_iter()
         .filter(|p| only.as_deref().is_none_or(|o| o == p.name))
         .collect();
-    println!("allocator  round  1 thread ns/pair  2 threads ns/pair  scaling");
-    let mut all: Vec<Vec<f64>> = vec![Vec::new(); peers.len()];
-    for round in 1..=rounds {
-        for (peer, scalings) in peers.iter().zip(&mut all) {
+    let json = std::env::var("SCALING_JSON").is_ok_and(|v| v == "1");
+    let say = |line: String| {
+        if json {
+            eprintln!("{line}");
+        } else {
+            println!("{line}");
+        }
+    };
+    say("allocator  round  1 thread ns/pair  2 threads ns/pair  scaling".into());
+    // Per peer: each round's scaling, and its times per pair on one and two threads.
+    let mut all: Vec<[Vec<f64>; 3]> = (0..peers.len()).map(|_| Default::default()).collect();
+    for round in 1..=rounds.max(1) {
+        for (peer, [scalings, ones, twos]) in peers.iter().zip(&mut all) {
             let one = (peer.run)(1, steps);
             let two = (peer.run)(2, steps);
             let per = |d: Duration| d.as_nanos() as f64 / steps as f64;
             // Two threads did twice the work: throughput ratio 2 × one / two.
             let scaling = 2.0 * one.as_secs_f64() / two.as_secs_f64();
             scalings.push(scaling);
-            println!(
+            ones.push(per(one));
+            twos.push(per(two));
+            say(format!(
                 "{:<10} {round:>5}  {:>16.2}  {:>17.2}  {scaling:>7.2}",
                 peer.name,
                 per(one),
                 per(two)
-            );
+            ));
         }
     }
-    println!("allocator  median scaling  lowest");
-    for (peer, mut scalings) in peers.iter().zip(all) {
-        scalings.sort_by(f64::total_cmp);
-        println!(
-            "{:<10} {:>14.2}  {:>6.2}",
-            peer.name,
-            scalings[scalings.len() / 2],
-            scalings[0]
-        );
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let mut rows = Vec::new();
+    say("allocator  median scaling  lowest".into());
+    for (peer, [mut scalings, mut ones, mut twos]) in peers.iter().zip(all) {
+        let mid = median(&mut scalings);
+        say(format!(
+            "{:<10} {mid:>14.2}  {:>6.2}",
+            peer.name, scalings[0]
+        ));
+        rows.push(serde_json::json!({
+            "allocator": peer.name,
+            "median_scaling": mid,
+            "lowest_scaling": scalings[0],
+            "one_thread_ns": median(&mut ones),
+            "two_threads_ns": median(&mut twos),
+        }));
+    }
+    if json {
+        let doc = serde_json::json!({"rounds": rounds.max(1), "steps": steps, "rows": rows});
+        println!("{doc}");
     }
 }

@@ -8,8 +8,8 @@ use serde_json::Value;
 use super::data::Data;
 use super::fmt::{NONE, bytes, duration, micros, or_none, ratio};
 
-/// The table of program `name` (`session`, `churn`, `global`, `malloc`, `validate`,
-/// `demo` or `soak`), or a note that the run did not measure it.
+/// The table of program `name` (`session`, `churn`, `scaling`, `global`, `malloc`,
+/// `validate`, `demo` or `soak`), or a note that the run did not measure it.
 ///
 /// # Errors
 ///
@@ -18,6 +18,7 @@ pub(crate) fn table(data: &Data, name: &str) -> Result<String, String> {
     let format = match name {
         "session" => session,
         "churn" => churn,
+        "scaling" => scaling,
         "global" => global,
         "malloc" => malloc,
         "validate" => validate,
@@ -68,6 +69,26 @@ fn session(doc: &Value) -> String {
             or_none(num(row, "peak_live_bytes"), bytes),
             per_live(row, "peak_committed_bytes"),
             per_live(row, "peak_rss_growth_bytes"),
+        );
+    }
+    t
+}
+
+fn scaling(doc: &Value) -> String {
+    let mut t = String::from(
+        "| allocator | 1 thread ns/pair | 2 threads ns/pair | scaling, median | scaling, lowest |\n\
+         |---|---|---|---|---|\n",
+    );
+    for row in rows(doc) {
+        let ns = |f: &str| or_none(num(row, f), |v| format!("{v:.2}"));
+        let _ = writeln!(
+            t,
+            "| {} | {} | {} | {} | {} |",
+            text(row, "allocator"),
+            ns("one_thread_ns"),
+            ns("two_threads_ns"),
+            or_none(num(row, "median_scaling"), ratio),
+            or_none(num(row, "lowest_scaling"), ratio),
         );
     }
     t

@@ -362,6 +362,12 @@ pub const TARGETS: &[Target] = &[
     },
     Target {
         section: "common",
+        what: "two threads on their own blocks ÷ one, the lowest of the rounds",
+        stat: |d| d.stat("scaling", &[("allocator", "common")], "lowest_scaling"),
+        bound: Bound::AtLeast(1.8),
+    },
+    Target {
+        section: "common",
         what: "two threads ÷ mimalloc's two threads, throughput",
         stat: |d| {
             Some(d.rate("common/threads/bento_common/2")? / d.rate("common/threads/mimalloc/2")?)
