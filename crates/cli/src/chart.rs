@@ -1,5 +1,5 @@
-//! The SVG charts: memory over time, one line per allocator, and the map of a memory
-//! space, one row per segment.
+//! The SVG charts: memory over time, one line per allocator, the map of a memory
+//! space, one row per segment, and a leak query's live bytes, one bar per tag.
 
 use std::path::Path;
 
@@ -390,6 +390,53 @@ pub(crate) fn soak_chart(rows: &[SoakLine], title: &str, out: &Path) -> Result<(
             }
         }
         draw_legend(&legend, entries, 40, 20)?;
+        root.present().map_err(draw_err)?;
+    }
+    write(out, &svg)
+}
+
+/// The live bytes of a leak query: `summary` under the title, then one bar per tag
+/// (`rows`: its name, blocks and bytes), longest first, labelled with its figures.
+pub(crate) fn leak_chart(
+    rows: &[(&str, u64, u128)],
+    summary: &str,
+    title: &str,
+    out: &Path,
+) -> Result<(), String> {
+    let mut rows = rows.to_vec();
+    rows.sort_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(b.0)));
+    let shown = rows.len().min(MAX_ROWS);
+    // Room for a tag's name and figures before its bar.
+    let label_width = 280u32;
+    let height = 70 + (shown.max(1) as u32) * (ROW_HEIGHT + 4) + 20;
+    let width = label_width + ROW_WIDTH + 20;
+    let most = rows.first().map_or(1, |r| r.2.max(1));
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (width, height)).into_drawing_area();
+        root.fill(&WHITE).map_err(draw_err)?;
+        let font = ("sans-serif", 12).into_font();
+        root.draw(&Text::new(
+            title.to_owned(),
+            (10, 10),
+            ("sans-serif", 18).into_font(),
+        ))
+        .map_err(draw_err)?;
+        root.draw(&Text::new(summary.to_owned(), (10, 40), font.clone()))
+            .map_err(draw_err)?;
+        for (i, &(tag, blocks, size)) in rows.iter().take(shown).enumerate() {
+            let y = 70 + i as i32 * (ROW_HEIGHT + 4) as i32;
+            let label = format!("{tag}: {blocks} blocks, {}", bytes(size));
+            root.draw(&Text::new(label, (10, y), font.clone()))
+                .map_err(draw_err)?;
+            let len = (size * u128::from(ROW_WIDTH) / most).max(1) as i32;
+            let x0 = label_width as i32;
+            root.draw(&Rectangle::new(
+                [(x0, y), (x0 + len, y + ROW_HEIGHT as i32)],
+                COLOURS[i % COLOURS.len()].filled(),
+            ))
+            .map_err(draw_err)?;
+        }
         root.present().map_err(draw_err)?;
     }
     write(out, &svg)

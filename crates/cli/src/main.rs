@@ -7,6 +7,7 @@ mod child;
 mod demo;
 mod inspect;
 mod latency;
+mod leaks;
 mod limit;
 mod map;
 mod output;
@@ -155,6 +156,22 @@ enum Command {
         /// Print the stats as JSON instead of tables.
         #[arg(long)]
         json: bool,
+        /// Leaks: the blocks allocated in these frames (`A..B`, both included, or
+        /// one frame `A`; the first frame is 0, each ends at a frame mark) that are
+        /// still live at `--live-at`, by tag and size.
+        #[arg(long, value_name = "FRAMES", conflicts_with = "phase")]
+        born: Option<String>,
+        /// Leaks: the blocks allocated during the phase of this name (every time
+        /// the trace enters it) that are still live at `--live-at`.
+        #[arg(long, value_name = "NAME")]
+        phase: Option<String>,
+        /// With `--born` or `--phase`: the frame at whose end the blocks are looked
+        /// at (by default the end of the trace).
+        #[arg(long, value_name = "FRAME")]
+        live_at: Option<u64>,
+        /// With `--born` or `--phase`: a chart of the live bytes by tag (SVG).
+        #[arg(short, long, value_name = "SVG")]
+        output: Option<PathBuf>,
     },
     /// A picture of a memory space part-way through a replay: one row per segment,
     /// live, free and decommitted bytes in their own colours.
@@ -370,7 +387,28 @@ fn run_command(command: Command) -> Result<(), String> {
                 limit::LiveBound::new(max_live),
             )
         }
-        Command::Inspect { trace, json } => inspect::inspect(&trace, json),
+        Command::Inspect {
+            trace,
+            json,
+            born,
+            phase,
+            live_at,
+            output,
+        } => {
+            let born = match (born, phase) {
+                (Some(frames), _) => Some(leaks::Born::frames(&frames)?),
+                (None, Some(name)) => Some(leaks::Born::Phase(name)),
+                (None, None) => None,
+            };
+            match born {
+                Some(born) => leaks::query(&trace, &born, live_at, json, output.as_deref()),
+                None if live_at.is_some() || output.is_some() => Err(
+                    "--live-at and --output ask about leaks: give --born FRAMES or --phase NAME"
+                        .into(),
+                ),
+                None => inspect::inspect(&trace, json),
+            }
+        }
         Command::Map {
             trace,
             at,

@@ -9,6 +9,7 @@ mod huge;
 mod policy;
 mod retain;
 mod setup;
+pub mod sized;
 mod stats;
 mod sys;
 mod trace;

@@ -3,6 +3,7 @@
 //! at exit and a trace of a program's allocations.
 
 use std::os::unix::process::ExitStatusExt;
+use std::process::Command;
 
 use bento_trace::{ReplayOptions, TraceReader, replay};
 
@@ -239,6 +240,36 @@ fn misuse_aborts(program: &std::path::Path, case: &str, size: usize) {
     assert!(
         err.starts_with("bento-common: ") && err.contains("0x") && err.lines().count() == 1,
         "`misuse {case} {size}`: {err}"
+    );
+}
+
+#[test]
+fn sized_frees_and_mallinfo2_keep_what_c_and_glibc_promise() {
+    let dir = scratch("sized");
+    let program = compile("sized", &dir);
+    // glibc alone: its mallinfo2 counts the blocks the same way (its sized frees
+    // where it has them).
+    let o = run_ok(&mut Command::new(&program));
+    let glibc = String::from_utf8_lossy(&o.stdout);
+    assert!(glibc.starts_with("ok: ok, sized frees "), "{glibc}");
+    let o = run_ok(preloaded(&program).arg("ok"));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        "ok: ok, sized frees found\n"
+    );
+    // A size the block cannot have: one line naming the pointer, then the process
+    // aborts; so for an alignment that is no power of two.
+    misuse_aborts(&program, "wrong-size", 0);
+    let o = run_within(
+        preloaded(&program).arg("wrong-align"),
+        std::time::Duration::from_secs(30),
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.signal(), Some(libc::SIGABRT), "{err}");
+    assert!(
+        err.starts_with("bento-malloc: free_aligned_sized(0x")
+            && err.ends_with(", 3, 128): the alignment 3 is no power of two\n"),
+        "{err}"
     );
 }
 
