@@ -92,6 +92,9 @@ pub(crate) struct Leaks {
     /// under 2 KiB).
     pub(crate) by_tag: BTreeMap<String, Count>,
     pub(crate) by_size: BTreeMap<u64, Count>,
+    /// By tag and size together: the heap profile's samples.
+    #[serde(skip)]
+    pub(crate) by_tag_size: BTreeMap<(String, u64), Count>,
 }
 
 /// Reads `trace` and answers the query: the blocks `born` allocated still live at the
@@ -174,6 +177,11 @@ pub(crate) fn leaks(trace: &Path, born: &Born, live_at: Option<u64>) -> Result<L
             .add(size);
         let bucket = if size == 0 { 0 } else { 1 << size.ilog2() };
         found.by_size.entry(bucket).or_default().add(size);
+        found
+            .by_tag_size
+            .entry((tags::name(tag).into_owned(), bucket))
+            .or_default()
+            .add(size);
     }
     Ok(found)
 }
@@ -207,16 +215,39 @@ pub(crate) fn report(trace: &Path, l: &Leaks) -> String {
     s
 }
 
+/// The live blocks of `l` as a pprof heap profile: a sample per tag and size, under
+/// a two-frame stack (the size's power of two, then the tag), labelled with the tag.
+pub(crate) fn profile(l: &Leaks) -> Vec<u8> {
+    let mut p = crate::pprof::Profile::new();
+    for ((tag, bucket), c) in &l.by_tag_size {
+        let size = format!("blocks from {}", bytes(*bucket));
+        let owner = format!("tag {tag}");
+        p.sample(&[&size, &owner], c.blocks, c.bytes, &[("tag", tag)]);
+    }
+    p.encode()
+}
+
+/// Where `bento inspect --born | --phase` puts what it found: a chart, a profile.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Outputs<'a> {
+    pub(crate) chart: Option<&'a Path>,
+    pub(crate) pprof: Option<&'a Path>,
+}
+
 /// `bento inspect --born | --phase`: the answer as tables (or JSON), and its chart
-/// when asked for.
+/// and heap profile when asked for.
 pub(crate) fn query(
     trace: &Path,
     born: &Born,
     live_at: Option<u64>,
     json: bool,
-    chart: Option<&Path>,
+    outputs: Outputs<'_>,
 ) -> Result<(), String> {
     let found = leaks(trace, born, live_at)?;
+    let chart = outputs.chart;
+    if let Some(pb) = outputs.pprof {
+        crate::output::write_bytes(pb, &profile(&found))?;
+    }
     if let Some(svg) = chart {
         let title = format!(
             "{}: allocated in {}, live at {}",
@@ -247,8 +278,8 @@ pub(crate) fn query(
         );
     } else {
         out!("{}", report(trace, &found));
-        if let Some(svg) = chart {
-            out!("wrote {}", svg.display());
+        for written in [chart, outputs.pprof].into_iter().flatten() {
+            out!("wrote {}", written.display());
         }
     }
     Ok(())

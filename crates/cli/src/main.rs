@@ -11,6 +11,7 @@ mod leaks;
 mod limit;
 mod map;
 mod output;
+mod pprof;
 mod record;
 mod run;
 mod setup;
@@ -172,6 +173,11 @@ enum Command {
         /// With `--born` or `--phase`: a chart of the live bytes by tag (SVG).
         #[arg(short, long, value_name = "SVG")]
         output: Option<PathBuf>,
+        /// With `--born` or `--phase`: the live blocks as a heap profile in pprof's
+        /// format (uncompressed; `go tool pprof` reads it), a sample per tag and
+        /// size.
+        #[arg(long, value_name = "FILE")]
+        pprof: Option<PathBuf>,
     },
     /// A picture of a memory space part-way through a replay: one row per segment,
     /// live, free and decommitted bytes in their own colours.
@@ -394,6 +400,7 @@ fn run_command(command: Command) -> Result<(), String> {
             phase,
             live_at,
             output,
+            pprof,
         } => {
             let born = match (born, phase) {
                 (Some(frames), _) => Some(leaks::Born::frames(&frames)?),
@@ -401,9 +408,16 @@ fn run_command(command: Command) -> Result<(), String> {
                 (None, None) => None,
             };
             match born {
-                Some(born) => leaks::query(&trace, &born, live_at, json, output.as_deref()),
-                None if live_at.is_some() || output.is_some() => Err(
-                    "--live-at and --output ask about leaks: give --born FRAMES or --phase NAME"
+                Some(born) => {
+                    let outputs = leaks::Outputs {
+                        chart: output.as_deref(),
+                        pprof: pprof.as_deref(),
+                    };
+                    leaks::query(&trace, &born, live_at, json, outputs)
+                }
+                None if live_at.is_some() || output.is_some() || pprof.is_some() => Err(
+                    "--live-at, --output and --pprof ask about leaks: give --born FRAMES or \
+                     --phase NAME"
                         .into(),
                 ),
                 None => inspect::inspect(&trace, json),

@@ -98,6 +98,157 @@ fn a_window_of_frames_names_the_blocks_it_left_live() {
     assert!(drawn.contains("level: 4 blocks, 71.3 KiB"), "{drawn}");
 }
 
+/// A protobuf message's fields: (field number, a varint, or the bytes of a
+/// length-delimited field).
+fn fields(mut b: &[u8]) -> Vec<(u64, Result<u64, Vec<u8>>)> {
+    fn varint(b: &mut &[u8]) -> u64 {
+        let (mut v, mut shift) = (0u64, 0);
+        loop {
+            let byte = b[0];
+            *b = &b[1..];
+            v |= u64::from(byte & 0x7f) << shift;
+            if byte < 0x80 {
+                return v;
+            }
+            shift += 7;
+        }
+    }
+    let mut out = Vec::new();
+    while !b.is_empty() {
+        let key = varint(&mut b);
+        let value = match key & 7 {
+            0 => Ok(varint(&mut b)),
+            2 => {
+                let n = varint(&mut b) as usize;
+                let (bytes, rest) = b.split_at(n);
+                b = rest;
+                Err(bytes.to_vec())
+            }
+            wire => panic!("wire type {wire} in a profile"),
+        };
+        out.push((key >> 3, value));
+    }
+    out
+}
+
+/// The varints of a packed field.
+fn packed(mut b: &[u8]) -> Vec<u64> {
+    let mut out = Vec::new();
+    while !b.is_empty() {
+        let (mut v, mut shift) = (0u64, 0);
+        loop {
+            let byte = b[0];
+            b = &b[1..];
+            v |= u64::from(byte & 0x7f) << shift;
+            if byte < 0x80 {
+                break;
+            }
+            shift += 7;
+        }
+        out.push(v);
+    }
+    out
+}
+
+#[test]
+fn a_window_writes_its_live_blocks_as_a_pprof_heap_profile() {
+    let dir = scratch("leaks-pprof");
+    let t = planted(&dir);
+    let pb = dir.join("leaks.pb");
+    let text = ok(&bento(&[
+        "inspect",
+        &t,
+        "--born",
+        "2..4",
+        "--pprof",
+        pb.to_str().unwrap(),
+    ]));
+    assert!(text.contains(&format!("wrote {}", pb.display())), "{text}");
+    let profile = fields(&std::fs::read(&pb).unwrap());
+    let bytes_of = |f: &(u64, Result<u64, Vec<u8>>)| f.1.clone().unwrap_err();
+    let strings: Vec<String> = profile
+        .iter()
+        .filter(|f| f.0 == 6)
+        .map(|f| String::from_utf8(bytes_of(f)).unwrap())
+        .collect();
+    assert_eq!(strings[0], "");
+    let string = |i: u64| strings[i as usize].as_str();
+    // Two sample types: objects, then bytes.
+    let types: Vec<(String, String)> = profile
+        .iter()
+        .filter(|f| f.0 == 1)
+        .map(|f| {
+            let t = fields(&bytes_of(f));
+            (
+                string(t[0].1.clone().unwrap()).to_owned(),
+                string(t[1].1.clone().unwrap()).to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        types,
+        [
+            ("inuse_objects".to_owned(), "count".to_owned()),
+            ("inuse_space".to_owned(), "bytes".to_owned())
+        ]
+    );
+    // Functions by id, locations by id (each naming its function).
+    let mut function = std::collections::HashMap::new();
+    for f in profile.iter().filter(|f| f.0 == 5) {
+        let m = fields(&bytes_of(f));
+        function.insert(
+            m[0].1.clone().unwrap(),
+            string(m[1].1.clone().unwrap()).to_owned(),
+        );
+    }
+    let mut location = std::collections::HashMap::new();
+    for f in profile.iter().filter(|f| f.0 == 4) {
+        let m = fields(&bytes_of(f));
+        let line = fields(&m[1].1.clone().unwrap_err());
+        location.insert(
+            m[0].1.clone().unwrap(),
+            function[&line[0].1.clone().unwrap()].clone(),
+        );
+    }
+    let (mut objects, mut space) = (0, 0);
+    let mut stacks = Vec::new();
+    for f in profile.iter().filter(|f| f.0 == 2) {
+        let m = fields(&bytes_of(f));
+        let stack: Vec<String> = packed(&m[0].1.clone().unwrap_err())
+            .iter()
+            .map(|id| location[id].clone())
+            .collect();
+        let values = packed(&m[1].1.clone().unwrap_err());
+        objects += values[0];
+        space += values[1];
+        stacks.push((stack, values));
+    }
+    assert_eq!((objects, space), (4, 73_000));
+    stacks.sort();
+    assert_eq!(
+        stacks,
+        [
+            (
+                vec!["blocks from 512 B".to_owned(), "tag level".to_owned()],
+                vec![3, 3000]
+            ),
+            (
+                vec!["blocks from 64.0 KiB".to_owned(), "tag level".to_owned()],
+                vec![1, 70_000]
+            ),
+        ]
+    );
+    // The default sample type is the bytes.
+    let default = profile
+        .iter()
+        .find(|f| f.0 == 14)
+        .unwrap()
+        .1
+        .clone()
+        .unwrap();
+    assert_eq!(string(default), "inuse_space");
+}
+
 #[test]
 fn a_phase_names_what_it_left_live() {
     let dir = scratch("leaks-phase");
@@ -139,6 +290,10 @@ fn a_query_it_cannot_answer_says_why_in_one_line() {
             "holds 12 frame marks",
         ),
         (vec!["--live-at", "3"], "give --born FRAMES or --phase NAME"),
+        (
+            vec!["--pprof", "x.pb"],
+            "give --born FRAMES or --phase NAME",
+        ),
     ] {
         let mut all = vec!["inspect", t.as_str()];
         all.extend(args.iter().copied());
