@@ -214,6 +214,23 @@ fn write(out: &Path, svg: &str) -> Result<(), String> {
     crate::output::write_bytes(out, svg.as_bytes())
 }
 
+/// A white canvas of `size` pixels drawing into `svg`, with `title` at its top left.
+fn titled<'a>(
+    svg: &'a mut String,
+    size: (u32, u32),
+    title: &str,
+) -> Result<DrawingArea<SVGBackend<'a>, plotters::coord::Shift>, String> {
+    let root = SVGBackend::with_string(svg, size).into_drawing_area();
+    root.fill(&WHITE).map_err(draw_err)?;
+    root.draw(&Text::new(
+        title.to_owned(),
+        (10, 10),
+        ("sans-serif", 18).into_font(),
+    ))
+    .map_err(draw_err)?;
+    Ok(root)
+}
+
 /// Colour of each byte category of the map, and its legend.
 fn category_colour(c: Category) -> RGBColor {
     match c {
@@ -240,15 +257,8 @@ pub(crate) fn map_chart(rows: &[SegmentRow], title: &str, out: &Path) -> Result<
     let width = LABEL_WIDTH + ROW_WIDTH + 20;
     let mut svg = String::new();
     {
-        let root = SVGBackend::with_string(&mut svg, (width, height)).into_drawing_area();
-        root.fill(&WHITE).map_err(draw_err)?;
+        let root = titled(&mut svg, (width, height), title)?;
         let font = ("sans-serif", 12).into_font();
-        root.draw(&Text::new(
-            title.to_owned(),
-            (10, 10),
-            ("sans-serif", 18).into_font(),
-        ))
-        .map_err(draw_err)?;
         // The legend.
         let mut x = 10;
         for c in [
@@ -413,15 +423,8 @@ pub(crate) fn leak_chart(
     let most = rows.first().map_or(1, |r| r.2.max(1));
     let mut svg = String::new();
     {
-        let root = SVGBackend::with_string(&mut svg, (width, height)).into_drawing_area();
-        root.fill(&WHITE).map_err(draw_err)?;
+        let root = titled(&mut svg, (width, height), title)?;
         let font = ("sans-serif", 12).into_font();
-        root.draw(&Text::new(
-            title.to_owned(),
-            (10, 10),
-            ("sans-serif", 18).into_font(),
-        ))
-        .map_err(draw_err)?;
         root.draw(&Text::new(summary.to_owned(), (10, 40), font.clone()))
             .map_err(draw_err)?;
         for (i, &(tag, blocks, size)) in rows.iter().take(shown).enumerate() {

@@ -19,15 +19,11 @@ pub(crate) use crate::allocators::ALLOCATORS;
 
 /// The allocators `replay` runs when none are named: all but the bento set-ups,
 /// whose routing and budgets fit bento's own workloads.
-pub(crate) const REPLAY_DEFAULT: &[&str] = &[
-    "system",
-    #[cfg(feature = "mimalloc")]
-    "mimalloc",
-    #[cfg(all(feature = "jemalloc", unix))]
-    "jemalloc",
-    "space",
-    "common",
-];
+pub(crate) const REPLAY_DEFAULT: &[&str] = ALLOCATORS.split_at(ALLOCATORS.len() - SET_UPS).0;
+
+/// The bento set-ups, last in the list of allocators: `bento`, and `bento-huge` on
+/// Linux.
+const SET_UPS: usize = if cfg!(target_os = "linux") { 2 } else { 1 };
 
 /// What each allocator is, for `--help` and the tables' notes.
 pub(crate) const ABOUT: &str = "\

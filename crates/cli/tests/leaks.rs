@@ -101,18 +101,6 @@ fn a_window_of_frames_names_the_blocks_it_left_live() {
 /// A protobuf message's fields: (field number, a varint, or the bytes of a
 /// length-delimited field).
 fn fields(mut b: &[u8]) -> Vec<(u64, Result<u64, Vec<u8>>)> {
-    fn varint(b: &mut &[u8]) -> u64 {
-        let (mut v, mut shift) = (0u64, 0);
-        loop {
-            let byte = b[0];
-            *b = &b[1..];
-            v |= u64::from(byte & 0x7f) << shift;
-            if byte < 0x80 {
-                return v;
-            }
-            shift += 7;
-        }
-    }
     let mut out = Vec::new();
     while !b.is_empty() {
         let key = varint(&mut b);
@@ -131,21 +119,25 @@ fn fields(mut b: &[u8]) -> Vec<(u64, Result<u64, Vec<u8>>)> {
     out
 }
 
+/// The varint at the front of `b`, which it moves past.
+fn varint(b: &mut &[u8]) -> u64 {
+    let (mut v, mut shift) = (0u64, 0);
+    loop {
+        let byte = b[0];
+        *b = &b[1..];
+        v |= u64::from(byte & 0x7f) << shift;
+        if byte < 0x80 {
+            return v;
+        }
+        shift += 7;
+    }
+}
+
 /// The varints of a packed field.
 fn packed(mut b: &[u8]) -> Vec<u64> {
     let mut out = Vec::new();
     while !b.is_empty() {
-        let (mut v, mut shift) = (0u64, 0);
-        loop {
-            let byte = b[0];
-            b = &b[1..];
-            v |= u64::from(byte & 0x7f) << shift;
-            if byte < 0x80 {
-                break;
-            }
-            shift += 7;
-        }
-        out.push(v);
+        out.push(varint(&mut b));
     }
     out
 }
