@@ -15,6 +15,8 @@ mod error;
 #[cfg(feature = "testing")]
 mod faulty;
 mod fixed;
+#[cfg(all(feature = "os", unix, not(bento_loom)))]
+mod guard;
 #[cfg(feature = "alloc")]
 mod heap;
 mod limited;
@@ -36,6 +38,10 @@ pub use crate::error::{Invalid, PageError};
 #[cfg(feature = "testing")]
 pub use crate::faulty::FaultyPages;
 pub use crate::fixed::FixedPages;
+#[cfg(all(feature = "os", unix, not(bento_loom)))]
+pub use crate::guard::{
+    GuardConfig, GuardFault, GuardPool, GuardStats, Label, MAX_SLOTS, SLOT_PAGES, Trace,
+};
 #[cfg(feature = "alloc")]
 pub use crate::heap::HeapPages;
 pub use crate::limited::{LimitStats, LimitedPages};

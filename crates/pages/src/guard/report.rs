@@ -1,0 +1,266 @@
+//! A guard report: what went wrong with which block, its allocation and free sites,
+//! written to stderr with `write(2)` from a fixed buffer (nothing allocates, so it
+//! runs in the fault handler), then the abort.
+
+use core::ffi::{CStr, c_void};
+use core::fmt::{self, Write};
+
+use super::{GuardPool, Slot, State, Trace};
+
+/// What a guard report is about.
+///
+/// ```
+/// use bento_pages::GuardFault;
+///
+/// assert_eq!(GuardFault::UseAfterFree.to_string(), "use after free");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum GuardFault {
+    /// An access past a guarded block's end.
+    Overrun,
+    /// An access before a guarded block's start.
+    Underrun,
+    /// An access to a guarded block after its free.
+    UseAfterFree,
+    /// A write past a block's end inside its alignment's slack, found at its free.
+    OverrunAtFree,
+    /// A guarded block freed a second time.
+    DoubleFree,
+    /// A free of a pointer into the pool that is no block's start.
+    InvalidFree,
+    /// An access to a guard page or slot of no block.
+    Wild,
+}
+
+impl fmt::Display for GuardFault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Overrun => "overrun",
+            Self::Underrun => "underrun",
+            Self::UseAfterFree => "use after free",
+            Self::OverrunAtFree => "overrun (found at its free)",
+            Self::DoubleFree => "double free",
+            Self::InvalidFree => "invalid free",
+            Self::Wild => "wild access",
+        })
+    }
+}
+
+/// Reports a misuse found in a free (the caller holds the pool's lock) and aborts.
+pub(super) fn misuse(
+    pool: &GuardPool,
+    kind: GuardFault,
+    addr: usize,
+    slot: Option<&Slot>,
+    this_free: &Trace,
+) -> ! {
+    let mut out = Out::new();
+    headline(&mut out, pool, kind, addr, slot);
+    if let Some(slot) = slot {
+        sites(&mut out, slot);
+    }
+    trace(&mut out, "this free", this_free);
+    finish(out)
+}
+
+/// Reports a fault at `addr` inside `pool`'s slots and aborts. It runs on the
+/// signal stack, a few KiB: it copies no slot record.
+pub(super) fn fault(pool: &GuardPool, addr: usize) -> ! {
+    // Held until the abort: a thread that faults is outside the pool's code, so the
+    // lock is free or about to be.
+    core::mem::forget(pool.hold());
+    let (kind, slot) = classify(pool, addr);
+    // SAFETY: under the lock, `i < slots`; the only reference to the record.
+    let slot = slot.map(|i| &*unsafe { pool.record(i) });
+    let mut out = Out::new();
+    headline(&mut out, pool, kind, addr, slot);
+    if let Some(slot) = slot {
+        sites(&mut out, slot);
+    }
+    finish(out)
+}
+
+/// What a fault at `addr` is, and about which slot. The caller holds the lock.
+fn classify(pool: &GuardPool, addr: usize) -> (GuardFault, Option<u32>) {
+    let rel = addr - pool.lo;
+    let (i, within) = (rel / pool.stride(), rel % pool.stride());
+    let slots = pool.slots as usize;
+    // A slot's state, start and end.
+    let read = |j: usize| {
+        // SAFETY: under the lock; `j < slots`; the reference ends here.
+        let s = unsafe { pool.record(j as u32) };
+        (s.state, s.start, s.start + s.size)
+    };
+    if within >= pool.page && i < slots {
+        let kind = match read(i) {
+            (State::Empty, ..) => return (GuardFault::Wild, None),
+            (State::Freed, ..) => GuardFault::UseAfterFree,
+            (State::Live, start, _) if addr < start => GuardFault::Underrun,
+            (State::Live, _, end) if addr >= end => GuardFault::Overrun,
+            (State::Live, ..) => GuardFault::Wild,
+        };
+        return (kind, Some(i as u32));
+    }
+    // A guard page: past the end of the slot before it, or before the start of the
+    // one after it, whichever block is nearer.
+    let before = (i > 0).then(|| read(i - 1)).filter(|s| s.0 != State::Empty);
+    let after = (i < slots).then(|| read(i)).filter(|s| s.0 != State::Empty);
+    let (j, state, live) = match (before, after) {
+        (Some(b), Some(a)) if addr - b.2 <= a.1 - addr => (i - 1, b.0, GuardFault::Overrun),
+        (Some(b), None) => (i - 1, b.0, GuardFault::Overrun),
+        (_, Some(a)) => (i, a.0, GuardFault::Underrun),
+        (None, None) => return (GuardFault::Wild, None),
+    };
+    let kind = if state == State::Freed {
+        GuardFault::UseAfterFree
+    } else {
+        live
+    };
+    (kind, Some(j as u32))
+}
+
+/// The report's first line.
+fn headline(out: &mut Out, pool: &GuardPool, kind: GuardFault, addr: usize, slot: Option<&Slot>) {
+    let _ = write!(out, "bento: {kind}");
+    if let Some(s) = slot {
+        let _ = write!(out, " of a {}-byte block at {:#x}", s.size, s.start);
+    }
+    let _ = match (kind, slot) {
+        (GuardFault::DoubleFree, _) => write!(out, ": freed twice"),
+        (GuardFault::InvalidFree, _) => write!(out, ": a free of {addr:#x}, no block's start"),
+        (GuardFault::OverrunAtFree, Some(s)) => write!(
+            out,
+            ": the byte at {addr:#x}, {} past its end, was written",
+            addr - (s.start + s.size)
+        ),
+        (_, Some(s)) if addr < s.start => write!(
+            out,
+            ": an access at {addr:#x}, {} bytes before its start",
+            s.start - addr
+        ),
+        (_, Some(s)) if addr >= s.start + s.size => write!(
+            out,
+            ": an access at {addr:#x}, {} bytes past its end",
+            addr - (s.start + s.size)
+        ),
+        (_, Some(s)) => write!(
+            out,
+            ": an access at {addr:#x}, {} bytes into it",
+            addr - s.start
+        ),
+        (_, None) => write!(out, ": an access at {addr:#x}"),
+    };
+    let label = slot.map(|s| s.label).unwrap_or_default();
+    let _ = write!(out, " (heap \"{}\"", label.heap.unwrap_or(pool.name));
+    if let Some(tag) = label.tag {
+        let _ = write!(out, ", tag \"{tag}\"");
+    }
+    let _ = writeln!(out, ")");
+}
+
+/// A block's allocation and free sites.
+fn sites(out: &mut Out, slot: &Slot) {
+    trace(out, "allocated", &slot.alloc);
+    if slot.state == State::Freed {
+        trace(out, "freed", &slot.free);
+    }
+}
+
+/// One site: its source location and frames.
+fn trace(out: &mut Out, what: &str, trace: &Trace) {
+    if trace.is_empty() {
+        let _ = writeln!(out, "bento: {what} at: (no stack in this build)");
+        return;
+    }
+    let _ = writeln!(out, "bento: {what} at:");
+    if let Some(at) = trace.caller() {
+        let _ = writeln!(out, "    {}:{}:{}", at.file(), at.line(), at.column());
+    }
+    for (k, &ip) in trace.frames().iter().enumerate() {
+        let _ = write!(out, "    #{k} {ip:#018x}");
+        symbol(out, ip);
+        let _ = writeln!(out);
+    }
+}
+
+/// The object and nearest exported symbol of a return address, from the dynamic
+/// linker's tables.
+fn symbol(out: &mut Out, ip: usize) {
+    // SAFETY: `Dl_info` is plain data; all zero is a valid value.
+    let mut info: libc::Dl_info = unsafe { core::mem::zeroed() };
+    // SAFETY: `dladdr` only reads the linker's tables and writes `info`; an address
+    // outside every object gives 0. The address is used as a number only.
+    if unsafe { libc::dladdr(ip as *const c_void, &raw mut info) } == 0 {
+        return;
+    }
+    if !info.dli_sname.is_null() {
+        // SAFETY: a non-null name is a C string of the loaded object's.
+        let name = unsafe { CStr::from_ptr(info.dli_sname) };
+        out.bytes(b" ");
+        out.bytes(name.to_bytes());
+        let _ = write!(out, "+{:#x}", ip.wrapping_sub(info.dli_saddr.addr()));
+    }
+    if !info.dli_fname.is_null() {
+        // SAFETY: as above.
+        let file = unsafe { CStr::from_ptr(info.dli_fname) };
+        out.bytes(b" (");
+        out.bytes(file.to_bytes());
+        let _ = write!(out, "+{:#x})", ip.wrapping_sub(info.dli_fbase.addr()));
+    }
+}
+
+/// The last line, then the abort.
+fn finish(mut out: Out) -> ! {
+    let _ = writeln!(out, "bento: aborting");
+    out.flush();
+    // SAFETY: `abort` ends the process; it is async-signal-safe.
+    unsafe { libc::abort() }
+}
+
+/// A fixed buffer written to stderr as it fills and at each line's end.
+struct Out {
+    buf: [u8; 256],
+    len: usize,
+}
+
+impl Out {
+    fn new() -> Self {
+        Self {
+            buf: [0; 256],
+            len: 0,
+        }
+    }
+
+    fn bytes(&mut self, mut bytes: &[u8]) {
+        while !bytes.is_empty() {
+            let n = bytes.len().min(self.buf.len() - self.len);
+            self.buf[self.len..self.len + n].copy_from_slice(&bytes[..n]);
+            self.len += n;
+            bytes = &bytes[n..];
+            if self.len == self.buf.len() || self.buf[self.len - 1] == b'\n' {
+                self.flush();
+            }
+        }
+    }
+
+    fn flush(&mut self) {
+        let mut done = 0;
+        while done < self.len {
+            // SAFETY: writes initialised bytes of the buffer to stderr.
+            let n = unsafe { libc::write(2, self.buf[done..].as_ptr().cast(), self.len - done) };
+            if n <= 0 {
+                break;
+            }
+            done += n as usize;
+        }
+        self.len = 0;
+    }
+}
+
+impl Write for Out {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        self.bytes(s.as_bytes());
+        Ok(())
+    }
+}
