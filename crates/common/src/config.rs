@@ -3,7 +3,7 @@
 
 #[cfg(all(feature = "os", any(unix, windows)))]
 use bento_pages::SystemPages;
-use bento_pages::{MisuseHook, PageError, Retention};
+use bento_pages::{GuardConfig, MisuseHook, PageError, Retention};
 use bento_space::{SpaceConfig, SpaceError};
 
 /// The most small size classes a table holds.
@@ -328,6 +328,14 @@ pub struct CommonConfig<P> {
     /// another thread's cache still holds its blocks leaks its memory rather than free
     /// it under that thread.
     pub thread_cache: bool,
+    /// Sampled guard pages (`None`, the default: off): one allocation in
+    /// [`GuardConfig::every`] of up to two pages goes to a slot of its own between
+    /// inaccessible pages, so that an overrun or a use after free faults at once and
+    /// is reported with the block's allocation and free sites. Unix only (elsewhere
+    /// it is ignored); the pool is never given back, and its blocks are counted in
+    /// [`CommonAllocator::guard_stats`](crate::CommonAllocator::guard_stats), not in
+    /// the regions' stats.
+    pub guard: Option<GuardConfig>,
 }
 
 #[cfg(all(feature = "os", any(unix, windows)))]
@@ -365,6 +373,7 @@ impl<P: Copy> CommonConfig<P> {
             block_cache,
             misuse,
             thread_cache,
+            guard,
         } = self;
         CommonConfig {
             pages,
@@ -378,6 +387,7 @@ impl<P: Copy> CommonConfig<P> {
             block_cache,
             misuse,
             thread_cache,
+            guard,
         }
     }
 }
@@ -405,6 +415,7 @@ impl<P> CommonConfig<P> {
             block_cache: 256 << 10,
             misuse: crate::abort_on_misuse,
             thread_cache: true,
+            guard: None,
         }
     }
     /// This configuration with other size classes.
@@ -439,6 +450,22 @@ impl<P> CommonConfig<P> {
     #[must_use]
     pub const fn with_thread_cache(mut self, on: bool) -> Self {
         self.thread_cache = on;
+        self
+    }
+
+    /// This configuration with sampled guard pages of `guard`'s shape (see
+    /// [`guard`](Self::guard)).
+    ///
+    /// ```
+    /// use bento_common::CommonConfig;
+    /// use bento_pages::GuardConfig;
+    ///
+    /// let config = CommonConfig::DEFAULT.with_guard(GuardConfig::DEFAULT.every(1000));
+    /// assert_eq!(config.guard.unwrap().every, 1000);
+    /// ```
+    #[must_use]
+    pub const fn with_guard(mut self, guard: GuardConfig) -> Self {
+        self.guard = Some(guard);
         self
     }
 

@@ -5,6 +5,7 @@ compile_error!("bento-malloc replaces glibc's malloc: it builds for Linux with g
 
 mod fork;
 mod global;
+mod guard;
 mod huge;
 mod policy;
 mod retain;
@@ -55,6 +56,7 @@ fn setup_slow() {
             sys::note_stderr();
             // Before anything that may start `COMMON`: the source is chosen first.
             huge::arm();
+            guard::arm();
             retain::arm();
             fork::register();
             stats::arm();

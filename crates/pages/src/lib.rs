@@ -15,7 +15,6 @@ mod error;
 #[cfg(feature = "testing")]
 mod faulty;
 mod fixed;
-#[cfg(all(feature = "os", unix, not(bento_loom)))]
 mod guard;
 #[cfg(feature = "alloc")]
 mod heap;
@@ -39,9 +38,8 @@ pub use crate::error::{Invalid, PageError};
 pub use crate::faulty::FaultyPages;
 pub use crate::fixed::FixedPages;
 #[cfg(all(feature = "os", unix, not(bento_loom)))]
-pub use crate::guard::{
-    GuardConfig, GuardFault, GuardPool, GuardStats, Label, MAX_SLOTS, SLOT_PAGES, Trace,
-};
+pub use crate::guard::GuardPool;
+pub use crate::guard::{GuardConfig, GuardFault, GuardStats, Label, MAX_SLOTS, SLOT_PAGES, Trace};
 #[cfg(feature = "alloc")]
 pub use crate::heap::HeapPages;
 pub use crate::limited::{LimitStats, LimitedPages};

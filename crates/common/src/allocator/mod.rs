@@ -359,6 +359,9 @@ impl<P: PageSource> CommonAllocator<P> {
             return Ok(bento_pages::dangling(layout));
         }
         let inner = self.block()?;
+        if let Some(p) = inner.sampled(layout) {
+            return Ok(p);
+        }
         again(inner, || inner.alloc(layout))
     }
 
@@ -387,6 +390,10 @@ impl<P: PageSource> CommonAllocator<P> {
             return Ok(bento_pages::dangling(layout));
         }
         let inner = self.block()?;
+        // A guarded block's pages are fresh: they read as zero.
+        if let Some(p) = inner.sampled(layout) {
+            return Ok(p);
+        }
         let (p, zero) = again(inner, || inner.alloc_zeroed(layout))?;
         if !zero {
             // SAFETY: a fresh block of `layout.size()` bytes.

@@ -236,6 +236,33 @@ impl<P: PageSource> CommonAllocator<P> {
             .map_or_else(crate::stats::CommonStats::default, Inner::stats)
     }
 
+    /// The guard pool's figures: its slots, the blocks live and in quarantine, those
+    /// guarded so far and the memory it holds; `None` without sampled guard pages
+    /// ([`CommonConfig::guard`](crate::CommonConfig::guard)) or before the start.
+    ///
+    /// ```
+    /// # #[cfg(target_os = "linux")] {
+    /// use core::alloc::Layout;
+    /// use bento_common::{CommonAllocator, CommonConfig};
+    /// use bento_pages::GuardConfig;
+    ///
+    /// // Every allocation guarded, for the example.
+    /// let common = CommonAllocator::with_config(
+    ///     CommonConfig::DEFAULT.with_guard(GuardConfig::DEFAULT.every(1).slots(4)),
+    /// );
+    /// let layout = Layout::new::<[u8; 40]>();
+    /// let p = common.alloc(layout).unwrap();
+    /// assert_eq!(common.guard_stats().unwrap().live, 1);
+    /// // SAFETY: live, with its layout.
+    /// unsafe { common.dealloc(p, layout) };
+    /// assert_eq!(common.guard_stats().unwrap().quarantined, 1);
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn guard_stats(&self) -> Option<bento_pages::GuardStats> {
+        self.started()?.guard_stats()
+    }
+
     /// What the page source has seen so far (its reservations, commits and the calls
     /// of each kind), from its counters: a few loads, no lock and no walk, so a
     /// program can read it every frame. All zero before the allocator starts.

@@ -31,6 +31,9 @@ pub(crate) struct ThreadCache {
     bins: [BinList; BINS + 1],
     /// The next cache in the owner's registry (under the registry's lock).
     next: AtomicPtr<ThreadCache>,
+    /// The owner's allocations until its next guard sample; 0: the next one is due
+    /// (a zeroed cache samples its first, on the full path).
+    countdown: Cell<u32>,
 }
 
 /// How a cache finds its way back to its owner: `Inner::<P>::detach_erased`.
@@ -81,6 +84,7 @@ impl ThreadCache {
             state: Cell::new(FREE),
             bins: [const { BinList::new() }; BINS + 1],
             next: AtomicPtr::new(ptr::null_mut()),
+            countdown: Cell::new(0),
         }
     }
 
@@ -92,7 +96,20 @@ impl ThreadCache {
             state: Cell::new(FREE),
             bins: core::array::from_fn(|_| BinList::new()),
             next: AtomicPtr::new(ptr::null_mut()),
+            countdown: Cell::new(0),
         }
+    }
+
+    /// The owner's allocations until its next guard sample (0: this one is due).
+    #[inline(always)]
+    pub(crate) fn countdown(&self) -> u32 {
+        self.countdown.get()
+    }
+
+    /// Sets [`countdown`](Self::countdown).
+    #[inline(always)]
+    pub(crate) fn set_countdown(&self, left: u32) {
+        self.countdown.set(left);
     }
 
     /// Whether the cache is attached to the allocator whose block is `owner`.

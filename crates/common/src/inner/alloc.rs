@@ -19,8 +19,9 @@ use crate::layer::RegionPages;
 impl<P: PageSource> Inner<P> {
     /// The hot path of an allocation: a block off this thread's bin for `layout`, with
     /// no lock, no atomic read-modify-write and no call; `None` sends the caller to
-    /// the full path (no bin for the layout, an empty bin, the front end off, or the
-    /// thread's cache not attached to this allocator).
+    /// the full path (no bin for the layout, an empty bin, the front end off, the
+    /// thread's cache not attached to this allocator, or a guard sample due). It
+    /// counts the allocation against the thread's guard countdown.
     #[inline(always)]
     pub(crate) fn fast_alloc(&self, layout: Layout) -> Option<NonNull<u8>> {
         if layout.align() > SMALL_ALIGN {
@@ -29,10 +30,13 @@ impl<P: PageSource> Inner<P> {
         let bin = self.front.bin_of_size(routed_size(layout))?;
         let me = ptr::from_ref(self).cast::<()>();
         with_cache(|cache| {
-            if !cache.owned_by(me) {
+            let left = cache.countdown();
+            if !cache.owned_by(me) || left == 0 {
                 return None;
             }
-            cache.pop(bin)
+            let block = cache.pop(bin)?;
+            cache.set_countdown(left - 1);
+            Some(block)
         })
     }
 

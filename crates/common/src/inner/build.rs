@@ -11,6 +11,7 @@ use crate::front::Front;
 use crate::front::bins::{Bin, MEDIUM_BINS, medium_size};
 use crate::front::tls;
 use crate::inner::Inner;
+use crate::inner::guard::make_pool;
 use crate::layer::map::{RegionId, RegionMap, TOP};
 use crate::layer::{Layer, RegionPages};
 use crate::region::{Class, ClassRuns, General, Region};
@@ -31,8 +32,10 @@ pub(crate) fn build<P: PageSource>(
         retention,
         commit_floor,
         misuse,
+        guard,
         ..
     } = config;
+    let guard = make_pool(guard)?;
     let (general_count, class_count, smalls) = match routing {
         Routing::BySize => (1, classes.len() + MEDIUM_BINS, classes.len()),
         Routing::Contention { regions } => (regions, 0, 0),
@@ -84,6 +87,10 @@ pub(crate) fn build<P: PageSource>(
         (&raw mut (*this).misuse).write(misuse);
         (&raw mut (*this).dedicated).write(large.segment_threshold);
         (&raw mut (*this).probe_frees).write(probe_frees);
+        (&raw mut (*this).guard).write(guard);
+        let (lo, len) = guard.map_or((0, 0), |pool| pool.range());
+        (&raw mut (*this).guard_lo).write(lo);
+        (&raw mut (*this).guard_len).write(len);
         (&raw mut (*this).block_bytes).write(bytes);
         (&raw mut (*this).table_bytes).write(table_bytes);
         (&raw mut (*this).smalls).write(smalls);

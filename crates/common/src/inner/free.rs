@@ -28,7 +28,7 @@ impl<P: PageSource> Inner<P> {
     /// `layout`, not used afterwards when this returns true.
     #[inline(always)]
     pub(crate) unsafe fn fast_free(&self, ptr: NonNull<u8>, layout: Layout) -> bool {
-        if layout.align() > SMALL_ALIGN {
+        if layout.align() > SMALL_ALIGN || self.guarded(ptr) {
             return false;
         }
         let Some(bin) = self.front.bin_of_size(routed_size(layout)) else {
@@ -129,6 +129,10 @@ impl<P: PageSource> Inner<P> {
     /// As for [`CommonAllocator::dealloc`], with a non-zero size.
     #[inline]
     pub(crate) unsafe fn dealloc(&self, ptr: NonNull<u8>, layout: Layout) {
+        if self.guarded(ptr) {
+            // SAFETY: the caller's contract; the pool owns `ptr`.
+            return unsafe { self.free_guarded(ptr) };
+        }
         let Routing::BySize = self.routing else {
             let Some(Owner::General(region)) = self.owner(ptr) else {
                 return report_foreign(self.misuse, ptr);
@@ -160,6 +164,10 @@ impl<P: PageSource> Inner<P> {
     ///
     /// As for [`CommonAllocator::free`].
     pub(crate) unsafe fn free(&self, ptr: NonNull<u8>) {
+        if self.guarded(ptr) {
+            // SAFETY: the caller's contract; the pool owns `ptr`.
+            return unsafe { self.free_guarded(ptr) };
+        }
         match self.owner(ptr) {
             None => report_foreign(self.misuse, ptr),
             Some(Owner::Class(bin, class)) => {

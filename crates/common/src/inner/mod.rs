@@ -8,6 +8,7 @@
 mod alloc;
 pub(crate) mod build;
 mod free;
+pub(crate) mod guard;
 mod probe;
 mod resize;
 mod thread;
@@ -47,6 +48,11 @@ pub(crate) struct Inner<P: PageSource> {
     /// in release builds (debug builds check anyway), over a source whose reserved
     /// memory reads.
     probe_frees: bool,
+    /// The guard pool, if the allocator samples guarded blocks, and its range
+    /// (`GuardPool::range`; empty without a pool).
+    pub(crate) guard: Option<&'static guard::Pool>,
+    guard_lo: usize,
+    guard_len: usize,
     /// The block's own size.
     pub(crate) block_bytes: usize,
     /// What the commit cache's slot table took from the source.

@@ -77,6 +77,9 @@ impl<P: PageSource> Inner<P> {
     ///
     /// As for [`CommonAllocator::usable_size`].
     pub(crate) unsafe fn usable_size(&self, ptr: NonNull<u8>) -> usize {
+        if self.guarded(ptr) {
+            return self.guarded_size(ptr);
+        }
         match self.owner(ptr) {
             None => {
                 report_foreign(self.misuse, ptr);

@@ -90,6 +90,9 @@ impl<P: PageSource> Inner<P> {
         old: Layout,
         new: Layout,
     ) -> bool {
+        if self.guarded(ptr) {
+            return false;
+        }
         let region = match self.routing {
             Routing::BySize => match (self.route(old), self.route(new)) {
                 // The same class: the block already holds `new`, aligned to it.

@@ -80,6 +80,9 @@ impl<P: PageSource> Inner<P> {
         for general in self.generals() {
             general.raw_lock().lock();
         }
+        if let Some(pool) = self.guard {
+            pool.lock_for_fork();
+        }
     }
 
     /// Gives every region's lock back.
@@ -91,6 +94,9 @@ impl<P: PageSource> Inner<P> {
     pub(crate) unsafe fn unlock_regions(&self) {
         // SAFETY: the caller's contract.
         unsafe {
+            if let Some(pool) = self.guard {
+                pool.unlock_after_fork();
+            }
             for general in self.generals() {
                 general.raw_lock().unlock();
             }

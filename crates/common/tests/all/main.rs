@@ -4,6 +4,8 @@
 mod bad_input;
 mod fixed_memory;
 mod front;
+#[cfg(all(unix, not(miri)))]
+mod guard;
 mod model;
 mod prepare;
 mod retention;

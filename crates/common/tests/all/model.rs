@@ -12,7 +12,7 @@ use crate::{LARGE_SEGMENT, check, heap, shape};
 
 /// The classes of the model runs: the 20 of the default table, or under Miri, where
 /// each check walks every region, three.
-fn classes() -> SizeClasses {
+pub(crate) fn classes() -> SizeClasses {
     if cfg!(miri) {
         SizeClasses::new(&[16, 64, 256])
     } else {
@@ -46,7 +46,7 @@ fn sizes() -> SizeGen {
     SizeGen::new(max).with_boundaries(&edges)
 }
 
-fn caps(ops: Ops) -> Caps {
+pub(crate) fn caps(ops: Ops) -> Caps {
     Caps::general_purpose(ops, sizes())
         .with_max_align(Alignment::new(cases(4096, 256)).unwrap())
         .with_max_live(cases(300, 8))
@@ -60,7 +60,7 @@ fn caps(ops: Ops) -> Caps {
 /// allocator-api2 0.2, `GlobalAlloc`, and its own `free` (no size), `dealloc`,
 /// `resize` and the in-place resize of `RawAlloc`, for blocks of non-zero size; `trim`
 /// for `TRIM` and `validate()` at each check.
-fn target<P: PageSource + Send + Sync>(
+pub(crate) fn target<P: PageSource + Send + Sync>(
     common: &CommonAllocator<P>,
 ) -> EntryPoints<'_, CommonAllocator<P>> {
     EntryPoints::new(common)

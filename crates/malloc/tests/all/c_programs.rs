@@ -625,3 +625,116 @@ fn bento_huge_asks_for_huge_pages() {
         "bento-malloc: BENTO_HUGE=yes is neither `on`/`1` nor `off`/`0`; huge pages stay off\n"
     );
 }
+
+/// Runs `tests/c/guard.c`'s `mode` with every allocation guarded; its stderr, after
+/// checking that it aborted.
+fn guarded_death(program: &std::path::Path, mode: &str) -> String {
+    let o = run_within(
+        preloaded(program).arg(mode).env("BENTO_GUARD", "1,16"),
+        std::time::Duration::from_secs(30),
+    );
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert_eq!(o.status.signal(), Some(libc::SIGABRT), "{mode}: {err}");
+    err
+}
+
+#[test]
+fn a_guarded_block_overrun_underrun_or_used_after_free_dies_with_one_report() {
+    let dir = scratch("guard");
+    // `-rdynamic`: the program's functions in its dynamic symbols, named in the
+    // report; no tail calls, so that `drop_block` keeps its frame.
+    let flags = [
+        "-O2",
+        "-fno-builtin",
+        "-fno-optimize-sibling-calls",
+        "-rdynamic",
+    ];
+    let program = compile_with("guard", &dir, &flags);
+    let o = run_ok(preloaded(&program).arg("ok").env("BENTO_GUARD", "1,16"));
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "ok\n");
+    for (mode, head, place) in [
+        (
+            "overrun",
+            "bento: overrun of a 96-byte block at 0x",
+            "0 bytes past its end",
+        ),
+        (
+            "slack",
+            "bento: overrun (found at its free) of a 100-byte block",
+            "0 bytes past its end, was written",
+        ),
+        (
+            "underrun",
+            "bento: underrun of a 48-byte block at 0x",
+            "1 bytes before its start",
+        ),
+        (
+            "use-after-free",
+            "bento: use after free of a 64-byte block at 0x",
+            "8 bytes into it",
+        ),
+        (
+            "double-free",
+            "bento: double free of a 32-byte block at 0x",
+            "freed twice",
+        ),
+    ] {
+        let err = guarded_death(&program, mode);
+        let first = err.lines().next().unwrap_or_default();
+        assert!(first.starts_with(head), "{mode}: {err}");
+        assert!(
+            first.contains(place) && first.ends_with("(heap \"malloc\")"),
+            "{mode}: {err}"
+        );
+        // The allocation site: the program's own function, by name.
+        let alloc = err
+            .split("bento: allocated at:\n")
+            .nth(1)
+            .unwrap_or_default();
+        assert!(
+            alloc.lines().take(4).any(|l| l.contains(" make_block+0x")),
+            "{mode}: {err}"
+        );
+        if mode != "overrun" && mode != "underrun" && mode != "slack" {
+            let freed = err.split("bento: freed at:\n").nth(1).unwrap_or_default();
+            assert!(
+                freed.lines().take(4).any(|l| l.contains(" drop_block+0x")),
+                "{mode}: {err}"
+            );
+        }
+        assert!(err.ends_with("bento: aborting\n"), "{mode}: {err}");
+        // One report: its lines are bento's, nothing else on stderr.
+        assert!(
+            err.lines()
+                .all(|l| l.starts_with("bento: ") || l.starts_with("    ")),
+            "{err}"
+        );
+    }
+    // A fault that is not the pool's goes to the handler the program installed.
+    let o = run_within(
+        preloaded(&program).arg("chain").env("BENTO_GUARD", "1,16"),
+        std::time::Duration::from_secs(30),
+    );
+    assert_eq!(o.status.code(), Some(3), "{o:?}");
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "own handler\n");
+    assert!(o.stderr.is_empty(), "{o:?}");
+}
+
+#[test]
+fn a_bad_bento_guard_is_said_once_and_guard_pages_stay_off() {
+    let dir = scratch("guard-bad");
+    let program = compile("guard", &dir);
+    let o = run_within(
+        preloaded(&program)
+            .arg("overrun")
+            .env("BENTO_GUARD", "often"),
+        std::time::Duration::from_secs(30),
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(
+        err,
+        "bento-malloc: BENTO_GUARD=often is neither `on`, `off`, N nor N,SLOTS; guard pages stay off\n"
+    );
+    // Unguarded, the overrun lands in the block's own slack: no fault.
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "no fault\n");
+}

@@ -8,7 +8,8 @@ use core::ffi::{c_int, c_void};
 use core::mem::MaybeUninit;
 use core::sync::atomic::{AtomicBool, Ordering};
 
-use super::{GuardPool, report};
+use super::pool::GuardPool;
+use super::report;
 
 /// The signals a fault in a pool raises (`SIGBUS` on some systems).
 const SIGNALS: [c_int; 2] = [libc::SIGSEGV, libc::SIGBUS];

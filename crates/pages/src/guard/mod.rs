@@ -1,28 +1,26 @@
 //! Sampled guard pages: [`GuardPool`], a fixed pool of slots, each a block's own
 //! pages between two inaccessible ones, for the allocations a sampler picks (one in
 //! [`GuardConfig::every`]). A block is placed against the end of its slot, so an
-//! overrun faults at its first byte past the block; its free makes the pages
+//! overrun faults at its first byte past the block (every other one against its
+//! start, so an underrun faults at the byte before); its free makes the pages
 //! inaccessible and keeps the slot in quarantine, so a use after free faults too. The
 //! fault handler (`fault.rs`) then prints one report naming the kind, the block and
 //! the sites of its allocation and free (`report.rs`, `trace.rs`), and aborts.
 
+#[cfg(all(feature = "os", unix, not(bento_loom)))]
 mod fault;
+#[cfg(all(feature = "os", unix, not(bento_loom)))]
+mod pool;
+#[cfg(all(feature = "os", unix, not(bento_loom)))]
 mod report;
 mod trace;
 
-use core::alloc::Layout;
-use core::cell::UnsafeCell;
 use core::fmt;
 use core::mem::size_of;
-use core::ptr::{self, NonNull};
-use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
 
-use bento_align::Alignment;
-
-pub use self::report::GuardFault;
+#[cfg(all(feature = "os", unix, not(bento_loom)))]
+pub use self::pool::GuardPool;
 pub use self::trace::Trace;
-use crate::lock::RawSpinLock;
-use crate::{PageError, PageSource, SystemPages};
 
 /// The pages of a slot: the largest block a pool guards is this many pages.
 pub const SLOT_PAGES: usize = 2;
@@ -30,9 +28,10 @@ pub const SLOT_PAGES: usize = 2;
 /// The most slots a pool has.
 pub const MAX_SLOTS: u32 = 4096;
 
-/// The byte written between a block's end and its slot's end (the alignment's slack),
-/// checked when it is freed.
-const SLACK: u8 = 0xB7;
+/// The table's room for the pool itself and for a slot's record (checked by the
+/// pool).
+const POOL_BYTES: usize = 256;
+const SLOT_BYTES: usize = 384;
 
 /// How a [`GuardPool`] samples: one allocation in `every` on average (a uniform draw
 /// between 1 and `2 * every - 1`, so that no allocation pattern falls in step with
@@ -118,8 +117,7 @@ impl GuardConfig {
     /// rounded up to pages.
     fn table_bytes(&self, page: usize) -> usize {
         let slots = self.slots as usize;
-        (size_of::<GuardPool>() + slots * (size_of::<Slot>() + size_of::<u32>()))
-            .next_multiple_of(page)
+        (POOL_BYTES + slots * (SLOT_BYTES + size_of::<u32>())).next_multiple_of(page)
     }
 
     /// The address space a pool of this config reserves with pages of `page` bytes.
@@ -151,40 +149,44 @@ pub struct Label {
     pub tag: Option<&'static str>,
 }
 
-/// A slot's state.
+/// What a guard report is about.
+///
+/// ```
+/// use bento_pages::GuardFault;
+///
+/// assert_eq!(GuardFault::UseAfterFree.to_string(), "use after free");
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum State {
-    /// Never used: all of it inaccessible.
-    Empty,
-    /// A block lives in it.
-    Live,
-    /// Its block was freed: inaccessible, in quarantine until reused.
-    Freed,
+#[non_exhaustive]
+pub enum GuardFault {
+    /// An access past a guarded block's end.
+    Overrun,
+    /// An access before a guarded block's start.
+    Underrun,
+    /// An access to a guarded block after its free.
+    UseAfterFree,
+    /// A write past a block's end inside its alignment's slack, found at its free.
+    OverrunAtFree,
+    /// A guarded block freed a second time.
+    DoubleFree,
+    /// A free of a pointer into the pool that is no block's start.
+    InvalidFree,
+    /// An access to a guard page or slot of no block.
+    Wild,
 }
 
-/// A slot's record.
-#[derive(Clone, Copy)]
-struct Slot {
-    state: State,
-    /// The block's address and size.
-    start: usize,
-    size: usize,
-    label: Label,
-    alloc: Trace,
-    free: Trace,
-}
-
-/// The pool's counts, under its lock.
-struct Counts {
-    /// Slots `fresh..` have never been used.
-    fresh: u32,
-    /// The quarantine ring: `queued` freed slots from `head`.
-    head: u32,
-    queued: u32,
-    live: u32,
-    guarded: u64,
-    refused: u64,
-    committed: usize,
+impl fmt::Display for GuardFault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Overrun => "overrun",
+            Self::Underrun => "underrun",
+            Self::UseAfterFree => "use after free",
+            Self::OverrunAtFree => "overrun (found at its free)",
+            Self::DoubleFree => "double free",
+            Self::InvalidFree => "invalid free",
+            Self::Wild => "wild access",
+        })
+    }
 }
 
 /// A pool's figures.
@@ -216,441 +218,5 @@ pub struct GuardStats {
     pub committed_bytes: usize,
 }
 
-/// The pools made, newest first: the fault handler's list (pools are never freed).
-static POOLS: AtomicPtr<GuardPool> = AtomicPtr::new(ptr::null_mut());
-
-/// A fixed pool of guarded slots in one reservation of the system's pages with
-/// traps (`SystemPages::with_traps`): a table, then a slot of [`SLOT_PAGES`] pages
-/// between inaccessible pages for each block a sampler picks. A pool lives for the
-/// program (reports name its blocks after their free) and installs the fault
-/// handler that reports on its slots (`SIGSEGV`, `SIGBUS`; a fault elsewhere goes
-/// to the handler installed before it).
-///
-/// ```
-/// # #[cfg(target_os = "linux")] {
-/// use core::alloc::Layout;
-/// use bento_pages::{GuardConfig, GuardPool, Label, Trace};
-///
-/// let pool = GuardPool::new(GuardConfig::DEFAULT.slots(4)).unwrap();
-/// let layout = Layout::from_size_align(100, 4).unwrap();
-/// let p = pool.alloc(layout, Label::default(), &Trace::here(None)).unwrap();
-/// assert!(pool.owns(p.as_ptr()));
-/// assert_eq!(pool.size_of(p), Some(100));
-/// // The block ends where its slot does: one byte more would fault.
-/// assert_eq!((p.as_ptr() as usize + 100) % 4096, 0);
-/// // SAFETY: live in this pool, not used after.
-/// assert_eq!(unsafe { pool.free(p, &Trace::here(None)) }, 100);
-/// assert_eq!(pool.stats().quarantined, 1);
-/// # }
-/// ```
-pub struct GuardPool {
-    /// The reservation: the table (this pool first), then the slots.
-    base: NonNull<u8>,
-    /// The address of the first guard page and the bytes from it to the end.
-    lo: usize,
-    len: usize,
-    page: usize,
-    reserved: usize,
-    slots: u32,
-    every: u32,
-    name: &'static str,
-    /// The slot records and the quarantine ring, in the table's pages.
-    table: NonNull<Slot>,
-    ring: NonNull<u32>,
-    lock: RawSpinLock,
-    // Invariant: read and written only under `lock`.
-    counts: UnsafeCell<Counts>,
-    countdown: AtomicU32,
-    rng: AtomicU64,
-    /// The pool made before this one.
-    next: *const GuardPool,
-}
-
-// SAFETY: the counts and the table are reached only under the pool's lock; the rest
-// is read-only after `new`.
-unsafe impl Sync for GuardPool {}
-// SAFETY: as above.
-unsafe impl Send for GuardPool {}
-
-impl fmt::Debug for GuardPool {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("GuardPool")
-            .field("name", &self.name)
-            .field("every", &self.every)
-            .field("stats", &self.stats())
-            .finish_non_exhaustive()
-    }
-}
-
-/// Releases a pool's lock when dropped.
-struct Held<'a>(&'a RawSpinLock);
-
-impl Drop for Held<'_> {
-    fn drop(&mut self) {
-        // SAFETY: made only by `GuardPool::hold`, which took the lock.
-        unsafe { self.0.unlock() }
-    }
-}
-
-impl GuardPool {
-    /// Reserves a pool of `config`'s shape, commits its table and installs the fault
-    /// handler (once for the program). The pool lives until the program ends.
-    ///
-    /// # Errors
-    ///
-    /// The [`PageError`] of a refused reservation or commit.
-    pub fn new(config: GuardConfig) -> Result<&'static Self, PageError> {
-        let config = config.every(config.every).slots(config.slots);
-        let pages = SystemPages::with_traps();
-        let page = pages.page_size();
-        let table = config.table_bytes(page);
-        let reserved = config.reserved_bytes(page);
-        let align = Alignment::new(page).expect("the page size is a power of two");
-        let base = pages.reserve(reserved, align)?;
-        // SAFETY: the table's pages begin the reservation just made.
-        if let Err(e) = unsafe { pages.commit(base, table) } {
-            // SAFETY: the whole reservation, nothing of it in use.
-            unsafe { pages.release(base, reserved) };
-            return Err(e);
-        }
-        let slots = config.slots as usize;
-        let pool = base.cast::<GuardPool>();
-        // SAFETY: the table holds the pool, then `slots` records, then the ring
-        // (`table_bytes`); a page-aligned base aligns all three.
-        let (records, ring) = unsafe {
-            let records = pool.add(1).cast::<Slot>();
-            (records, records.add(slots).cast::<u32>())
-        };
-        for i in 0..slots {
-            // SAFETY: record `i` lies in the committed table.
-            unsafe { records.add(i).write(Slot::EMPTY) };
-        }
-        let lo = base.addr().get() + table;
-        let seed = (lo as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-        // SAFETY: the table's first bytes, committed, aligned for the pool.
-        unsafe {
-            pool.write(GuardPool {
-                base,
-                lo,
-                len: reserved - table,
-                page,
-                reserved,
-                slots: config.slots,
-                every: config.every,
-                name: config.name,
-                table: records,
-                ring,
-                lock: RawSpinLock::new(),
-                counts: UnsafeCell::new(Counts {
-                    fresh: 0,
-                    head: 0,
-                    queued: 0,
-                    live: 0,
-                    guarded: 0,
-                    refused: 0,
-                    committed: table,
-                }),
-                countdown: AtomicU32::new(0),
-                rng: AtomicU64::new(seed),
-                next: ptr::null(),
-            });
-        }
-        // SAFETY: just written; it lives for the program (never released).
-        let me: &'static Self = unsafe { pool.as_ref() };
-        me.countdown.store(me.draw(), Ordering::Relaxed);
-        let mut head = POOLS.load(Ordering::Acquire);
-        loop {
-            // SAFETY: not yet published: this thread alone writes the pool.
-            unsafe { (*pool.as_ptr()).next = head };
-            match POOLS.compare_exchange(head, pool.as_ptr(), Ordering::AcqRel, Ordering::Acquire) {
-                Ok(_) => break,
-                Err(now) => head = now,
-            }
-        }
-        fault::install();
-        Ok(me)
-    }
-
-    /// The pools made, newest first.
-    fn all() -> impl Iterator<Item = &'static GuardPool> {
-        let mut at = POOLS.load(Ordering::Acquire).cast_const();
-        core::iter::from_fn(move || {
-            // SAFETY: a published pool lives for the program; `next` is written
-            // before the pool is published (AcqRel/Acquire).
-            let pool = unsafe { at.as_ref()? };
-            at = pool.next;
-            Some(pool)
-        })
-    }
-
-    /// One allocation in [`every`](GuardConfig::every) on average: the next
-    /// countdown, drawn uniformly from 1 to `2 * every - 1`.
-    #[must_use]
-    pub fn draw(&self) -> u32 {
-        // xorshift64*; a lost update between threads only repeats a draw.
-        let mut x = self.rng.load(Ordering::Relaxed);
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.rng.store(x, Ordering::Relaxed);
-        let r = x.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 32;
-        let span = u64::from(self.every) * 2 - 1;
-        (r % span) as u32 + 1
-    }
-
-    /// The pool's own sampler, for a caller without a countdown per thread: true
-    /// for one call in [`every`](GuardConfig::every) on average.
-    ///
-    /// ```
-    /// # #[cfg(target_os = "linux")] {
-    /// use bento_pages::{GuardConfig, GuardPool};
-    ///
-    /// let pool = GuardPool::new(GuardConfig::DEFAULT.every(1).slots(1)).unwrap();
-    /// assert!(pool.sample());
-    /// # }
-    /// ```
-    pub fn sample(&self) -> bool {
-        let left = self.countdown.fetch_sub(1, Ordering::Relaxed);
-        if left > 1 {
-            return false;
-        }
-        self.countdown.store(self.draw(), Ordering::Relaxed);
-        true
-    }
-
-    /// The allocations per guarded one, on average.
-    #[must_use]
-    pub fn every(&self) -> u32 {
-        self.every
-    }
-
-    /// The first address of the pool's slots and the bytes after it that it owns,
-    /// for an allocator's own range check.
-    #[must_use]
-    pub fn range(&self) -> (usize, usize) {
-        (self.lo, self.len)
-    }
-
-    /// Whether `ptr` lies in the pool's slots (a block of it, or a guard page).
-    #[inline]
-    #[must_use]
-    pub fn owns(&self, ptr: *const u8) -> bool {
-        ptr.addr().wrapping_sub(self.lo) < self.len
-    }
-
-    /// The stride from one slot to the next: its pages and a guard page.
-    fn stride(&self) -> usize {
-        (SLOT_PAGES + 1) * self.page
-    }
-
-    /// The first address of slot `i`'s pages.
-    fn slot_start(&self, i: u32) -> usize {
-        self.lo + self.page + i as usize * self.stride()
-    }
-
-    /// Slot `i`'s record.
-    ///
-    /// # Safety
-    ///
-    /// The caller holds the lock, `i < slots`, and no other reference to the record
-    /// lives.
-    #[allow(clippy::mut_from_ref)]
-    unsafe fn record(&self, i: u32) -> &mut Slot {
-        // SAFETY: the caller's contract; the records lie in the committed table.
-        unsafe { &mut *self.table.as_ptr().add(i as usize) }
-    }
-
-    /// The counts.
-    ///
-    /// # Safety
-    ///
-    /// The caller holds the lock and no other reference to the counts lives.
-    #[allow(clippy::mut_from_ref)]
-    unsafe fn counts(&self) -> &mut Counts {
-        // SAFETY: the caller's contract (the field's invariant).
-        unsafe { &mut *self.counts.get() }
-    }
-
-    fn hold(&self) -> Held<'_> {
-        self.lock.lock();
-        Held(&self.lock)
-    }
-
-    /// A pointer into the reservation at address `addr`.
-    fn at(&self, addr: usize) -> NonNull<u8> {
-        self.base.map_addr(|_| {
-            core::num::NonZeroUsize::new(addr).expect("an address inside the reservation")
-        })
-    }
-
-    /// A block for `layout` (a size of 1 byte to [`SLOT_PAGES`] pages, an alignment
-    /// of at most a page) against the end of a slot, labelled for reports; `None`
-    /// when the layout does not fit a slot, every slot is live, or the commit is
-    /// refused. The caller's allocator frees it through [`free`](Self::free).
-    pub fn alloc(&self, layout: Layout, label: Label, trace: &Trace) -> Option<NonNull<u8>> {
-        let size = layout.size();
-        let room = SLOT_PAGES * self.page;
-        if size == 0 || size > room || layout.align() > self.page {
-            return None;
-        }
-        let _held = self.hold();
-        // SAFETY: under the lock.
-        let counts = unsafe { self.counts() };
-        let i = if counts.fresh < self.slots {
-            counts.fresh += 1;
-            counts.fresh - 1
-        } else if counts.queued > 0 {
-            // SAFETY: `head < slots`: a ring entry in the table.
-            let i = unsafe { self.ring.add(counts.head as usize).read() };
-            counts.head = (counts.head + 1) % self.slots;
-            counts.queued -= 1;
-            i
-        } else {
-            counts.refused += 1;
-            return None;
-        };
-        let end = self.slot_start(i) + room;
-        let start = (end - size) & !(layout.align() - 1);
-        let first = start & !(self.page - 1);
-        // SAFETY: whole pages of slot `i`, inside the reservation, unused.
-        let committed = unsafe { SystemPages::with_traps().commit(self.at(first), end - first) };
-        if committed.is_err() {
-            self.requeue(counts, i);
-            counts.refused += 1;
-            return None;
-        }
-        let p = self.at(start);
-        // SAFETY: `[start + size, end)` lies in the pages just committed.
-        unsafe { p.add(size).write_bytes(SLACK, end - start - size) };
-        // SAFETY: under the lock, `i < slots`.
-        let record = unsafe { self.record(i) };
-        *record = Slot {
-            state: State::Live,
-            start,
-            size,
-            label,
-            alloc: *trace,
-            free: Trace::EMPTY,
-        };
-        counts.live += 1;
-        counts.guarded += 1;
-        counts.committed += end - first;
-        Some(p)
-    }
-
-    /// Puts slot `i` back at the quarantine's tail.
-    fn requeue(&self, counts: &mut Counts, i: u32) {
-        let tail = (counts.head + counts.queued) % self.slots;
-        // SAFETY: `tail < slots`: a ring entry in the table.
-        unsafe { self.ring.add(tail as usize).write(i) };
-        counts.queued += 1;
-    }
-
-    /// The size of the live block at `ptr`, or `None` when no live block of this
-    /// pool starts there.
-    #[must_use]
-    pub fn size_of(&self, ptr: NonNull<u8>) -> Option<usize> {
-        let i = self.slot_of(ptr.addr().get())?;
-        let _held = self.hold();
-        // SAFETY: under the lock, `i < slots`.
-        let slot = unsafe { self.record(i) };
-        (slot.state == State::Live && slot.start == ptr.addr().get()).then_some(slot.size)
-    }
-
-    /// The slot whose pages hold `addr`, if any (not a guard page).
-    fn slot_of(&self, addr: usize) -> Option<u32> {
-        let rel = addr.checked_sub(self.lo)?;
-        let i = rel / self.stride();
-        (rel < self.len && i < self.slots as usize && rel % self.stride() >= self.page)
-            .then_some(i as u32)
-    }
-
-    /// Frees the block at `ptr`: its pages become inaccessible and its slot joins
-    /// the quarantine. Returns its size. A pointer that is not a live block of the
-    /// pool (a double free, a pointer into a block) or a block whose slack past its
-    /// end was overwritten is reported, and the program aborts.
-    ///
-    /// # Safety
-    ///
-    /// `ptr` is owned by this pool ([`owns`](Self::owns)); when it is a live block,
-    /// it is not used afterwards.
-    pub unsafe fn free(&self, ptr: NonNull<u8>, trace: &Trace) -> usize {
-        let addr = ptr.addr().get();
-        let held = self.hold();
-        let Some(i) = self.slot_of(addr) else {
-            report::misuse(self, GuardFault::InvalidFree, addr, None, trace)
-        };
-        // SAFETY: under the lock, `i < slots`.
-        let slot = unsafe { self.record(i) };
-        if slot.state != State::Live || slot.start != addr {
-            let kind = if slot.state == State::Freed && slot.start == addr {
-                GuardFault::DoubleFree
-            } else {
-                GuardFault::InvalidFree
-            };
-            report::misuse(self, kind, addr, Some(slot), trace);
-        }
-        let end = self.slot_start(i) + SLOT_PAGES * self.page;
-        // SAFETY: `[start + size, end)` is the live block's committed slack.
-        let slack = unsafe {
-            core::slice::from_raw_parts(ptr.add(slot.size).as_ptr(), end - addr - slot.size)
-        };
-        if let Some(k) = slack.iter().position(|&b| b != SLACK) {
-            report::misuse(
-                self,
-                GuardFault::OverrunAtFree,
-                addr + slot.size + k,
-                Some(slot),
-                trace,
-            );
-        }
-        let first = addr & !(self.page - 1);
-        // SAFETY: the live block's pages, which the caller no longer uses; with traps
-        // they become inaccessible.
-        unsafe { SystemPages::with_traps().decommit(self.at(first), end - first) };
-        slot.state = State::Freed;
-        slot.free = *trace;
-        let size = slot.size;
-        // SAFETY: under the lock.
-        let counts = unsafe { self.counts() };
-        self.requeue(counts, i);
-        counts.live -= 1;
-        counts.committed -= end - first;
-        drop(held);
-        size
-    }
-
-    /// The pool's figures.
-    #[must_use]
-    pub fn stats(&self) -> GuardStats {
-        let _held = self.hold();
-        // SAFETY: under the lock.
-        let counts = unsafe { self.counts() };
-        GuardStats {
-            slots: self.slots,
-            live: counts.live,
-            quarantined: counts.queued,
-            guarded: counts.guarded,
-            refused: counts.refused,
-            reserved_bytes: self.reserved,
-            committed_bytes: counts.committed,
-        }
-    }
-}
-
-impl Slot {
-    const EMPTY: Self = Self {
-        state: State::Empty,
-        start: 0,
-        size: 0,
-        label: Label {
-            heap: None,
-            tag: None,
-        },
-        alloc: Trace::EMPTY,
-        free: Trace::EMPTY,
-    };
-}
-
-#[cfg(all(test, not(miri)))]
+#[cfg(all(test, not(miri), feature = "os", unix))]
 mod tests;

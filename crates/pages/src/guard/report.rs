@@ -5,47 +5,9 @@
 use core::ffi::{CStr, c_void};
 use core::fmt::{self, Write};
 
-use super::{GuardPool, Slot, State, Trace};
-
-/// What a guard report is about.
-///
-/// ```
-/// use bento_pages::GuardFault;
-///
-/// assert_eq!(GuardFault::UseAfterFree.to_string(), "use after free");
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum GuardFault {
-    /// An access past a guarded block's end.
-    Overrun,
-    /// An access before a guarded block's start.
-    Underrun,
-    /// An access to a guarded block after its free.
-    UseAfterFree,
-    /// A write past a block's end inside its alignment's slack, found at its free.
-    OverrunAtFree,
-    /// A guarded block freed a second time.
-    DoubleFree,
-    /// A free of a pointer into the pool that is no block's start.
-    InvalidFree,
-    /// An access to a guard page or slot of no block.
-    Wild,
-}
-
-impl fmt::Display for GuardFault {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Self::Overrun => "overrun",
-            Self::Underrun => "underrun",
-            Self::UseAfterFree => "use after free",
-            Self::OverrunAtFree => "overrun (found at its free)",
-            Self::DoubleFree => "double free",
-            Self::InvalidFree => "invalid free",
-            Self::Wild => "wild access",
-        })
-    }
-}
+use super::GuardFault;
+use super::pool::{GuardPool, Slot, State};
+use super::trace::Trace;
 
 /// Reports a misuse found in a free (the caller holds the pool's lock) and aborts.
 pub(super) fn misuse(
@@ -131,7 +93,7 @@ fn headline(out: &mut Out, pool: &GuardPool, kind: GuardFault, addr: usize, slot
         (GuardFault::InvalidFree, _) => write!(out, ": a free of {addr:#x}, no block's start"),
         (GuardFault::OverrunAtFree, Some(s)) => write!(
             out,
-            ": the byte at {addr:#x}, {} past its end, was written",
+            ": the byte at {addr:#x}, {} bytes past its end, was written",
             addr - (s.start + s.size)
         ),
         (_, Some(s)) if addr < s.start => write!(

@@ -70,7 +70,8 @@ impl Trace {
     }
 
     /// Whether nothing is known.
-    pub(super) fn is_empty(&self) -> bool {
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
         self.caller.is_none() && self.len == 0
     }
 }

@@ -1,0 +1,126 @@
+//! Sampled guard pages: the allocation a thread's countdown picks (one in
+//! `GuardConfig::every`) goes to the allocator's guard pool, where an overrun or a
+//! use after free faults and is reported; the pool's blocks are freed, sized and
+//! resized here. Without a pool (none configured, or a system without one) every
+//! check is one compare that fails.
+
+use core::alloc::Layout;
+use core::ptr::{self, NonNull};
+
+use bento_pages::{GuardStats, Label, PageSource, Trace};
+
+use crate::front::tls::with_cache;
+use crate::inner::Inner;
+
+/// The pool type, or where the system has none an uninhabited stand-in.
+#[cfg(all(feature = "os", unix, not(bento_loom)))]
+pub(crate) type Pool = bento_pages::GuardPool;
+
+/// No guard pool on this system: the type has no value.
+#[cfg(not(all(feature = "os", unix, not(bento_loom))))]
+pub(crate) enum Pool {}
+
+#[cfg(not(all(feature = "os", unix, not(bento_loom))))]
+impl Pool {
+    pub(crate) fn draw(&self) -> u32 {
+        match *self {}
+    }
+    pub(crate) fn sample(&self) -> bool {
+        match *self {}
+    }
+    pub(crate) fn alloc(&self, _: Layout, _: Label, _: &Trace) -> Option<NonNull<u8>> {
+        match *self {}
+    }
+    pub(crate) unsafe fn free(&self, _: NonNull<u8>, _: &Trace) -> usize {
+        match *self {}
+    }
+    pub(crate) fn size_of(&self, _: NonNull<u8>) -> Option<usize> {
+        match *self {}
+    }
+    pub(crate) fn stats(&self) -> GuardStats {
+        match *self {}
+    }
+    pub(crate) fn range(&self) -> (usize, usize) {
+        match *self {}
+    }
+    pub(crate) fn lock_for_fork(&self) {
+        match *self {}
+    }
+    pub(crate) unsafe fn unlock_after_fork(&self) {
+        match *self {}
+    }
+}
+
+/// The pool `config` asks for, where the system has one.
+pub(crate) fn make_pool(
+    config: Option<bento_pages::GuardConfig>,
+) -> Result<Option<&'static Pool>, bento_pages::PageError> {
+    #[cfg(all(feature = "os", unix, not(bento_loom)))]
+    {
+        config.map(Pool::new).transpose()
+    }
+    #[cfg(not(all(feature = "os", unix, not(bento_loom))))]
+    {
+        let _ = config;
+        Ok(None)
+    }
+}
+
+impl<P: PageSource> Inner<P> {
+    /// Whether `ptr` lies in the guard pool: one subtraction and compare (none
+    /// without a pool: the range is empty).
+    #[inline(always)]
+    pub(crate) fn guarded(&self, ptr: NonNull<u8>) -> bool {
+        ptr.addr().get().wrapping_sub(self.guard_lo) < self.guard_len
+    }
+
+    /// Counts this allocation against the thread's countdown and, when it is due,
+    /// a guarded block for `layout` (`None`: not sampled, or the pool cannot take
+    /// it). The full path of every allocation calls it; the hot path only counts.
+    pub(crate) fn sampled(&self, layout: Layout) -> Option<NonNull<u8>> {
+        let me = ptr::from_ref(self).cast::<()>();
+        let due = with_cache(|cache| {
+            if !cache.owned_by(me) {
+                // Another allocator's cache: the pool's own countdown.
+                return self.guard.is_some_and(Pool::sample);
+            }
+            let left = cache.countdown();
+            if left > 1 {
+                cache.set_countdown(left - 1);
+                return false;
+            }
+            cache.set_countdown(self.guard.map_or(u32::MAX, Pool::draw));
+            self.guard.is_some()
+        });
+        if !due {
+            return None;
+        }
+        self.guard?
+            .alloc(layout, Label::default(), &Trace::here(None))
+    }
+
+    /// Frees a block of the guard pool (a misuse is reported and aborts).
+    ///
+    /// # Safety
+    ///
+    /// `ptr` is [`guarded`](Self::guarded); a live block is not used afterwards.
+    #[cold]
+    #[inline(never)]
+    pub(crate) unsafe fn free_guarded(&self, ptr: NonNull<u8>) {
+        if let Some(pool) = self.guard {
+            // SAFETY: the caller's contract: the pool owns `ptr`.
+            unsafe { pool.free(ptr, &Trace::here(None)) };
+        }
+    }
+
+    /// The size of a live guarded block (0 for a pointer that is none).
+    #[cold]
+    pub(crate) fn guarded_size(&self, ptr: NonNull<u8>) -> usize {
+        self.guard.and_then(|pool| pool.size_of(ptr)).unwrap_or(0)
+    }
+
+    /// The guard pool's figures, if the allocator has one.
+    pub(crate) fn guard_stats(&self) -> Option<GuardStats> {
+        self.guard.map(Pool::stats)
+    }
+}
