@@ -9,6 +9,7 @@ extern crate std;
 mod named;
 mod policy;
 mod report;
+mod sampled;
 mod sink;
 mod slot;
 mod stats;

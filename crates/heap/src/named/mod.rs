@@ -19,6 +19,7 @@ use bento_pages::{AllocError, Misuse, MisuseHook, RawAlloc, dangling};
 use crate::policy::{
     FillPattern, Guards, NoGuards, OnLeak, Retry, Tag, broken_guard, write_guards,
 };
+use crate::sampled::HeapGuard;
 use crate::sink::{EventKind, EventSink, HeapEvent, tag_name};
 use crate::stats::{Account, HeapStats};
 use crate::sync::{AtomicUsize, Ordering};
@@ -61,8 +62,8 @@ pub struct Heap<A, G: Guards = NoGuards, T: Tracking = NoTracking> {
     pub(crate) account: Arc<Account>,
     guards: G,
     tracking: T,
-    // Invariant: `Some` exactly when a fill pattern, a sink or Tracy is on: the one
-    // branch the hot path takes for all three.
+    // Invariant: `Some` exactly when a fill pattern, a sink, guard pages or Tracy is
+    // on: the one branch the hot path takes for all four.
     extras: Option<Box<Extras>>,
     // Invariant: `SHARED * LANE_BYTES` (of `slot`) when the heap has no guards, no
     // tracking, no extras and no parent (its hot path is the account's lane and the
@@ -79,6 +80,8 @@ pub struct Heap<A, G: Guards = NoGuards, T: Tracking = NoTracking> {
 /// The per-call work that only some heaps do.
 struct Extras {
     fill: FillPattern,
+    /// Sampled guard pages (`HeapBuilder::guard_pages`).
+    guard: Option<HeapGuard>,
     sink: Option<Arc<dyn EventSink>>,
     seq: AtomicUsize,
     #[cfg(feature = "tracy")]
@@ -308,7 +311,46 @@ impl<A: Allocator, G: Guards, T: Tracking> Heap<A, G, T> {
         // SAFETY: `ptr` is a live block (the caller's contract), `front` bytes into the
         // inner block allocated with `outer` (both as at its allocation: the same
         // layout gives the same ones).
-        unsafe { self.inner.deallocate(ptr.sub(front), outer) };
+        unsafe { self.release_base(ptr.sub(front), outer) };
+    }
+
+    /// A guarded block for the inner layout `outer` when guard pages are on and the
+    /// heap's sampler picks this allocation.
+    fn guarded_alloc(
+        &self,
+        outer: Layout,
+        tag: Option<&'static Tag>,
+        site: Option<&'static Location<'static>>,
+    ) -> Option<NonNull<u8>> {
+        let guard = self.extras.as_ref()?.guard.as_ref()?;
+        let tag = tag.or_else(|| self.current_tag());
+        guard.alloc(outer, self.account.name, tag.map(Tag::name), site)
+    }
+
+    /// Gives an inner block back: to the guard pool that holds it, else to the inner
+    /// allocator.
+    ///
+    /// # Safety
+    ///
+    /// `base` is a live inner block of this heap, allocated (or last resized) with
+    /// `outer`, not used afterwards.
+    pub(super) unsafe fn release_base(&self, base: NonNull<u8>, outer: Layout) {
+        if let Some(guard) = self.extras.as_ref().and_then(|x| x.guard.as_ref())
+            && guard.owns(base)
+        {
+            // SAFETY: the caller's contract; the pool holds it.
+            return unsafe { guard.free(base) };
+        }
+        // SAFETY: the caller's contract.
+        unsafe { self.inner.deallocate(base, outer) }
+    }
+
+    /// Whether the inner block at `base` is a guarded one.
+    pub(super) fn is_guarded(&self, base: NonNull<u8>) -> bool {
+        self.extras
+            .as_ref()
+            .and_then(|x| x.guard.as_ref())
+            .is_some_and(|g| g.owns(base))
     }
 
     /// Runs `f` with `tag` as this heap's current tag on this thread (heap-wide without
@@ -414,9 +456,12 @@ impl<A: Allocator, G: Guards, T: Tracking> Heap<A, G, T> {
             return Err(AllocError);
         }
         let got = Self::outer(layout).and_then(|(outer, front)| {
-            let base = self.inner.allocate(outer).map_err(|_| AllocError)?;
+            let base = match self.guarded_alloc(outer, tag, site) {
+                Some(base) => base,
+                None => self.inner.allocate(outer).map_err(|_| AllocError)?.cast(),
+            };
             // SAFETY: `front + size <= outer.size()`: inside the inner block.
-            Ok(unsafe { base.cast::<u8>().add(front) })
+            Ok(unsafe { base.add(front) })
         });
         let Ok(user) = got else {
             return Err(self.undo(size, 1));

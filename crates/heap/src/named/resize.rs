@@ -53,13 +53,14 @@ impl<A: Allocator, G: Guards, T: Tracking> Heap<A, G, T> {
         let base = unsafe { ptr.sub(old_front) };
         // SAFETY: the inner block is live with `old_outer` (the caller's contract).
         let moved = unsafe {
-            if old_front != new_front {
+            // A guarded block moves to the inner allocator (resizes are not sampled).
+            if old_front != new_front || self.is_guarded(base) {
                 self.inner.allocate(new_outer).map(|fresh| {
                     let fresh = fresh.cast::<u8>();
                     fresh
                         .add(new_front)
                         .copy_from_nonoverlapping(ptr, old.size().min(new.size()));
-                    self.inner.deallocate(base, old_outer);
+                    self.release_base(base, old_outer);
                     fresh
                 })
             } else if new_outer.size() >= old_outer.size() {

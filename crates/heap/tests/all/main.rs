@@ -3,6 +3,7 @@
 //! parents, the registry, threads, the sink and the order of its events).
 
 mod budget;
+mod guard_pages;
 mod guards;
 mod model;
 mod sink;

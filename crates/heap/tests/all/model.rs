@@ -114,6 +114,16 @@ fn some_policies<A: Allocator + Copy>(inner: A, sink: &Arc<Count>) {
             .tracking(Track::Sites)
             .build(inner),
     );
+    // Every other block on guard pages, behind canaries and tracked: the pool's
+    // blocks through every entry point, resizes moving them out.
+    model(
+        &HeapBuilder::new("model-guard-pages")
+            .register(false)
+            .guards(Canaries::<8>)
+            .tracking(Track::Sites)
+            .guard_pages(bento_pages::GuardConfig::DEFAULT.every(2).slots(32))
+            .build(inner),
+    );
     model(
         &HeapBuilder::new("model-fill")
             .register(false)

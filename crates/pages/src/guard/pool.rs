@@ -229,6 +229,13 @@ impl GuardPool {
     /// countdown, drawn uniformly from 1 to `2 * every - 1`.
     #[must_use]
     pub fn draw(&self) -> u32 {
+        self.draw_for(self.every)
+    }
+
+    /// A countdown for a sampler of its own rate: drawn uniformly from 1 to
+    /// `2 * every - 1` (`every` at least 1).
+    #[must_use]
+    pub fn draw_for(&self, every: u32) -> u32 {
         // xorshift64*; a lost update between threads only repeats a draw.
         let mut x = self.rng.load(Ordering::Relaxed);
         x ^= x >> 12;
@@ -236,7 +243,7 @@ impl GuardPool {
         x ^= x >> 27;
         self.rng.store(x, Ordering::Relaxed);
         let r = x.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 32;
-        let span = u64::from(self.every) * 2 - 1;
+        let span = u64::from(every.max(1)) * 2 - 1;
         (r % span) as u32 + 1
     }
 
