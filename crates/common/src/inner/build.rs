@@ -11,7 +11,7 @@ use crate::front::Front;
 use crate::front::bins::{Bin, MEDIUM_BINS, medium_size};
 use crate::front::tls;
 use crate::inner::Inner;
-use crate::inner::guard::make_pool;
+use crate::inner::guard_pool::make_pool;
 use crate::layer::map::{RegionId, RegionMap, TOP};
 use crate::layer::{Layer, RegionPages};
 use crate::region::{Class, ClassRuns, General, Region};

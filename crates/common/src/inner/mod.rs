@@ -8,7 +8,8 @@
 mod alloc;
 pub(crate) mod build;
 mod free;
-pub(crate) mod guard;
+mod guard;
+pub(crate) mod guard_pool;
 mod probe;
 mod resize;
 mod thread;
@@ -50,7 +51,7 @@ pub(crate) struct Inner<P: PageSource> {
     probe_frees: bool,
     /// The guard pool, if the allocator samples guarded blocks, and its range
     /// (`GuardPool::range`; empty without a pool).
-    pub(crate) guard: Option<&'static guard::Pool>,
+    pub(crate) guard: Option<&'static guard_pool::Pool>,
     guard_lo: usize,
     guard_len: usize,
     /// The block's own size.

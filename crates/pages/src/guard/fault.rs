@@ -1,20 +1,21 @@
 //! The fault handler of the guard pools: `SIGSEGV` and `SIGBUS`, installed once
-//! when the first pool is made. A fault inside a pool's slots is reported (the
-//! report names the block) and the program aborts; any other fault goes to the
-//! handler that was installed before, or to the default action.
+//! when the first pool is made. It asks the pools' hook about the address (a
+//! fault inside a pool's slots is reported there, and the program aborts); any
+//! other fault goes to the handler that was installed before, or to the default
+//! action.
 
 use core::cell::UnsafeCell;
 use core::ffi::{c_int, c_void};
 use core::mem::MaybeUninit;
-use core::sync::atomic::{AtomicBool, Ordering};
-
-use super::pool::GuardPool;
-use super::report;
+use core::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 
 /// The signals a fault in a pool raises (`SIGBUS` on some systems).
 const SIGNALS: [c_int; 2] = [libc::SIGSEGV, libc::SIGBUS];
 
 static INSTALLED: AtomicBool = AtomicBool::new(false);
+
+/// The pools' hook, `fn(usize)`: set before the handler is installed.
+static HOOK: AtomicPtr<()> = AtomicPtr::new(core::ptr::null_mut());
 
 /// The actions in place before ours, one per signal of [`SIGNALS`].
 struct Previous(UnsafeCell<[MaybeUninit<libc::sigaction>; 2]>);
@@ -26,11 +27,13 @@ unsafe impl Sync for Previous {}
 
 static PREVIOUS: Previous = Previous(UnsafeCell::new([MaybeUninit::zeroed(); 2]));
 
-/// Installs the handler for both signals, once for the program.
-pub(super) fn install() {
+/// Installs the handler for both signals, once for the program, with `hook` as
+/// the question it asks of each fault's address (the first call's hook stays).
+pub(super) fn install(hook: fn(usize)) {
     if INSTALLED.swap(true, Ordering::AcqRel) {
         return;
     }
+    HOOK.store((hook as *const ()).cast_mut(), Ordering::Release);
     for (k, &signal) in SIGNALS.iter().enumerate() {
         // SAFETY: `sigaction` is plain data; all zero is a valid value.
         let mut action: libc::sigaction = unsafe { core::mem::zeroed() };
@@ -52,10 +55,11 @@ pub(super) fn install() {
 extern "C" fn on_fault(signal: c_int, info: *mut libc::siginfo_t, context: *mut c_void) {
     // SAFETY: the kernel passes a valid `siginfo_t` to an `SA_SIGINFO` handler.
     let addr = unsafe { (*info).si_addr() }.addr();
-    for pool in GuardPool::all() {
-        if addr.wrapping_sub(pool.lo) < pool.len {
-            report::fault(pool, addr);
-        }
+    let hook = HOOK.load(Ordering::Acquire);
+    if !hook.is_null() {
+        // SAFETY: a non-null hook is the `fn(usize)` `install` stored.
+        let hook: fn(usize) = unsafe { core::mem::transmute::<*mut (), fn(usize)>(hook) };
+        hook(addr);
     }
     chain(signal, info, context);
 }

@@ -9,10 +9,12 @@ use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
 
 use bento_align::Alignment;
 
-use super::trace::Trace;
-use super::{
-    GuardConfig, GuardFault, GuardStats, Label, POOL_BYTES, SLOT_BYTES, SLOT_PAGES, fault, report,
+use super::config::{
+    GuardConfig, GuardFault, GuardStats, Label, POOL_BYTES, SLOT_BYTES, SLOT_PAGES,
 };
+use super::slot::{Slot, State};
+use super::trace::Trace;
+use super::{fault, report};
 use crate::lock::RawSpinLock;
 use crate::{PageError, PageSource, SystemPages};
 
@@ -21,29 +23,6 @@ use crate::{PageError, PageSource, SystemPages};
 const SLACK: u8 = 0xB7;
 
 const _: () = assert!(size_of::<GuardPool>() <= POOL_BYTES && size_of::<Slot>() <= SLOT_BYTES);
-
-/// A slot's state.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum State {
-    /// Never used: all of it inaccessible.
-    Empty,
-    /// A block lives in it.
-    Live,
-    /// Its block was freed: inaccessible, in quarantine until reused.
-    Freed,
-}
-
-/// A slot's record.
-#[derive(Clone, Copy)]
-pub(super) struct Slot {
-    pub(super) state: State,
-    /// The block's address and size.
-    pub(super) start: usize,
-    pub(super) size: usize,
-    pub(super) label: Label,
-    pub(super) alloc: Trace,
-    pub(super) free: Trace,
-}
 
 /// The pool's counts, under its lock.
 struct Counts {
@@ -60,6 +39,16 @@ struct Counts {
 
 /// The pools made, newest first: the fault handler's list (pools are never freed).
 static POOLS: AtomicPtr<GuardPool> = AtomicPtr::new(ptr::null_mut());
+
+/// The fault handler's question: a fault at `addr` inside a pool's slots is
+/// reported (and the program aborts); any other returns, for the handler before.
+fn on_fault(addr: usize) {
+    for pool in GuardPool::all() {
+        if addr.wrapping_sub(pool.lo) < pool.len {
+            pool.report_fault(addr);
+        }
+    }
+}
 
 /// A fixed pool of guarded slots in one reservation of the system's pages with
 /// traps (`SystemPages::with_traps`): a table, then a slot of [`SLOT_PAGES`] pages
@@ -209,12 +198,12 @@ impl GuardPool {
                 Err(now) => head = now,
             }
         }
-        fault::install();
+        fault::install(on_fault);
         Ok(me)
     }
 
     /// The pools made, newest first.
-    pub(super) fn all() -> impl Iterator<Item = &'static GuardPool> {
+    fn all() -> impl Iterator<Item = &'static GuardPool> {
         let mut at = POOLS.load(Ordering::Acquire).cast_const();
         core::iter::from_fn(move || {
             // SAFETY: a published pool lives for the program; `next` is written
@@ -436,7 +425,7 @@ impl GuardPool {
         let addr = ptr.addr().get();
         let held = self.hold();
         let Some(i) = self.slot_of(addr) else {
-            report::misuse(self, GuardFault::InvalidFree, addr, None, trace)
+            report::misuse(self.name, GuardFault::InvalidFree, addr, None, trace)
         };
         // SAFETY: under the lock, `i < slots`.
         let slot = unsafe { self.record(i) };
@@ -446,7 +435,7 @@ impl GuardPool {
             } else {
                 GuardFault::InvalidFree
             };
-            report::misuse(self, kind, addr, Some(slot), trace);
+            report::misuse(self.name, kind, addr, Some(slot), trace);
         }
         let end = (addr + slot.size).next_multiple_of(self.page);
         // SAFETY: `[start + size, end)` is the live block's committed slack.
@@ -455,7 +444,7 @@ impl GuardPool {
         };
         if let Some(k) = slack.iter().position(|&b| b != SLACK) {
             report::misuse(
-                self,
+                self.name,
                 GuardFault::OverrunAtFree,
                 addr + slot.size + k,
                 Some(slot),
@@ -496,6 +485,59 @@ impl GuardPool {
         unsafe { self.lock.unlock() }
     }
 
+    /// Reports a fault at `addr` inside the pool's slots and aborts. It runs on the
+    /// signal stack, a few KiB: it copies no slot record.
+    fn report_fault(&self, addr: usize) -> ! {
+        let pool = self;
+        // Held until the abort: a thread that faults is outside the pool's code, so the
+        // lock is free or about to be.
+        core::mem::forget(pool.hold());
+        let (kind, slot) = pool.classify(addr);
+        // SAFETY: under the lock, `i < slots`; the only reference to the record.
+        let slot = slot.map(|i| &*unsafe { pool.record(i) });
+        report::fault(pool.name, kind, addr, slot)
+    }
+
+    /// What a fault at `addr` is, and about which slot. The caller holds the lock.
+    fn classify(&self, addr: usize) -> (GuardFault, Option<u32>) {
+        let pool = self;
+        let rel = addr - pool.lo;
+        let (i, within) = (rel / pool.stride(), rel % pool.stride());
+        let slots = pool.slots as usize;
+        // A slot's state, start and end.
+        let read = |j: usize| {
+            // SAFETY: under the lock; `j < slots`; the reference ends here.
+            let s = unsafe { pool.record(j as u32) };
+            (s.state, s.start, s.start + s.size)
+        };
+        if within >= pool.page && i < slots {
+            let kind = match read(i) {
+                (State::Empty, ..) => return (GuardFault::Wild, None),
+                (State::Freed, ..) => GuardFault::UseAfterFree,
+                (State::Live, start, _) if addr < start => GuardFault::Underrun,
+                (State::Live, _, end) if addr >= end => GuardFault::Overrun,
+                (State::Live, ..) => GuardFault::Wild,
+            };
+            return (kind, Some(i as u32));
+        }
+        // A guard page: past the end of the slot before it, or before the start of the
+        // one after it, whichever block is nearer.
+        let before = (i > 0).then(|| read(i - 1)).filter(|s| s.0 != State::Empty);
+        let after = (i < slots).then(|| read(i)).filter(|s| s.0 != State::Empty);
+        let (j, state, live) = match (before, after) {
+            (Some(b), Some(a)) if addr - b.2 <= a.1 - addr => (i - 1, b.0, GuardFault::Overrun),
+            (Some(b), None) => (i - 1, b.0, GuardFault::Overrun),
+            (_, Some(a)) => (i, a.0, GuardFault::Underrun),
+            (None, None) => return (GuardFault::Wild, None),
+        };
+        let kind = if state == State::Freed {
+            GuardFault::UseAfterFree
+        } else {
+            live
+        };
+        (kind, Some(j as u32))
+    }
+
     /// The pool's figures.
     #[must_use]
     pub fn stats(&self) -> GuardStats {
@@ -512,18 +554,4 @@ impl GuardPool {
             committed_bytes: counts.committed,
         }
     }
-}
-
-impl Slot {
-    const EMPTY: Self = Self {
-        state: State::Empty,
-        start: 0,
-        size: 0,
-        label: Label {
-            heap: None,
-            tag: None,
-        },
-        alloc: Trace::EMPTY,
-        free: Trace::EMPTY,
-    };
 }

@@ -5,20 +5,20 @@
 use core::ffi::{CStr, c_void};
 use core::fmt::{self, Write};
 
-use super::GuardFault;
-use super::pool::{GuardPool, Slot, State};
+use super::config::GuardFault;
+use super::slot::{Slot, State};
 use super::trace::Trace;
 
 /// Reports a misuse found in a free (the caller holds the pool's lock) and aborts.
 pub(super) fn misuse(
-    pool: &GuardPool,
+    name: &str,
     kind: GuardFault,
     addr: usize,
     slot: Option<&Slot>,
     this_free: &Trace,
 ) -> ! {
     let mut out = Out::new();
-    headline(&mut out, pool, kind, addr, slot);
+    headline(&mut out, name, kind, addr, slot);
     if let Some(slot) = slot {
         sites(&mut out, slot);
     }
@@ -26,64 +26,19 @@ pub(super) fn misuse(
     finish(out)
 }
 
-/// Reports a fault at `addr` inside `pool`'s slots and aborts. It runs on the
-/// signal stack, a few KiB: it copies no slot record.
-pub(super) fn fault(pool: &GuardPool, addr: usize) -> ! {
-    // Held until the abort: a thread that faults is outside the pool's code, so the
-    // lock is free or about to be.
-    core::mem::forget(pool.hold());
-    let (kind, slot) = classify(pool, addr);
-    // SAFETY: under the lock, `i < slots`; the only reference to the record.
-    let slot = slot.map(|i| &*unsafe { pool.record(i) });
+/// Reports a fault at `addr` about `slot` (if any) of the pool `name`, and aborts.
+/// It runs on the signal stack, a few KiB: it copies no slot record.
+pub(super) fn fault(name: &str, kind: GuardFault, addr: usize, slot: Option<&Slot>) -> ! {
     let mut out = Out::new();
-    headline(&mut out, pool, kind, addr, slot);
+    headline(&mut out, name, kind, addr, slot);
     if let Some(slot) = slot {
         sites(&mut out, slot);
     }
     finish(out)
 }
 
-/// What a fault at `addr` is, and about which slot. The caller holds the lock.
-fn classify(pool: &GuardPool, addr: usize) -> (GuardFault, Option<u32>) {
-    let rel = addr - pool.lo;
-    let (i, within) = (rel / pool.stride(), rel % pool.stride());
-    let slots = pool.slots as usize;
-    // A slot's state, start and end.
-    let read = |j: usize| {
-        // SAFETY: under the lock; `j < slots`; the reference ends here.
-        let s = unsafe { pool.record(j as u32) };
-        (s.state, s.start, s.start + s.size)
-    };
-    if within >= pool.page && i < slots {
-        let kind = match read(i) {
-            (State::Empty, ..) => return (GuardFault::Wild, None),
-            (State::Freed, ..) => GuardFault::UseAfterFree,
-            (State::Live, start, _) if addr < start => GuardFault::Underrun,
-            (State::Live, _, end) if addr >= end => GuardFault::Overrun,
-            (State::Live, ..) => GuardFault::Wild,
-        };
-        return (kind, Some(i as u32));
-    }
-    // A guard page: past the end of the slot before it, or before the start of the
-    // one after it, whichever block is nearer.
-    let before = (i > 0).then(|| read(i - 1)).filter(|s| s.0 != State::Empty);
-    let after = (i < slots).then(|| read(i)).filter(|s| s.0 != State::Empty);
-    let (j, state, live) = match (before, after) {
-        (Some(b), Some(a)) if addr - b.2 <= a.1 - addr => (i - 1, b.0, GuardFault::Overrun),
-        (Some(b), None) => (i - 1, b.0, GuardFault::Overrun),
-        (_, Some(a)) => (i, a.0, GuardFault::Underrun),
-        (None, None) => return (GuardFault::Wild, None),
-    };
-    let kind = if state == State::Freed {
-        GuardFault::UseAfterFree
-    } else {
-        live
-    };
-    (kind, Some(j as u32))
-}
-
 /// The report's first line.
-fn headline(out: &mut Out, pool: &GuardPool, kind: GuardFault, addr: usize, slot: Option<&Slot>) {
+fn headline(out: &mut Out, name: &str, kind: GuardFault, addr: usize, slot: Option<&Slot>) {
     let _ = write!(out, "bento: {kind}");
     if let Some(s) = slot {
         let _ = write!(out, " of a {}-byte block at {:#x}", s.size, s.start);
@@ -114,7 +69,7 @@ fn headline(out: &mut Out, pool: &GuardPool, kind: GuardFault, addr: usize, slot
         (_, None) => write!(out, ": an access at {addr:#x}"),
     };
     let label = slot.map(|s| s.label).unwrap_or_default();
-    let _ = write!(out, " (heap \"{}\"", label.heap.unwrap_or(pool.name));
+    let _ = write!(out, " (heap \"{}\"", label.heap.unwrap_or(name));
     if let Some(tag) = label.tag {
         let _ = write!(out, ", tag \"{tag}\"");
     }
