@@ -66,6 +66,15 @@ fn least_of(d: &Data, allocators: &[&str], field: &str) -> Option<f64> {
         .reduce(f64::min)
 }
 
+/// `field` of `allocator`'s run of `bento demo`.
+fn demo(d: &Data, allocator: &str, field: &str) -> Option<f64> {
+    d.docs.get("demo")?["runs"]
+        .as_array()?
+        .iter()
+        .find(|r| r["allocator"] == allocator)?[field]
+        .as_f64()
+}
+
 /// The largest of bento's `field` ÷ glibc's over [`MALLOC_PROGRAMS`].
 fn worst_malloc(d: &Data, field: &str) -> Option<f64> {
     MALLOC_PROGRAMS
@@ -420,6 +429,23 @@ pub const TARGETS: &[Target] = &[
             Some(heap / common)
         },
         bound: Bound::AtLeast(1.0),
+    },
+    Target {
+        section: "heap",
+        what: "sampled guard pages at the default rate (`bento-guard` ÷ `bento`), the demo's time",
+        stat: |d| Some(demo(d, "bento-guard", "seconds")? / demo(d, "bento", "seconds")?),
+        bound: Bound::AtMost(1.02),
+    },
+    Target {
+        section: "heap",
+        what: "sampled guard pages (`bento-guard` − `bento`), the demo's peak committed, KiB \
+               (documented: at most 540)",
+        stat: |d| {
+            let more =
+                demo(d, "bento-guard", "peak_committed")? - demo(d, "bento", "peak_committed")?;
+            Some(more / 1024.0)
+        },
+        bound: Bound::AtMost(540.0),
     },
     Target {
         section: "malloc",

@@ -14,4 +14,6 @@ pub(crate) const ALLOCATORS: &[&str] = &[
     "bento",
     #[cfg(target_os = "linux")]
     "bento-huge",
+    #[cfg(unix)]
+    "bento-guard",
 ];

@@ -64,10 +64,10 @@ pub(crate) fn child(
             }))?
         }
         _ => {
-            let parts = if allocator == "bento-huge" {
-                Parts::huge()?
-            } else {
-                Parts::new()
+            let parts = match allocator {
+                "bento-huge" => Parts::huge()?,
+                "bento-guard" => Parts::guarded(),
+                _ => Parts::new(),
             };
             let linear = Linear::new(&parts)?;
             go.run(&mut Bento::new(&parts, &linear)?)?

@@ -299,6 +299,9 @@ enum AllocatorName {
     /// The same set-up with transparent huge pages (Linux).
     #[cfg(target_os = "linux")]
     BentoHuge,
+    /// The same set-up with sampled guard pages in its heaps (Unix).
+    #[cfg(unix)]
+    BentoGuard,
 }
 
 impl AllocatorName {

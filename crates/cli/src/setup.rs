@@ -21,9 +21,9 @@ pub(crate) use crate::allocators::ALLOCATORS;
 /// whose routing and budgets fit bento's own workloads.
 pub(crate) const REPLAY_DEFAULT: &[&str] = ALLOCATORS.split_at(ALLOCATORS.len() - SET_UPS).0;
 
-/// The bento set-ups, last in the list of allocators: `bento`, and `bento-huge` on
-/// Linux.
-const SET_UPS: usize = if cfg!(target_os = "linux") { 2 } else { 1 };
+/// The bento set-ups, last in the list of allocators: `bento`, `bento-huge` on
+/// Linux and `bento-guard` on Unix.
+const SET_UPS: usize = 1 + cfg!(target_os = "linux") as usize + cfg!(unix) as usize;
 
 /// What each allocator is, for `--help` and the tables' notes.
 pub(crate) const ABOUT: &str = "\
@@ -37,7 +37,9 @@ bento     a game's set-up: subsystem heaps with budgets over the common allocato
           (untagged blocks, as a recorded program's, in a heap without one), a
           frame arena for frame temporaries and a pool for particles
 bento-huge  the same set-up with transparent huge pages (Linux): its reservations of
-          2 MiB or more advised MADV_HUGEPAGE";
+          2 MiB or more advised MADV_HUGEPAGE
+bento-guard  the same set-up with sampled guard pages in its heaps (Unix): one
+          allocation in 4096 on a page of its own beside inaccessible ones";
 
 /// Checks that `name` is an allocator this build knows.
 pub(crate) fn check_name(name: &str) -> Result<(), String> {
@@ -261,6 +263,8 @@ pub(crate) struct Parts<P: PageSource = SystemPages> {
     /// What a level's start readies of the large region for its frames
     /// (`CommonAllocator::prepare`; 0: nothing is readied).
     headroom: usize,
+    /// The heaps' sampled guard pages (`bento-guard`).
+    guard: Option<bento_pages::GuardConfig>,
 }
 
 impl Parts {
@@ -276,6 +280,14 @@ impl Parts {
         Ok(Self::with_pages(pages))
     }
 
+    /// The parts whose heaps sample guard pages at the default rate (`bento-guard`).
+    pub(crate) fn guarded() -> Self {
+        Self {
+            guard: Some(bento_pages::GuardConfig::DEFAULT),
+            ..Self::new()
+        }
+    }
+
     fn with_pages(pages: SystemPages) -> Self {
         Self {
             common: CommonAllocator::with_config(
@@ -283,6 +295,7 @@ impl Parts {
             ),
             pages: Metered::new(pages),
             headroom: 0,
+            guard: None,
         }
     }
 }
@@ -309,6 +322,7 @@ impl<P: PageSource + Clone> Parts<P> {
             common: CommonAllocator::with_config(config),
             pages: Metered::new(pages),
             headroom: HEADROOM,
+            guard: None,
         }
     }
 }
@@ -461,7 +475,11 @@ enum Route {
 
 impl<'a, P: PageSource> Bento<'a, P> {
     pub(crate) fn new(parts: &'a Parts<P>, linear: &'a Linear<'a, P>) -> Result<Self, String> {
-        let heap = |name, budget| HeapBuilder::new(name).budget(budget).build(&parts.common);
+        let builder = |name| match parts.guard {
+            Some(guard) => HeapBuilder::new(name).guard_pages(guard),
+            None => HeapBuilder::new(name),
+        };
+        let heap = |name, budget| builder(name).budget(budget).build(&parts.common);
         let current = linear
             .frames
             .next_frame()
@@ -471,7 +489,7 @@ impl<'a, P: PageSource> Bento<'a, P> {
             level: heap("level", LEVEL_BUDGET),
             streaming: heap("streaming", STREAM_BUDGET),
             game: heap("game", GAME_BUDGET),
-            untagged: HeapBuilder::new("untagged").build(&parts.common),
+            untagged: builder("untagged").build(&parts.common),
             frames: &linear.frames,
             current: Some(current),
             previous: None,
@@ -668,12 +686,18 @@ impl<P: PageSource> ReplayTarget for Bento<'_, P> {
     fn footprint(&self) -> Option<Footprint> {
         let common = common_figures(&self.parts.common).footprint;
         let pages = self.parts.pages.stats();
+        // The heaps' guard pool, with `bento-guard`.
+        let guard = bento_heap::guard_stats()
+            .filter(|_| self.parts.guard.is_some())
+            .unwrap_or_default();
         Some(Footprint {
-            committed: common.committed + pages.committed,
+            committed: common.committed + pages.committed + guard.committed_bytes,
             // The sum of the parts' peaks: an upper bound of the peak of the sum.
-            peak_committed: common.peak_committed + pages.max_committed,
-            reserved: common.reserved + pages.reserved,
-            os_calls: common.os_calls + calls(&pages),
+            peak_committed: common.peak_committed
+                + pages.max_committed
+                + guard.peak_committed_bytes,
+            reserved: common.reserved + pages.reserved + guard.reserved_bytes,
+            os_calls: common.os_calls + calls(&pages) + guard.os_calls,
         })
     }
 
@@ -737,7 +761,7 @@ mod tests {
 
     #[test]
     fn every_allocator_built_in_is_known_and_others_are_named() {
-        for set_up in ["bento", "bento-huge"] {
+        for set_up in ["bento", "bento-huge", "bento-guard"] {
             assert!(!REPLAY_DEFAULT.contains(&set_up));
         }
         let others: Vec<&str> = ALLOCATORS

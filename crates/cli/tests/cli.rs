@@ -68,7 +68,7 @@ fn svg(path: &Path) -> Svg {
 const DEMO_ROWS: &[&str] = allocators::ALLOCATORS;
 
 /// The allocators that count their OS calls.
-const COUNTING: &[&str] = &["space", "common", "bento", "bento-huge"];
+const COUNTING: &[&str] = &["space", "common", "bento", "bento-huge", "bento-guard"];
 
 /// The names `replay --allocators` takes, in clap's order: every allocator, built in
 /// or not (a peer not built in is refused when it runs, with a reason).
@@ -76,6 +76,9 @@ fn replay_names() -> Vec<&'static str> {
     let mut names = vec!["system", "mimalloc", "jemalloc", "space", "common", "bento"];
     if cfg!(target_os = "linux") {
         names.push("bento-huge");
+    }
+    if cfg!(unix) {
+        names.push("bento-guard");
     }
     names
 }

@@ -56,6 +56,7 @@ pub use crate::named::builder::HeapBuilder;
 pub use crate::named::validate::HeapCorruption;
 pub use crate::policy::{Canaries, FillPattern, Guards, NoGuards, OnLeak, Retry, Tag};
 pub use crate::report::{Report, ReportRow, report};
+pub use crate::sampled::guard_stats;
 pub use crate::sink::{EventKind, EventSink, HeapEvent};
 pub use crate::stats::HeapStats;
 pub use crate::track::{Leak, NoTracking, TagStats, Track, Tracked, Tracking};

@@ -1,7 +1,8 @@
 //! Sampled guard pages for heaps (`HeapBuilder::guard_pages`): the heaps of a
-//! process share one guard pool (made with the first such heap's slots), each
-//! sampling at its own rate with a countdown of its own; a guarded block carries
-//! its heap's name and tag into the report.
+//! process share one guard pool (made with the first such heap's slots) and each
+//! thread one countdown (a thread-local cell: no atomic on the hot path); the heap
+//! whose allocation finds it at zero takes the sample and draws the next wait at its
+//! own rate. A guarded block carries its heap's name and tag into the report.
 
 use core::alloc::Layout;
 use core::panic::Location;
@@ -13,16 +14,29 @@ use bento_pages::GuardConfig;
 mod on {
     use super::{GuardConfig, Layout, Location, NonNull};
     use bento_pages::{GuardPool, Label, Trace};
-    use core::sync::atomic::{AtomicU32, Ordering};
+    use core::cell::Cell;
 
     /// The heaps' pool: made once, by the first heap with guard pages.
     static POOL: std::sync::OnceLock<Option<&'static GuardPool>> = std::sync::OnceLock::new();
 
+    std::thread_local! {
+        /// This thread's allocations in guarded heaps until the next sample (0: the
+        /// next one is due, as on a new thread).
+        static COUNTDOWN: Cell<u32> = const { Cell::new(0) };
+    }
+
+    /// The heaps' pool's figures, once a heap with guard pages made it.
+    pub(crate) fn stats() -> Option<bento_pages::GuardStats> {
+        POOL.get().copied().flatten().map(GuardPool::stats)
+    }
+
     /// A heap's sampler over the shared pool.
     pub(crate) struct HeapGuard {
         pool: &'static GuardPool,
+        /// The pool's range, for the hot path's check.
+        lo: usize,
+        len: usize,
         every: u32,
-        countdown: AtomicU32,
     }
 
     impl HeapGuard {
@@ -30,14 +44,34 @@ mod on {
         /// system refused its reservation).
         pub(crate) fn new(config: GuardConfig) -> Option<Self> {
             let pool = (*POOL.get_or_init(|| GuardPool::new(config.named("heap")).ok()))?;
+            let (lo, len) = pool.range();
             Some(Self {
                 pool,
+                lo,
+                len,
                 every: config.every,
-                countdown: AtomicU32::new(pool.draw_for(config.every)),
             })
         }
 
-        /// A guarded block for `layout` when this allocation is the sampled one.
+        /// Counts an allocation; true when it is the sampled one (the next wait is
+        /// drawn then).
+        #[inline(always)]
+        pub(crate) fn due(&self) -> bool {
+            // A thread whose thread-locals are gone takes no samples.
+            COUNTDOWN
+                .try_with(|left| {
+                    let n = left.get();
+                    if n > 1 {
+                        left.set(n - 1);
+                        return false;
+                    }
+                    left.set(self.pool.draw_for(self.every));
+                    true
+                })
+                .unwrap_or(false)
+        }
+
+        /// A guarded block for `layout` (the sample [`due`](Self::due) chose).
         pub(crate) fn alloc(
             &self,
             layout: Layout,
@@ -45,11 +79,6 @@ mod on {
             tag: Option<&'static str>,
             site: Option<&'static Location<'static>>,
         ) -> Option<NonNull<u8>> {
-            if self.countdown.fetch_sub(1, Ordering::Relaxed) > 1 {
-                return None;
-            }
-            self.countdown
-                .store(self.pool.draw_for(self.every), Ordering::Relaxed);
             let label = Label {
                 heap: Some(heap),
                 tag,
@@ -60,7 +89,7 @@ mod on {
         /// Whether the pool holds `ptr`.
         #[inline]
         pub(crate) fn owns(&self, ptr: NonNull<u8>) -> bool {
-            self.pool.owns(ptr.as_ptr())
+            ptr.addr().get().wrapping_sub(self.lo) < self.len
         }
 
         /// Frees a guarded block (a misuse is reported and aborts).
@@ -79,12 +108,19 @@ mod on {
 mod on {
     use super::{GuardConfig, Layout, Location, NonNull};
 
+    pub(crate) fn stats() -> Option<bento_pages::GuardStats> {
+        None
+    }
+
     /// No guard pool on this build: the type has no value.
     pub(crate) enum HeapGuard {}
 
     impl HeapGuard {
         pub(crate) fn new(_: GuardConfig) -> Option<Self> {
             None
+        }
+        pub(crate) fn due(&self) -> bool {
+            match *self {}
         }
         pub(crate) fn alloc(
             &self,
@@ -105,3 +141,26 @@ mod on {
 }
 
 pub(crate) use on::HeapGuard;
+
+/// The figures of the guard pool the heaps share: its slots, the blocks live and in
+/// quarantine, those guarded so far and its memory; `None` until a heap with
+/// [`guard_pages`](crate::HeapBuilder::guard_pages) made it (or on a build without
+/// guard pages: Unix with `std` has them).
+///
+/// ```
+/// use allocator_api2::{alloc::Global, boxed::Box};
+/// use bento_heap::HeapBuilder;
+/// use bento_pages::GuardConfig;
+///
+/// let heap = HeapBuilder::new("doc-guard-stats")
+///     .guard_pages(GuardConfig::DEFAULT.every(1))
+///     .build(Global);
+/// let b = Box::new_in(7u32, &heap);
+/// # #[cfg(unix)]
+/// assert!(bento_heap::guard_stats().unwrap().guarded >= 1);
+/// drop(b);
+/// ```
+#[must_use]
+pub fn guard_stats() -> Option<bento_pages::GuardStats> {
+    on::stats()
+}

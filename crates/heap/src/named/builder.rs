@@ -240,12 +240,10 @@ impl<G: Guards, T: Tracking> HeapBuilder<G, T> {
         let tracy_on = true;
         #[cfg(not(feature = "tracy"))]
         let tracy_on = false;
-        let guard = self.guard.and_then(HeapGuard::new);
-        let on = !self.fill.is_none() || self.sink.is_some() || guard.is_some() || tracy_on;
+        let on = !self.fill.is_none() || self.sink.is_some() || tracy_on;
         let extras = on.then(|| {
             Box::new(Extras {
                 fill: self.fill,
-                guard,
                 sink: self.sink,
                 seq: AtomicUsize::new(0),
                 #[cfg(feature = "tracy")]
@@ -266,6 +264,7 @@ impl<G: Guards, T: Tracking> HeapBuilder<G, T> {
             extras,
             fast_below,
             on_budget: self.on_budget,
+            sampler: self.guard.and_then(HeapGuard::new),
             hook: self.hook,
             on_leak: self.on_leak,
             #[cfg(not(feature = "std"))]

@@ -62,8 +62,8 @@ pub struct Heap<A, G: Guards = NoGuards, T: Tracking = NoTracking> {
     pub(crate) account: Arc<Account>,
     guards: G,
     tracking: T,
-    // Invariant: `Some` exactly when a fill pattern, a sink, guard pages or Tracy is
-    // on: the one branch the hot path takes for all four.
+    // Invariant: `Some` exactly when a fill pattern, a sink or Tracy is on: the one
+    // branch the hot path takes for all three.
     extras: Option<Box<Extras>>,
     // Invariant: `SHARED * LANE_BYTES` (of `slot`) when the heap has no guards, no
     // tracking, no extras and no parent (its hot path is the account's lane and the
@@ -71,6 +71,8 @@ pub struct Heap<A, G: Guards = NoGuards, T: Tracking = NoTracking> {
     // hot path.
     fast_below: usize,
     on_budget: Option<Box<BudgetFn>>,
+    /// Sampled guard pages (`HeapBuilder::guard_pages`), on the hot path too.
+    sampler: Option<HeapGuard>,
     hook: MisuseHook,
     on_leak: OnLeak,
     #[cfg(not(feature = "std"))]
@@ -80,8 +82,6 @@ pub struct Heap<A, G: Guards = NoGuards, T: Tracking = NoTracking> {
 /// The per-call work that only some heaps do.
 struct Extras {
     fill: FillPattern,
-    /// Sampled guard pages (`HeapBuilder::guard_pages`).
-    guard: Option<HeapGuard>,
     sink: Option<Arc<dyn EventSink>>,
     seq: AtomicUsize,
     #[cfg(feature = "tracy")]
@@ -281,9 +281,9 @@ impl<A: Allocator, G: Guards, T: Tracking> Heap<A, G, T> {
             return;
         }
         if self.account.release_fast(size, self.fast_below) {
-            // SAFETY: `ptr` is a live block (the caller's contract) of the inner
-            // allocator, with `layout` (a plain heap adds no guards).
-            unsafe { self.inner.deallocate(ptr, layout) };
+            // SAFETY: `ptr` is a live block (the caller's contract) of the pool or the
+            // inner allocator, with `layout` (a plain heap adds no guards).
+            unsafe { self.release_base(ptr, layout) };
             return;
         }
         // SAFETY: the caller's contract.
@@ -316,13 +316,30 @@ impl<A: Allocator, G: Guards, T: Tracking> Heap<A, G, T> {
 
     /// A guarded block for the inner layout `outer` when guard pages are on and the
     /// heap's sampler picks this allocation.
+    #[inline(always)]
     fn guarded_alloc(
         &self,
         outer: Layout,
         tag: Option<&'static Tag>,
         site: Option<&'static Location<'static>>,
     ) -> Option<NonNull<u8>> {
-        let guard = self.extras.as_ref()?.guard.as_ref()?;
+        let guard = self.sampler.as_ref()?;
+        if !guard.due() {
+            return None;
+        }
+        self.take_sample(guard, outer, tag, site)
+    }
+
+    /// The sampled allocation: a block of the guard pool, labelled.
+    #[cold]
+    #[inline(never)]
+    fn take_sample(
+        &self,
+        guard: &HeapGuard,
+        outer: Layout,
+        tag: Option<&'static Tag>,
+        site: Option<&'static Location<'static>>,
+    ) -> Option<NonNull<u8>> {
         let tag = tag.or_else(|| self.current_tag());
         guard.alloc(outer, self.account.name, tag.map(Tag::name), site)
     }
@@ -334,8 +351,9 @@ impl<A: Allocator, G: Guards, T: Tracking> Heap<A, G, T> {
     ///
     /// `base` is a live inner block of this heap, allocated (or last resized) with
     /// `outer`, not used afterwards.
+    #[inline(always)]
     pub(super) unsafe fn release_base(&self, base: NonNull<u8>, outer: Layout) {
-        if let Some(guard) = self.extras.as_ref().and_then(|x| x.guard.as_ref())
+        if let Some(guard) = &self.sampler
             && guard.owns(base)
         {
             // SAFETY: the caller's contract; the pool holds it.
@@ -347,10 +365,7 @@ impl<A: Allocator, G: Guards, T: Tracking> Heap<A, G, T> {
 
     /// Whether the inner block at `base` is a guarded one.
     pub(super) fn is_guarded(&self, base: NonNull<u8>) -> bool {
-        self.extras
-            .as_ref()
-            .and_then(|x| x.guard.as_ref())
-            .is_some_and(|g| g.owns(base))
+        self.sampler.as_ref().is_some_and(|g| g.owns(base))
     }
 
     /// Runs `f` with `tag` as this heap's current tag on this thread (heap-wide without
@@ -434,6 +449,10 @@ impl<A: Allocator, G: Guards, T: Tracking> Heap<A, G, T> {
             return Ok(dangling(layout));
         }
         if self.account.charge_fast(size, self.fast_below) {
+            // A plain heap's block is the inner one: a sampled block is the pool's.
+            if let Some(p) = self.guarded_alloc(layout, tag, site) {
+                return Ok(p);
+            }
             return match self.inner.allocate(layout) {
                 Ok(block) => Ok(block.cast()),
                 Err(_) => Err(self.undo(size, 1)),

@@ -125,6 +125,12 @@ fn some_policies<A: Allocator + Copy>(inner: A, sink: &Arc<Count>) {
             .build(inner),
     );
     model(
+        &HeapBuilder::new("model-guard-plain")
+            .register(false)
+            .guard_pages(bento_pages::GuardConfig::DEFAULT.every(3).slots(32))
+            .build(inner),
+    );
+    model(
         &HeapBuilder::new("model-fill")
             .register(false)
             .guards(NoGuards)

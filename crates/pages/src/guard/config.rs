@@ -39,8 +39,8 @@ pub struct GuardConfig {
 }
 
 impl GuardConfig {
-    /// One allocation in 4096, 64 slots: under 0.6 MiB of address space and at
-    /// most 512 KiB (and a page of table) committed with 4 KiB pages.
+    /// One allocation in 4096, 64 slots: with 4 KiB pages 800 KiB of address space
+    /// and at most 540 KiB committed (512 KiB of slots, 28 KiB of table).
     pub const DEFAULT: Self = Self {
         every: 4096,
         slots: 64,
@@ -198,4 +198,10 @@ pub struct GuardStats {
     pub reserved_bytes: usize,
     /// Its committed memory: the table and the live blocks' pages.
     pub committed_bytes: usize,
+    /// The most it had committed at once.
+    pub peak_committed_bytes: usize,
+    /// The system calls it made for its blocks' pages: a commit per block, and on
+    /// Linux a decommit and a protection change per free (its reservation and its
+    /// table's commit are two more).
+    pub os_calls: u64,
 }

@@ -35,6 +35,8 @@ struct Counts {
     guarded: u64,
     refused: u64,
     committed: usize,
+    peak: usize,
+    os_calls: u64,
 }
 
 /// The pools made, newest first: the fault handler's list (pools are never freed).
@@ -180,6 +182,8 @@ impl GuardPool {
                     guarded: 0,
                     refused: 0,
                     committed: table,
+                    peak: table,
+                    os_calls: 2,
                 }),
                 countdown: AtomicU32::new(0),
                 rng: AtomicU64::new(seed),
@@ -361,6 +365,7 @@ impl GuardPool {
         let first = start & !(self.page - 1);
         // SAFETY: whole pages of slot `i`, inside the reservation, unused.
         let committed = unsafe { SystemPages::with_traps().commit(self.at(first), end - first) };
+        counts.os_calls += 1;
         if committed.is_err() {
             self.requeue(counts, i);
             counts.refused += 1;
@@ -382,6 +387,7 @@ impl GuardPool {
         counts.live += 1;
         counts.guarded += 1;
         counts.committed += end - first;
+        counts.peak = counts.peak.max(counts.committed);
         Some(p)
     }
 
@@ -463,6 +469,11 @@ impl GuardPool {
         self.requeue(counts, i);
         counts.live -= 1;
         counts.committed -= end - first;
+        counts.os_calls += if cfg!(any(target_os = "linux", target_os = "android")) {
+            2
+        } else {
+            1
+        };
         drop(held);
         size
     }
@@ -552,6 +563,8 @@ impl GuardPool {
             refused: counts.refused,
             reserved_bytes: self.reserved,
             committed_bytes: counts.committed,
+            peak_committed_bytes: counts.peak,
+            os_calls: counts.os_calls,
         }
     }
 }

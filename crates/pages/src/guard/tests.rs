@@ -134,7 +134,10 @@ fn configs_are_bounded_and_parsed_strictly() {
         c.table_bytes(4096) + (64 * 3 + 1) * 4096
     );
     assert_eq!(c.committed_bound(4096), c.table_bytes(4096) + 64 * 2 * 4096);
-    assert!(c.table_bytes(4096) <= 8 * 4096);
+    // As `GuardConfig::DEFAULT` says.
+    assert_eq!(c.table_bytes(4096), 28 << 10);
+    assert_eq!(c.reserved_bytes(4096), 800 << 10);
+    assert_eq!(c.committed_bound(4096), 540 << 10);
 }
 
 #[test]
