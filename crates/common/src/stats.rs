@@ -257,6 +257,9 @@ pub enum CommonCorruption {
         /// The id the map holds for it (0: nobody).
         owner: u8,
     },
+    /// The guard pool's records and counts disagree.
+    #[error("the guard pool: {0}")]
+    Guard(bento_pages::GuardCorruption),
 }
 
 impl<P: PageSource> Inner<P> {
@@ -349,6 +352,9 @@ impl<P: PageSource> Inner<P> {
             });
         }
         self.totals(&mut stats);
+        if let Some(pool) = self.guard {
+            pool.validate().map_err(CommonCorruption::Guard)?;
+        }
         Ok(stats)
     }
 }

@@ -92,6 +92,11 @@ mod on {
             ptr.addr().get().wrapping_sub(self.lo) < self.len
         }
 
+        /// The shared pool's check.
+        pub(crate) fn validate(&self) -> Result<(), bento_pages::GuardCorruption> {
+            self.pool.validate().map(|_| ())
+        }
+
         /// Frees a guarded block (a misuse is reported and aborts).
         ///
         /// # Safety
@@ -120,6 +125,9 @@ mod on {
             None
         }
         pub(crate) fn due(&self) -> bool {
+            match *self {}
+        }
+        pub(crate) fn validate(&self) -> Result<(), bento_pages::GuardCorruption> {
             match *self {}
         }
         pub(crate) fn alloc(

@@ -39,7 +39,9 @@ pub use crate::faulty::FaultyPages;
 pub use crate::fixed::FixedPages;
 #[cfg(all(feature = "os", unix, not(bento_loom)))]
 pub use crate::guard::GuardPool;
-pub use crate::guard::{GuardConfig, GuardFault, GuardStats, Label, MAX_SLOTS, SLOT_PAGES, Trace};
+pub use crate::guard::{
+    GuardConfig, GuardCorruption, GuardFault, GuardStats, Label, MAX_SLOTS, SLOT_PAGES, Trace,
+};
 #[cfg(feature = "alloc")]
 pub use crate::heap::HeapPages;
 pub use crate::limited::{LimitStats, LimitedPages};

@@ -38,6 +38,9 @@ impl Pool {
     pub(crate) fn stats(&self) -> GuardStats {
         match *self {}
     }
+    pub(crate) fn validate(&self) -> Result<GuardStats, bento_pages::GuardCorruption> {
+        match *self {}
+    }
     pub(crate) fn range(&self) -> (usize, usize) {
         match *self {}
     }

@@ -103,6 +103,12 @@ impl<A: Allocator, G: Guards, T: Tracking> Heap<A, G, T> {
                 tagged,
             )?;
         }
+        if let Some(sampler) = &self.sampler {
+            sampler.validate().map_err(|c| HeapCorruption::GuardPool {
+                heap: name,
+                corruption: c,
+            })?;
+        }
         Ok(stats)
     }
 }
@@ -123,6 +129,13 @@ pub enum HeapCorruption {
         counted: usize,
         /// What the heap recorded.
         recorded: usize,
+    },
+    /// The guard pool the heaps share broke one of its rules.
+    GuardPool {
+        /// The heap whose check found it.
+        heap: &'static str,
+        /// What the pool's check found.
+        corruption: bento_pages::GuardCorruption,
     },
     /// More bytes are live than the budget allows.
     OverBudget {
@@ -148,6 +161,9 @@ impl fmt::Display for HeapCorruption {
                 f,
                 "heap \"{heap}\": {what}: counted {counted}, recorded {recorded}"
             ),
+            Self::GuardPool { heap, corruption } => {
+                write!(f, "heap \"{heap}\": the guard pool: {corruption}")
+            }
             Self::OverBudget { heap, live, budget } => write!(
                 f,
                 "heap \"{heap}\": {live} bytes live, over its budget of {budget}"

@@ -205,3 +205,52 @@ pub struct GuardStats {
     /// table's commit are two more).
     pub os_calls: u64,
 }
+
+/// What [`GuardPool::validate`](crate::GuardPool::validate) found wrong.
+///
+/// ```
+/// use bento_pages::GuardCorruption;
+///
+/// assert_eq!(
+///     GuardCorruption::Quarantine { slot: 3 }.to_string(),
+///     "slot 3 is in the quarantine without a freed block, or twice"
+/// );
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum GuardCorruption {
+    /// The live or freed slots do not match the counts.
+    #[error(
+        "{live} live and {freed} freed slots, the counts say {counted_live} and {counted_freed}"
+    )]
+    Count {
+        /// Live slots found.
+        live: u32,
+        /// Freed slots found.
+        freed: u32,
+        /// Live slots counted.
+        counted_live: u32,
+        /// Freed slots counted (the quarantine's length).
+        counted_freed: u32,
+    },
+    /// A quarantine entry that is no freed slot, or one listed twice.
+    #[error("slot {slot} is in the quarantine without a freed block, or twice")]
+    Quarantine {
+        /// The slot.
+        slot: u32,
+    },
+    /// A live block outside its slot, or a slot used past the fresh mark.
+    #[error("slot {slot}'s block lies outside it")]
+    Block {
+        /// The slot.
+        slot: u32,
+    },
+    /// The committed bytes do not add up to the table and the live blocks' pages.
+    #[error("{counted} bytes committed by the count, {found} by the blocks")]
+    Committed {
+        /// The count.
+        counted: usize,
+        /// The table and the live blocks' pages.
+        found: usize,
+    },
+}

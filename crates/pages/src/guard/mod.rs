@@ -20,7 +20,9 @@ mod report;
 mod slot;
 mod trace;
 
-pub use self::config::{GuardConfig, GuardFault, GuardStats, Label, MAX_SLOTS, SLOT_PAGES};
+pub use self::config::{
+    GuardConfig, GuardCorruption, GuardFault, GuardStats, Label, MAX_SLOTS, SLOT_PAGES,
+};
 #[cfg(all(feature = "os", unix, not(bento_loom)))]
 pub use self::pool::GuardPool;
 pub use self::trace::Trace;

@@ -10,7 +10,8 @@ use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
 use bento_align::Alignment;
 
 use super::config::{
-    GuardConfig, GuardFault, GuardStats, Label, POOL_BYTES, SLOT_BYTES, SLOT_PAGES,
+    GuardConfig, GuardCorruption, GuardFault, GuardStats, Label, MAX_SLOTS, POOL_BYTES, SLOT_BYTES,
+    SLOT_PAGES,
 };
 use super::slot::{Slot, State};
 use super::trace::Trace;
@@ -367,7 +368,11 @@ impl GuardPool {
         let committed = unsafe { SystemPages::with_traps().commit(self.at(first), end - first) };
         counts.os_calls += 1;
         if committed.is_err() {
-            self.requeue(counts, i);
+            if i + 1 == counts.fresh {
+                counts.fresh -= 1;
+            } else {
+                self.requeue(counts, i);
+            }
             counts.refused += 1;
             return None;
         }
@@ -547,6 +552,87 @@ impl GuardPool {
             live
         };
         (kind, Some(j as u32))
+    }
+
+    /// Recomputes the pool's figures from its slot records and checks them against
+    /// its counts: every live block inside its slot, the quarantine exactly the freed
+    /// slots (once each), the committed bytes the table's and the live blocks' pages.
+    ///
+    /// # Errors
+    ///
+    /// The first [`GuardCorruption`] found.
+    ///
+    /// ```
+    /// # #[cfg(target_os = "linux")] {
+    /// use core::alloc::Layout;
+    /// use bento_pages::{GuardConfig, GuardPool, Label, Trace};
+    ///
+    /// let pool = GuardPool::new(GuardConfig::DEFAULT.slots(2)).unwrap();
+    /// let p = pool.alloc(Layout::new::<u64>(), Label::default(), &Trace::EMPTY).unwrap();
+    /// assert_eq!(pool.validate().unwrap().live, 1);
+    /// // SAFETY: live, not used after.
+    /// unsafe { pool.free(p, &Trace::EMPTY) };
+    /// assert_eq!(pool.validate().unwrap().quarantined, 1);
+    /// # }
+    /// ```
+    pub fn validate(&self) -> Result<GuardStats, GuardCorruption> {
+        let held = self.hold();
+        // SAFETY: under the lock.
+        let counts = unsafe { self.counts() };
+        let room = SLOT_PAGES * self.page;
+        let (mut live, mut freed) = (0u32, 0u32);
+        let mut committed = self.reserved - self.len;
+        for i in 0..self.slots {
+            // SAFETY: under the lock, `i < slots`; the reference ends in this turn.
+            let slot = unsafe { self.record(i) };
+            let start = self.slot_start(i);
+            let inside = slot.start >= start && slot.start + slot.size <= start + room;
+            match slot.state {
+                State::Empty => {}
+                _ if i >= counts.fresh || !inside || slot.size == 0 => {
+                    return Err(GuardCorruption::Block { slot: i });
+                }
+                State::Live => {
+                    live += 1;
+                    committed += (slot.start + slot.size).next_multiple_of(self.page)
+                        - (slot.start & !(self.page - 1));
+                }
+                State::Freed => freed += 1,
+            }
+        }
+        if (live, freed) != (counts.live, counts.queued) {
+            return Err(GuardCorruption::Count {
+                live,
+                freed,
+                counted_live: counts.live,
+                counted_freed: counts.queued,
+            });
+        }
+        // A bit a slot: each freed slot in the quarantine once.
+        let mut seen = [0u64; MAX_SLOTS as usize / 64];
+        for k in 0..counts.queued {
+            // SAFETY: `(head + k) % slots < slots`: a ring entry in the table.
+            let i = unsafe {
+                self.ring
+                    .add(((counts.head + k) % self.slots) as usize)
+                    .read()
+            };
+            // SAFETY: under the lock; `i` is checked first.
+            let state = (i < self.slots).then(|| unsafe { self.record(i) }.state);
+            let (word, bit) = (i as usize / 64, 1u64 << (i % 64));
+            if state != Some(State::Freed) || seen[word] & bit != 0 {
+                return Err(GuardCorruption::Quarantine { slot: i });
+            }
+            seen[word] |= bit;
+        }
+        if committed != counts.committed {
+            return Err(GuardCorruption::Committed {
+                counted: counts.committed,
+                found: committed,
+            });
+        }
+        drop(held);
+        Ok(self.stats())
     }
 
     /// The pool's figures.

@@ -41,8 +41,10 @@ fn a_block_ends_where_its_slot_does_and_its_slot_is_committed_alone() {
             size.next_multiple_of(page),
             "{size}/{align}: its pages alone"
         );
+        pool.validate().unwrap();
         // SAFETY: live, not used after.
         assert_eq!(unsafe { pool.free(p, &Trace::here(None)) }, size);
+        pool.validate().unwrap();
         assert_eq!(pool.size_of(p), None);
         assert_eq!(pool.stats().committed_bytes, before.committed_bytes);
     }
@@ -84,8 +86,10 @@ fn fresh_slots_go_first_then_the_oldest_freed_and_a_full_pool_refuses() {
     let stats = pool.stats();
     assert_eq!((stats.live, stats.quarantined, stats.guarded), (0, 2, 2));
     // `a` was freed first: its slot is reused first, `b`'s stays in quarantine.
+    assert_eq!(pool.validate().unwrap().quarantined, 2);
     let c = pool.alloc(l, Label::default(), &Trace::EMPTY).unwrap();
     assert_eq!(c, a);
+    pool.validate().unwrap();
     assert_eq!(pool.stats().quarantined, 1);
     // SAFETY: live, not used after.
     unsafe { pool.free(c, &Trace::EMPTY) };
@@ -269,6 +273,7 @@ fn an_underrun_faults_before_the_slot_and_a_double_free_is_reported() {
 }
 
 /// Frees a guarded block twice (run only as a child of the test above).
+#[cfg(feature = "std")]
 #[test]
 fn double_free_child() {
     if std::env::var_os("BENTO_GUARD_CHILD").is_none() {
@@ -283,4 +288,35 @@ fn double_free_child() {
         pool.free(p, &Trace::here(None));
         pool.free(p, &Trace::here(None));
     }
+}
+
+#[cfg(feature = "std")]
+#[test]
+fn threads_share_a_pool_and_it_stays_valid() {
+    let pool = pool(16);
+    std::thread::scope(|s| {
+        for t in 0..4u8 {
+            s.spawn(move || {
+                for i in 0..500usize {
+                    let size = 1 + (i * 131) % (2 * pool.page);
+                    let Some(p) = pool.alloc(layout(size, 8), Label::default(), &Trace::EMPTY)
+                    else {
+                        continue;
+                    };
+                    // SAFETY: a live block of `size` bytes, freed once.
+                    unsafe {
+                        p.write_bytes(t, size);
+                        assert!((0..size).all(|k| *p.as_ptr().add(k) == t));
+                        pool.free(p, &Trace::EMPTY);
+                    }
+                    if i % 50 == 0 {
+                        pool.validate().unwrap();
+                    }
+                }
+            });
+        }
+    });
+    let s = pool.validate().unwrap();
+    assert_eq!(s.live, 0);
+    assert!(s.guarded > 1000, "{s:?}");
 }
