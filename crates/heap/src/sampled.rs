@@ -78,10 +78,12 @@ mod on {
             heap: &'static str,
             tag: Option<&'static str>,
             site: Option<&'static Location<'static>>,
+            owner: usize,
         ) -> Option<NonNull<u8>> {
             let label = Label {
                 heap: Some(heap),
                 tag,
+                owner,
             };
             self.pool.alloc(layout, label, &Trace::here(site))
         }
@@ -90,6 +92,16 @@ mod on {
         #[inline]
         pub(crate) fn owns(&self, ptr: NonNull<u8>) -> bool {
             ptr.addr().get().wrapping_sub(self.lo) < self.len
+        }
+
+        /// Frees every guarded block of the heap `owner`.
+        ///
+        /// # Safety
+        ///
+        /// None of them is used afterwards.
+        pub(crate) unsafe fn free_owned(&self, owner: usize) {
+            // SAFETY: the caller's contract.
+            unsafe { self.pool.free_owned(owner, &Trace::here(None)) };
         }
 
         /// The shared pool's check.
@@ -136,7 +148,11 @@ mod on {
             _: &'static str,
             _: Option<&'static str>,
             _: Option<&'static Location<'static>>,
+            _: usize,
         ) -> Option<NonNull<u8>> {
+            match *self {}
+        }
+        pub(crate) unsafe fn free_owned(&self, _: usize) {
             match *self {}
         }
         pub(crate) fn owns(&self, _: NonNull<u8>) -> bool {

@@ -19,6 +19,9 @@ pub enum EventKind {
         /// Its size before.
         old_size: usize,
     },
+    /// Every live block of the heap went at once (`Heap::discard_all`): `size` is
+    /// their bytes, `addr` 0.
+    Discard,
 }
 
 /// One event a heap sends its [`EventSink`].

@@ -222,6 +222,16 @@ impl Tracked {
         Some(record)
     }
 
+    /// Forgets every block (`Heap::discard_all`): no tag holds anything live.
+    pub(crate) fn clear(&self) {
+        let mut state = self.state.lock();
+        state.live.clear();
+        for (_, stats) in &mut state.tags {
+            stats.live_bytes = 0;
+            stats.live_blocks = 0;
+        }
+    }
+
     /// The size, alignment and site recorded for `ptr`.
     pub(crate) fn get(
         &self,

@@ -29,3 +29,21 @@ fn a_heap_reports_to_a_running_tracy_client() {
     let s = heap.validate().unwrap();
     assert_eq!((s.live_blocks, s.total_allocs, s.total_frees), (0, 2, 2));
 }
+
+#[test]
+fn a_heaps_discard_reaches_a_running_tracy_client() {
+    let _client = tracy_client::Client::start();
+    let mut buf = vec![core::mem::MaybeUninit::uninit(); 1 << 12];
+    let mut bump = bento_primitives::Bump::new(&mut buf);
+    for _ in 0..3 {
+        let mut heap = HeapBuilder::new("tracy-frame").register(false).build(&bump);
+        for n in 1..10 {
+            core::mem::forget(Vec::<u8, _>::with_capacity_in(n * 8, &heap));
+        }
+        // Tracy's memory view drops the pool's blocks: no free arrives for them.
+        heap.discard_all();
+        assert_eq!(heap.stats().live_blocks, 0);
+        drop(heap);
+        bump.reset();
+    }
+}

@@ -144,7 +144,27 @@ impl<W: Write + Send> EventSink for TraceSink<W> {
                 }
             },
         };
+        if event.kind == EventKind::Discard {
+            // A free of each of the heap's live blocks, in id order.
+            let mut ids: Vec<u64> = Vec::new();
+            state.live.retain(|&(heap, _), id| {
+                let keep = heap != event.heap;
+                if !keep {
+                    ids.push(*id);
+                }
+                keep
+            });
+            ids.sort_unstable();
+            for id in ids {
+                if let Err(e) = state.writer.push_event(&Event::Free { id }) {
+                    state.error = Some(e);
+                    return;
+                }
+            }
+            return;
+        }
         let record = match event.kind {
+            EventKind::Discard => return,
             EventKind::Alloc => {
                 let id = state.next_id;
                 state.next_id += 1;

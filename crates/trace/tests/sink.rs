@@ -214,3 +214,47 @@ fn threads_resizing_through_one_heap_leave_no_block_live_in_the_trace() {
         live.len()
     );
 }
+
+#[test]
+fn a_heaps_discard_becomes_a_free_of_each_of_its_live_blocks() {
+    let sink = Arc::new(TraceSink::new(std::vec::Vec::new()).unwrap());
+    let mut buf = std::vec![core::mem::MaybeUninit::uninit(); 1 << 16];
+    let bump = bento_primitives::Bump::new(&mut buf);
+    let mut frame = HeapBuilder::new("trace-frame")
+        .register(false)
+        .sink(sink.clone())
+        .build(&bump);
+    let other = HeapBuilder::new("trace-other")
+        .register(false)
+        .sink(sink.clone())
+        .build(Global);
+    let kept = allocator_api2::boxed::Box::new_in(1u64, &other);
+    for n in [8usize, 24, 100] {
+        core::mem::forget(Vec::<u8, _>::with_capacity_in(n, &frame));
+    }
+    frame.discard_all();
+    assert_eq!(frame.stats().live_blocks, 0);
+    drop(frame);
+    drop(kept);
+    drop(other);
+    let bytes = Arc::into_inner(sink).unwrap().finish().unwrap();
+    let events: std::vec::Vec<Event> = TraceReader::new(&bytes[..])
+        .unwrap()
+        .map(|r| r.unwrap().event)
+        .collect();
+    let ids =
+        |f: fn(&Event) -> Option<u64>| events.iter().filter_map(f).collect::<std::vec::Vec<_>>();
+    let allocs = ids(|e| match e {
+        Event::Alloc { id, .. } => Some(*id),
+        _ => None,
+    });
+    let frees = ids(|e| match e {
+        Event::Free { id } => Some(*id),
+        _ => None,
+    });
+    // The other heap's box (the first id), the frame's three blocks freed by the
+    // discard, then the box.
+    let first = allocs[0];
+    assert_eq!(allocs, [first, first + 1, first + 2, first + 3]);
+    assert_eq!(frees, [first + 1, first + 2, first + 3, first]);
+}

@@ -106,6 +106,16 @@ impl Extras {
         }
     }
 
+    /// Tells a running Tracy client that the heap's pool lost every block.
+    fn tracy_discard(&self) {
+        if let Some(name) = self.tracy
+            && tracy_client::Client::is_running()
+        {
+            // SAFETY: `name` is a leaked C string, valid for the program.
+            unsafe { tracy_client::sys::___tracy_emit_memory_discard(name.as_ptr()) };
+        }
+    }
+
     /// Tells a running Tracy client that the heap's pool lost the block at `ptr`.
     fn tracy_free(&self, ptr: NonNull<u8>) {
         if let Some(name) = self.tracy
@@ -341,7 +351,8 @@ impl<A: Allocator, G: Guards, T: Tracking> Heap<A, G, T> {
         site: Option<&'static Location<'static>>,
     ) -> Option<NonNull<u8>> {
         let tag = tag.or_else(|| self.current_tag());
-        guard.alloc(outer, self.account.name, tag.map(Tag::name), site)
+        let owner = Arc::as_ptr(&self.account).addr();
+        guard.alloc(outer, self.account.name, tag.map(Tag::name), site, owner)
     }
 
     /// Gives an inner block back: to the guard pool that holds it, else to the inner
@@ -366,6 +377,69 @@ impl<A: Allocator, G: Guards, T: Tracking> Heap<A, G, T> {
     /// Whether the inner block at `base` is a guarded one.
     pub(super) fn is_guarded(&self, base: NonNull<u8>) -> bool {
         self.sampler.as_ref().is_some_and(|g| g.owns(base))
+    }
+
+    /// Forgets every live block of the heap at once, for an inner allocator that frees
+    /// them wholesale: a [`Bump`]'s reset, a frame arena's next frame. The heap's live
+    /// figures drop to zero (counted as frees), its tracking table empties, its sink
+    /// hears one [`EventKind::Discard`], Tracy (feature `tracy`) the discard of the
+    /// heap's memory pool, and its guarded blocks go back to the guard pool (so a use
+    /// of one after the reset faults). Its children's blocks are theirs. Call it as
+    /// the inner allocator resets; `&mut self`: no container borrows the heap.
+    ///
+    /// [`Bump`]: https://docs.rs/bento-primitives
+    ///
+    /// ```
+    /// use allocator_api2::vec::Vec;
+    /// use bento_heap::HeapBuilder;
+    /// use bento_primitives::Bump;
+    /// use core::mem::MaybeUninit;
+    ///
+    /// let mut buf = [MaybeUninit::uninit(); 4096];
+    /// let mut bump = Bump::new(&mut buf);
+    /// for frame in 0..3 {
+    ///     let mut heap = HeapBuilder::new("doc-frame-temps").register(false).build(&bump);
+    ///     let mut v: Vec<u32, _> = Vec::new_in(&heap);
+    ///     v.extend(0..100);
+    ///     core::mem::forget(v); // frame memory is never freed one by one
+    ///     heap.discard_all();
+    ///     assert_eq!(heap.stats().live_bytes, 0);
+    ///     drop(heap);
+    ///     bump.reset();
+    /// #   let _ = frame;
+    /// }
+    /// ```
+    pub fn discard_all(&mut self) {
+        let (bytes, blocks) = self.account.own_live();
+        if let Some(table) = self.tracking.table() {
+            table.clear();
+        }
+        if let Some(guard) = &self.sampler {
+            // SAFETY: `&mut self`: no borrow of the heap lives, and the caller gives
+            // the blocks up with the inner allocator's reset.
+            unsafe { guard.free_owned(Arc::as_ptr(&self.account).addr()) };
+        }
+        self.account.release(bytes, blocks);
+        if let Some(x) = &self.extras {
+            self.discarded(x, bytes);
+        }
+    }
+
+    /// Tells the sink and Tracy that every block (`bytes` of them) went.
+    fn discarded(&self, x: &Extras, bytes: usize) {
+        if let Some(sink) = &x.sink {
+            sink.event(&HeapEvent {
+                heap: self.account.name,
+                seq: x.seq.fetch_add(1, Ordering::Relaxed) as u64,
+                kind: EventKind::Discard,
+                addr: 0,
+                size: bytes,
+                align: 0,
+                tag: None,
+            });
+        }
+        #[cfg(feature = "tracy")]
+        x.tracy_discard();
     }
 
     /// Runs `f` with `tag` as this heap's current tag on this thread (heap-wide without

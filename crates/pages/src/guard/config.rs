@@ -129,6 +129,9 @@ pub struct Label {
     pub heap: Option<&'static str>,
     /// The block's tag.
     pub tag: Option<&'static str>,
+    /// Who owns the block (a heap's address; 0 for nobody), for
+    /// [`GuardPool::free_owned`](crate::GuardPool::free_owned).
+    pub owner: usize,
 }
 
 /// What a guard report is about.

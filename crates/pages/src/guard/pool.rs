@@ -554,6 +554,47 @@ impl GuardPool {
         (kind, Some(j as u32))
     }
 
+    /// Frees every live block whose label names `owner` (an allocator that frees its
+    /// blocks wholesale, as a heap over a frame arena does at the frame's end); the
+    /// number freed.
+    ///
+    /// # Safety
+    ///
+    /// No block of `owner` is used afterwards.
+    ///
+    /// ```
+    /// # #[cfg(target_os = "linux")] {
+    /// use core::alloc::Layout;
+    /// use bento_pages::{GuardConfig, GuardPool, Label, Trace};
+    ///
+    /// let pool = GuardPool::new(GuardConfig::DEFAULT.slots(4)).unwrap();
+    /// let mine = Label { owner: 7, ..Label::default() };
+    /// for _ in 0..3 {
+    ///     pool.alloc(Layout::new::<u64>(), mine, &Trace::EMPTY).unwrap();
+    /// }
+    /// // SAFETY: owner 7's blocks are not used again.
+    /// assert_eq!(unsafe { pool.free_owned(7, &Trace::EMPTY) }, 3);
+    /// assert_eq!(pool.stats().live, 0);
+    /// # }
+    /// ```
+    pub unsafe fn free_owned(&self, owner: usize, trace: &Trace) -> usize {
+        let mut freed = 0;
+        for i in 0..self.slots {
+            let start = {
+                let _held = self.hold();
+                // SAFETY: under the lock, `i < slots`.
+                let slot = unsafe { self.record(i) };
+                (slot.state == State::Live && slot.label.owner == owner).then_some(slot.start)
+            };
+            if let Some(start) = start {
+                // SAFETY: a live block of this pool that the caller gives up.
+                unsafe { self.free(self.at(start), trace) };
+                freed += 1;
+            }
+        }
+        freed
+    }
+
     /// Recomputes the pool's figures from its slot records and checks them against
     /// its counts: every live block inside its slot, the quarantine exactly the freed
     /// slots (once each), the committed bytes the table's and the live blocks' pages.

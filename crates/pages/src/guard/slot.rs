@@ -34,6 +34,7 @@ impl Slot {
         label: Label {
             heap: None,
             tag: None,
+            owner: 0,
         },
         alloc: Trace::EMPTY,
         free: Trace::EMPTY,

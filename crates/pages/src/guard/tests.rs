@@ -214,6 +214,7 @@ fn a_use_after_free_and_an_underrun_name_their_kind_and_the_free_site() {
         let label = Label {
             heap: Some("audio"),
             tag: Some("voices"),
+            owner: 0,
         };
         let p = pool
             .alloc(layout(48, 16), label, &Trace::here(None))
