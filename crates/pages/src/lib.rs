@@ -22,6 +22,8 @@ mod limited;
 pub mod lock;
 mod metered;
 mod misuse;
+#[cfg(all(feature = "std", any(unix, windows), not(bento_loom)))]
+mod profile;
 mod retention;
 mod source;
 mod sync;
@@ -47,6 +49,8 @@ pub use crate::heap::HeapPages;
 pub use crate::limited::{LimitStats, LimitedPages};
 pub use crate::metered::{Metered, PageStats};
 pub use crate::misuse::{GuardSide, Leaks, Misuse, MisuseHook, panic_on_misuse};
+#[cfg(all(feature = "std", any(unix, windows), not(bento_loom)))]
+pub use crate::profile::{MAX_SAMPLES, ProfileConfig, ProfileStats, Profiler};
 #[cfg(all(feature = "os", any(unix, windows)))]
 pub use crate::retention::os_millis;
 pub use crate::retention::{Decay, Phase, Retention};
