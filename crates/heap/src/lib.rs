@@ -8,6 +8,7 @@ extern crate std;
 
 mod named;
 mod policy;
+mod profiled;
 mod report;
 mod sampled;
 mod sink;

@@ -55,6 +55,7 @@ pub struct HeapBuilder<G: Guards = NoGuards, T: Tracking = NoTracking> {
     on_leak: OnLeak,
     register: bool,
     guard: Option<GuardConfig>,
+    profile: Option<crate::profiled::HeapProfile>,
 }
 
 impl<G: Guards, T: Tracking> fmt::Debug for HeapBuilder<G, T> {
@@ -86,6 +87,7 @@ impl HeapBuilder {
             on_leak: OnLeak::Hook,
             register: true,
             guard: None,
+            profile: None,
         }
     }
 }
@@ -138,6 +140,7 @@ impl<G: Guards, T: Tracking> HeapBuilder<G, T> {
             on_leak: self.on_leak,
             register: self.register,
             guard: self.guard,
+            profile: self.profile,
         }
     }
 
@@ -224,6 +227,33 @@ impl<G: Guards, T: Tracking> HeapBuilder<G, T> {
         self
     }
 
+    /// A sampled allocation profile: one allocation every
+    /// [`every`](bento_pages::ProfileConfig::every) bytes on average (counted per
+    /// thread, an exponential draw) is recorded in `profiler` with this heap's name,
+    /// its tag, its site (`#[track_caller]`, and the stack with
+    /// [`backtrace`](bento_pages::ProfileConfig::backtrace)) and the frame and phase
+    /// [`Profiler::set_frame`](bento_pages::Profiler::set_frame) set, until its free.
+    /// Heaps may share a profiler; its pprof dump shows them side by side.
+    ///
+    /// ```
+    /// use allocator_api2::{alloc::Global, vec::Vec};
+    /// use bento_heap::HeapBuilder;
+    /// use bento_pages::{ProfileConfig, Profiler};
+    ///
+    /// let profiler = Profiler::new(ProfileConfig::DEFAULT.every(4096).backtrace(false)).unwrap();
+    /// let heap = HeapBuilder::new("doc-profiled").profile(profiler).build(Global);
+    /// let mut v: Vec<u8, _> = Vec::new_in(&heap);
+    /// v.resize(1 << 20, 0); // far above the mean: surely sampled
+    /// assert_eq!(profiler.estimate(|l, _| l.heap == Some("doc-profiled")), 1 << 20);
+    /// drop(v);
+    /// assert_eq!(profiler.stats().live_samples, 0);
+    /// ```
+    #[cfg(all(feature = "std", any(unix, windows), not(bento_loom)))]
+    pub fn profile(mut self, profiler: &'static bento_pages::Profiler) -> Self {
+        self.profile = Some(crate::profiled::HeapProfile::new(profiler));
+        self
+    }
+
     /// The heap, over `inner`.
     pub fn build<A: Allocator>(self, inner: A) -> Heap<A, G, T> {
         let account = Arc::new(Account::new(self.name, self.budget, self.parent));
@@ -265,6 +295,7 @@ impl<G: Guards, T: Tracking> HeapBuilder<G, T> {
             fast_below,
             on_budget: self.on_budget,
             sampler: self.guard.and_then(HeapGuard::new),
+            profile: self.profile,
             hook: self.hook,
             on_leak: self.on_leak,
             #[cfg(not(feature = "std"))]

@@ -19,6 +19,7 @@ use bento_pages::{AllocError, Misuse, MisuseHook, RawAlloc, dangling};
 use crate::policy::{
     FillPattern, Guards, NoGuards, OnLeak, Retry, Tag, broken_guard, write_guards,
 };
+use crate::profiled::HeapProfile;
 use crate::sampled::HeapGuard;
 use crate::sink::{EventKind, EventSink, HeapEvent, tag_name};
 use crate::stats::{Account, HeapStats};
@@ -73,6 +74,8 @@ pub struct Heap<A, G: Guards = NoGuards, T: Tracking = NoTracking> {
     on_budget: Option<Box<BudgetFn>>,
     /// Sampled guard pages (`HeapBuilder::guard_pages`), on the hot path too.
     sampler: Option<HeapGuard>,
+    /// The sampled allocation profile (`HeapBuilder::profile`), on the hot path too.
+    profile: Option<HeapProfile>,
     hook: MisuseHook,
     on_leak: OnLeak,
     #[cfg(not(feature = "std"))]
@@ -291,6 +294,9 @@ impl<A: Allocator, G: Guards, T: Tracking> Heap<A, G, T> {
             return;
         }
         if self.account.release_fast(size, self.fast_below) {
+            if let Some(profile) = &self.profile {
+                profile.freed(ptr);
+            }
             // SAFETY: `ptr` is a live block (the caller's contract) of the pool or the
             // inner allocator, with `layout` (a plain heap adds no guards).
             unsafe { self.release_base(ptr, layout) };
@@ -317,6 +323,9 @@ impl<A: Allocator, G: Guards, T: Tracking> Heap<A, G, T> {
             }
         }
         self.account.release(size, 1);
+        if let Some(profile) = &self.profile {
+            profile.freed(ptr);
+        }
         let (outer, front) = Self::outer(layout).unwrap_or((layout, 0));
         // SAFETY: `ptr` is a live block (the caller's contract), `front` bytes into the
         // inner block allocated with `outer` (both as at its allocation: the same
@@ -338,6 +347,32 @@ impl<A: Allocator, G: Guards, T: Tracking> Heap<A, G, T> {
             return None;
         }
         self.take_sample(guard, outer, tag, site)
+    }
+
+    /// Counts a new block of `layout` at `user` for the profile, and records it when
+    /// the sample falls in it.
+    #[inline(always)]
+    pub(super) fn note_profile(
+        &self,
+        user: NonNull<u8>,
+        layout: Layout,
+        tag: Option<&'static Tag>,
+        site: Option<&'static Location<'static>>,
+    ) {
+        if let Some(profile) = &self.profile
+            && profile.due(layout.size())
+        {
+            let tag = tag.or_else(|| self.current_tag());
+            let owner = Arc::as_ptr(&self.account).addr();
+            profile.record(
+                user,
+                layout,
+                self.account.name,
+                tag.map(Tag::name),
+                site,
+                owner,
+            );
+        }
     }
 
     /// The sampled allocation: a block of the guard pool, labelled.
@@ -414,10 +449,14 @@ impl<A: Allocator, G: Guards, T: Tracking> Heap<A, G, T> {
         if let Some(table) = self.tracking.table() {
             table.clear();
         }
+        let owner = Arc::as_ptr(&self.account).addr();
         if let Some(guard) = &self.sampler {
             // SAFETY: `&mut self`: no borrow of the heap lives, and the caller gives
             // the blocks up with the inner allocator's reset.
-            unsafe { guard.free_owned(Arc::as_ptr(&self.account).addr()) };
+            unsafe { guard.free_owned(owner) };
+        }
+        if let Some(profile) = &self.profile {
+            profile.discarded(owner);
         }
         self.account.release(bytes, blocks);
         if let Some(x) = &self.extras {
@@ -524,13 +563,15 @@ impl<A: Allocator, G: Guards, T: Tracking> Heap<A, G, T> {
         }
         if self.account.charge_fast(size, self.fast_below) {
             // A plain heap's block is the inner one: a sampled block is the pool's.
-            if let Some(p) = self.guarded_alloc(layout, tag, site) {
-                return Ok(p);
-            }
-            return match self.inner.allocate(layout) {
-                Ok(block) => Ok(block.cast()),
-                Err(_) => Err(self.undo(size, 1)),
+            let block = match self.guarded_alloc(layout, tag, site) {
+                Some(p) => p,
+                None => match self.inner.allocate(layout) {
+                    Ok(block) => block.cast(),
+                    Err(_) => return Err(self.undo(size, 1)),
+                },
             };
+            self.note_profile(block, layout, tag, site);
+            return Ok(block);
         }
         self.alloc_slow(layout, tag, site)
     }
@@ -567,6 +608,7 @@ impl<A: Allocator, G: Guards, T: Tracking> Heap<A, G, T> {
         if T::ON || self.extras.is_some() {
             self.note_alloc(user, layout, tag, site);
         }
+        self.note_profile(user, layout, tag, site);
         Ok(user)
     }
 

@@ -88,6 +88,12 @@ impl<A: Allocator, G: Guards, T: Tracking> Heap<A, G, T> {
         }
         // SAFETY: `new_front + new.size() <= new_outer.size()`.
         let user = unsafe { fresh.add(new_front) };
+        // For the profile a resize is a free and an allocation: the sample, if it
+        // was one, goes, and the new size is counted.
+        if let Some(profile) = &self.profile {
+            profile.freed(ptr);
+        }
+        self.note_profile(user, new, None, None);
         if G::BYTES != 0 {
             // SAFETY: the new block's guards, inside its inner block.
             unsafe { write_guards::<G>(user, new.size()) };

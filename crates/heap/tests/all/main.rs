@@ -6,6 +6,7 @@ mod budget;
 mod guard_pages;
 mod guards;
 mod model;
+mod profile;
 mod sink;
 mod threads;
 mod tracking;

@@ -57,6 +57,16 @@ impl Trace {
         trace
     }
 
+    /// `caller` alone, without walking the stack (no cost beyond the copy).
+    #[must_use]
+    pub const fn at(caller: Option<&'static Location<'static>>) -> Self {
+        Self {
+            caller,
+            frames: [0; FRAMES],
+            len: 0,
+        }
+    }
+
     /// The caller's source location, if the allocator knew it.
     #[must_use]
     pub fn caller(&self) -> Option<&'static Location<'static>> {
