@@ -3,7 +3,7 @@
 
 #[cfg(all(feature = "os", any(unix, windows)))]
 use bento_pages::SystemPages;
-use bento_pages::{GuardConfig, MisuseHook, PageError, Retention};
+use bento_pages::{GuardConfig, MisuseHook, PageError, ProfileConfig, Retention};
 use bento_space::{SpaceConfig, SpaceError};
 
 /// The most small size classes a table holds.
@@ -336,6 +336,14 @@ pub struct CommonConfig<P> {
     /// [`CommonAllocator::guard_stats`](crate::CommonAllocator::guard_stats), not in
     /// the regions' stats.
     pub guard: Option<GuardConfig>,
+    /// A sampled allocation profile (`None`, the default: off): each thread counts
+    /// the bytes it allocates down from an exponential draw (one compare on the
+    /// hot path), and the allocation that crosses zero is recorded with its stack
+    /// in a `Profiler` of this shape
+    /// ([`CommonAllocator::profiler`](crate::CommonAllocator::profiler)) until its
+    /// free. Needs the feature `profile` (`std` brings it) on Unix or Windows;
+    /// elsewhere it is ignored.
+    pub profile: Option<ProfileConfig>,
 }
 
 #[cfg(all(feature = "os", any(unix, windows)))]
@@ -374,6 +382,7 @@ impl<P: Copy> CommonConfig<P> {
             misuse,
             thread_cache,
             guard,
+            profile,
         } = self;
         CommonConfig {
             pages,
@@ -388,6 +397,7 @@ impl<P: Copy> CommonConfig<P> {
             misuse,
             thread_cache,
             guard,
+            profile,
         }
     }
 }
@@ -416,6 +426,7 @@ impl<P> CommonConfig<P> {
             misuse: crate::abort_on_misuse,
             thread_cache: true,
             guard: None,
+            profile: None,
         }
     }
     /// This configuration with other size classes.
@@ -466,6 +477,14 @@ impl<P> CommonConfig<P> {
     #[must_use]
     pub const fn with_guard(mut self, guard: GuardConfig) -> Self {
         self.guard = Some(guard);
+        self
+    }
+
+    /// This configuration with a sampled allocation profile of `profile`'s shape (see
+    /// [`profile`](Self::profile)).
+    #[must_use]
+    pub const fn with_profile(mut self, profile: ProfileConfig) -> Self {
+        self.profile = Some(profile);
         self
     }
 

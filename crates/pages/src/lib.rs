@@ -22,7 +22,6 @@ mod limited;
 pub mod lock;
 mod metered;
 mod misuse;
-#[cfg(all(feature = "std", any(unix, windows), not(bento_loom)))]
 mod profile;
 mod retention;
 mod source;
@@ -50,7 +49,8 @@ pub use crate::limited::{LimitStats, LimitedPages};
 pub use crate::metered::{Metered, PageStats};
 pub use crate::misuse::{GuardSide, Leaks, Misuse, MisuseHook, panic_on_misuse};
 #[cfg(all(feature = "std", any(unix, windows), not(bento_loom)))]
-pub use crate::profile::{MAX_SAMPLES, ProfileConfig, ProfileStats, Profiler};
+pub use crate::profile::Profiler;
+pub use crate::profile::{MAX_SAMPLES, ProfileConfig, ProfileStats};
 #[cfg(all(feature = "os", any(unix, windows)))]
 pub use crate::retention::os_millis;
 pub use crate::retention::{Decay, Phase, Retention};

@@ -359,10 +359,15 @@ impl<P: PageSource> CommonAllocator<P> {
             return Ok(bento_pages::dangling(layout));
         }
         let inner = self.block()?;
-        if let Some(p) = inner.sampled(layout) {
-            return Ok(p);
+        let profiled = inner.profile_due(layout.size());
+        let p = match inner.sampled(layout) {
+            Some(p) => p,
+            None => again(inner, || inner.alloc(layout))?,
+        };
+        if profiled {
+            inner.profile_record(p, layout.size());
         }
-        again(inner, || inner.alloc(layout))
+        Ok(p)
     }
 
     /// Allocates a zeroed block; the memset is skipped for a dedicated segment fresh
@@ -390,6 +395,16 @@ impl<P: PageSource> CommonAllocator<P> {
             return Ok(bento_pages::dangling(layout));
         }
         let inner = self.block()?;
+        if inner.profile_due(layout.size()) {
+            let p = self.alloc_zeroed_in(inner, layout)?;
+            inner.profile_record(p, layout.size());
+            return Ok(p);
+        }
+        self.alloc_zeroed_in(inner, layout)
+    }
+
+    /// [`alloc_zeroed`](Self::alloc_zeroed) in the started allocator.
+    fn alloc_zeroed_in(&self, inner: &Inner<P>, layout: Layout) -> Result<NonNull<u8>, AllocError> {
         // A guarded block's pages are fresh: they read as zero.
         if let Some(p) = inner.sampled(layout) {
             return Ok(p);
@@ -618,7 +633,9 @@ impl<P: PageSource> CommonAllocator<P> {
         let inner = self.block()?;
         // SAFETY: the caller's contract, for each try (a refused one leaves the block
         // as it was).
-        again(inner, || unsafe { inner.resize(ptr, old, new) })
+        let p = again(inner, || unsafe { inner.resize(ptr, old, new) })?;
+        inner.profile_resized(ptr, p, new.size());
+        Ok(p)
     }
 
     /// Resizes a block without its old layout (C's `realloc`): where it is when the
@@ -658,7 +675,9 @@ impl<P: PageSource> CommonAllocator<P> {
         };
         // SAFETY: the caller's contract, for each try (a refused one leaves the block
         // as it was).
-        again(inner, || unsafe { inner.realloc_unsized(ptr, new) })
+        let p = again(inner, || unsafe { inner.realloc_unsized(ptr, new) })?;
+        inner.profile_resized(ptr, p, new.size());
+        Ok(p)
     }
 }
 

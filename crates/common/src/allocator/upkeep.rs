@@ -263,6 +263,32 @@ impl<P: PageSource> CommonAllocator<P> {
         self.started()?.guard_stats()
     }
 
+    /// The sampled allocation profile ([`CommonConfig::profile`](crate::CommonConfig::profile)),
+    /// for its pprof dumps, marks and estimates; `None` without one or before the
+    /// start.
+    ///
+    /// ```
+    /// use core::alloc::Layout;
+    /// use bento_common::{CommonAllocator, CommonConfig};
+    /// use bento_pages::ProfileConfig;
+    ///
+    /// let common = CommonAllocator::with_config(
+    ///     CommonConfig::DEFAULT.with_profile(ProfileConfig::DEFAULT.every(4096)),
+    /// );
+    /// let big = Layout::from_size_align(4 << 20, 16).unwrap();
+    /// let p = common.alloc(big).unwrap();
+    /// let profiler = common.profiler().unwrap();
+    /// assert_eq!(profiler.stats().estimated_live_bytes, 4 << 20);
+    /// // SAFETY: live, with its layout.
+    /// unsafe { common.dealloc(p, big) };
+    /// assert_eq!(profiler.stats().live_samples, 0);
+    /// ```
+    #[cfg(all(feature = "profile", any(unix, windows), not(bento_loom)))]
+    #[must_use]
+    pub fn profiler(&self) -> Option<&'static bento_pages::Profiler> {
+        self.started()?.profiler
+    }
+
     /// What the page source has seen so far (its reservations, commits and the calls
     /// of each kind), from its counters: a few loads, no lock and no walk, so a
     /// program can read it every frame. All zero before the allocator starts.

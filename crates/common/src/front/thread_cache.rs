@@ -34,6 +34,9 @@ pub(crate) struct ThreadCache {
     /// The owner's allocations until its next guard sample; 0: the next one is due
     /// (a zeroed cache samples its first, on the full path).
     countdown: Cell<u32>,
+    /// Bytes the owner allocates until its next profile sample; 0: due (a zeroed
+    /// cache draws its first wait on the full path).
+    prof_left: Cell<usize>,
 }
 
 /// How a cache finds its way back to its owner: `Inner::<P>::detach_erased`.
@@ -85,6 +88,7 @@ impl ThreadCache {
             bins: [const { BinList::new() }; BINS + 1],
             next: AtomicPtr::new(ptr::null_mut()),
             countdown: Cell::new(0),
+            prof_left: Cell::new(0),
         }
     }
 
@@ -97,6 +101,7 @@ impl ThreadCache {
             bins: core::array::from_fn(|_| BinList::new()),
             next: AtomicPtr::new(ptr::null_mut()),
             countdown: Cell::new(0),
+            prof_left: Cell::new(0),
         }
     }
 
@@ -110,6 +115,18 @@ impl ThreadCache {
     #[inline(always)]
     pub(crate) fn set_countdown(&self, left: u32) {
         self.countdown.set(left);
+    }
+
+    /// Bytes until the owner's next profile sample (0: due).
+    #[inline(always)]
+    pub(crate) fn prof_left(&self) -> usize {
+        self.prof_left.get()
+    }
+
+    /// Sets [`prof_left`](Self::prof_left).
+    #[inline(always)]
+    pub(crate) fn set_prof_left(&self, left: usize) {
+        self.prof_left.set(left);
     }
 
     /// Whether the cache is attached to the allocator whose block is `owner`.

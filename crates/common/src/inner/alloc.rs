@@ -20,8 +20,8 @@ impl<P: PageSource> Inner<P> {
     /// The hot path of an allocation: a block off this thread's bin for `layout`, with
     /// no lock, no atomic read-modify-write and no call; `None` sends the caller to
     /// the full path (no bin for the layout, an empty bin, the front end off, the
-    /// thread's cache not attached to this allocator, or a guard sample due). It
-    /// counts the allocation against the thread's guard countdown.
+    /// thread's cache not attached to this allocator, or a guard or profile sample
+    /// due). It counts the allocation against the thread's countdowns.
     #[inline(always)]
     pub(crate) fn fast_alloc(&self, layout: Layout) -> Option<NonNull<u8>> {
         if layout.align() > SMALL_ALIGN {
@@ -31,11 +31,13 @@ impl<P: PageSource> Inner<P> {
         let me = ptr::from_ref(self).cast::<()>();
         with_cache(|cache| {
             let left = cache.countdown();
-            if !cache.owned_by(me) || left == 0 {
+            let bytes = cache.prof_left();
+            if !cache.owned_by(me) || left == 0 || bytes <= layout.size() {
                 return None;
             }
             let block = cache.pop(bin)?;
             cache.set_countdown(left - 1);
+            cache.set_prof_left(bytes - layout.size());
             Some(block)
         })
     }

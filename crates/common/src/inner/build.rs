@@ -11,7 +11,7 @@ use crate::front::Front;
 use crate::front::bins::{Bin, MEDIUM_BINS, medium_size};
 use crate::front::tls;
 use crate::inner::Inner;
-use crate::inner::guard_pool::make_pool;
+use crate::inner::guard_pool::{make_pool, make_profiler};
 use crate::layer::map::{RegionId, RegionMap, TOP};
 use crate::layer::{Layer, RegionPages};
 use crate::region::{Class, ClassRuns, General, Region};
@@ -33,9 +33,11 @@ pub(crate) fn build<P: PageSource>(
         commit_floor,
         misuse,
         guard,
+        profile,
         ..
     } = config;
     let guard = make_pool(guard)?;
+    let profiler = make_profiler(profile)?;
     let (general_count, class_count, smalls) = match routing {
         Routing::BySize => (1, classes.len() + MEDIUM_BINS, classes.len()),
         Routing::Contention { regions } => (regions, 0, 0),
@@ -88,6 +90,7 @@ pub(crate) fn build<P: PageSource>(
         (&raw mut (*this).dedicated).write(large.segment_threshold);
         (&raw mut (*this).probe_frees).write(probe_frees);
         (&raw mut (*this).guard).write(guard);
+        (&raw mut (*this).profiler).write(profiler);
         let (lo, len) = guard.map_or((0, 0), |pool| pool.range());
         (&raw mut (*this).guard_lo).write(lo);
         (&raw mut (*this).guard_len).write(len);

@@ -28,7 +28,7 @@ impl<P: PageSource> Inner<P> {
     /// `layout`, not used afterwards when this returns true.
     #[inline(always)]
     pub(crate) unsafe fn fast_free(&self, ptr: NonNull<u8>, layout: Layout) -> bool {
-        if layout.align() > SMALL_ALIGN || self.guarded(ptr) {
+        if layout.align() > SMALL_ALIGN || self.guarded(ptr) || self.maybe_profiled(ptr) {
             return false;
         }
         let Some(bin) = self.front.bin_of_size(routed_size(layout)) else {
@@ -52,6 +52,9 @@ impl<P: PageSource> Inner<P> {
     /// returns true.
     #[inline(always)]
     pub(crate) unsafe fn fast_free_unsized(&self, ptr: NonNull<u8>) -> bool {
+        if self.maybe_profiled(ptr) {
+            return false;
+        }
         let bin = self
             .front
             .bin_of_region(self.layer.map.owner(ptr.addr().get()));
@@ -129,6 +132,7 @@ impl<P: PageSource> Inner<P> {
     /// As for [`CommonAllocator::dealloc`], with a non-zero size.
     #[inline]
     pub(crate) unsafe fn dealloc(&self, ptr: NonNull<u8>, layout: Layout) {
+        self.profile_free(ptr);
         if self.guarded(ptr) {
             // SAFETY: the caller's contract; the pool owns `ptr`.
             return unsafe { self.free_guarded(ptr) };
@@ -164,6 +168,7 @@ impl<P: PageSource> Inner<P> {
     ///
     /// As for [`CommonAllocator::free`].
     pub(crate) unsafe fn free(&self, ptr: NonNull<u8>) {
+        self.profile_free(ptr);
         if self.guarded(ptr) {
             // SAFETY: the caller's contract; the pool owns `ptr`.
             return unsafe { self.free_guarded(ptr) };

@@ -46,6 +46,77 @@ impl<P: PageSource> Inner<P> {
             .alloc(layout, Label::default(), &Trace::here(None))
     }
 
+    /// Counts `size` bytes against the thread's profile countdown (for an allocation
+    /// the hot path did not serve); true when the sample falls in this allocation,
+    /// which the caller then [`record`](Self::profile_record)s.
+    pub(crate) fn profile_due(&self, size: usize) -> bool {
+        let me = ptr::from_ref(self).cast::<()>();
+        with_cache(|cache| {
+            let Some(profiler) = self.profiler else {
+                if cache.owned_by(me) {
+                    cache.set_prof_left(usize::MAX);
+                }
+                return false;
+            };
+            if !cache.owned_by(me) {
+                return profiler.count(size);
+            }
+            let mut left = cache.prof_left();
+            if left == 0 || left == usize::MAX {
+                // A new thread (or one another allocator's countdown left): a wait.
+                left = profiler.draw();
+            }
+            if left > size {
+                cache.set_prof_left(left - size);
+                return false;
+            }
+            cache.set_prof_left(profiler.draw());
+            true
+        })
+    }
+
+    /// Records the sampled block `ptr` of `size` bytes in the profile.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn profile_record(&self, ptr: NonNull<u8>, size: usize) {
+        if let Some(profiler) = self.profiler {
+            let trace = if profiler.backtrace() {
+                Trace::here(None)
+            } else {
+                Trace::EMPTY
+            };
+            profiler.record(ptr, size, Label::default(), &trace);
+        }
+    }
+
+    /// Whether the block at `ptr` may be a profile sample: a free of it takes the
+    /// full path, which forgets it.
+    #[inline(always)]
+    pub(crate) fn maybe_profiled(&self, ptr: NonNull<u8>) -> bool {
+        self.profiler.is_some_and(|p| p.may_hold(ptr))
+    }
+
+    /// The free of a block the profile may hold.
+    pub(crate) fn profile_free(&self, ptr: NonNull<u8>) {
+        if let Some(profiler) = self.profiler
+            && profiler.may_hold(ptr)
+        {
+            profiler.forget(ptr);
+        }
+    }
+
+    /// A resize from `old` to `new` (`size` bytes now): for the profile a free and
+    /// an allocation (the old sample, if any, goes; the new size is counted).
+    #[inline]
+    pub(crate) fn profile_resized(&self, old: NonNull<u8>, new: NonNull<u8>, size: usize) {
+        if self.profiler.is_some() {
+            self.profile_free(old);
+            if self.profile_due(size) {
+                self.profile_record(new, size);
+            }
+        }
+    }
+
     /// Frees a block of the guard pool (a misuse is reported and aborts).
     ///
     /// # Safety

@@ -52,6 +52,8 @@ pub(crate) struct Inner<P: PageSource> {
     /// The guard pool, if the allocator samples guarded blocks, and its range
     /// (`GuardPool::range`; empty without a pool).
     pub(crate) guard: Option<&'static guard_pool::Pool>,
+    /// The sampled allocation profile, if on.
+    pub(crate) profiler: Option<&'static guard_pool::Prof>,
     guard_lo: usize,
     guard_len: usize,
     /// The block's own size.

@@ -7,6 +7,8 @@ mod front;
 #[cfg(all(unix, not(miri)))]
 mod guard;
 mod model;
+#[cfg(not(miri))]
+mod profile;
 mod prepare;
 mod retention;
 mod runs;

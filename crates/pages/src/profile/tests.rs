@@ -2,7 +2,10 @@ use std::collections::HashMap;
 use std::string::String;
 use std::vec::Vec;
 
+use core::ptr::NonNull;
+
 use super::*;
+use crate::guard::{Label, Trace};
 
 fn at(addr: usize) -> NonNull<u8> {
     NonNull::new(addr as *mut u8).unwrap()
