@@ -8,6 +8,7 @@ mod global;
 mod guard;
 mod huge;
 mod policy;
+pub mod prof;
 mod retain;
 mod setup;
 pub mod sized;
@@ -57,6 +58,7 @@ fn setup_slow() {
             // Before anything that may start `COMMON`: the source is chosen first.
             huge::arm();
             guard::arm();
+            prof::arm();
             retain::arm();
             fork::register();
             stats::arm();

@@ -57,7 +57,7 @@ const LONGEST: usize = 1 + 1 + 10 + 10 + 1 + 1;
 static FD: OwnedFd = OwnedFd::none();
 
 /// Bytes of the expanded path, with its NUL.
-const PATH: usize = 4096;
+pub(crate) const PATH: usize = 4096;
 
 /// Guards [`STATE`] and orders traced calls.
 static LOCK: RawSpinLock = RawSpinLock::new();
@@ -183,7 +183,7 @@ fn stopped(path: &[u8]) {
 
 /// Writes `path` into `out` with `%p` replaced by the process id, NUL-terminated;
 /// says whether it had `%p`. `None` when it does not fit.
-fn expand(path: &[u8], out: &mut [u8; PATH]) -> Option<bool> {
+pub(crate) fn expand(path: &[u8], out: &mut [u8; PATH]) -> Option<bool> {
     let mut pid = [0u8; 20];
     // SAFETY: `getpid` cannot fail.
     let mut n = u64::from(unsafe { libc::getpid() }.unsigned_abs());

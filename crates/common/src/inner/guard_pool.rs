@@ -18,7 +18,12 @@ impl Pool {
     pub(crate) fn sample(&self) -> bool {
         match *self {}
     }
-    pub(crate) fn alloc(&self, _: core::alloc::Layout, _: bento_pages::Label, _: &bento_pages::Trace) -> Option<core::ptr::NonNull<u8>> {
+    pub(crate) fn alloc(
+        &self,
+        _: core::alloc::Layout,
+        _: bento_pages::Label,
+        _: &bento_pages::Trace,
+    ) -> Option<core::ptr::NonNull<u8>> {
         match *self {}
     }
     pub(crate) unsafe fn free(&self, _: core::ptr::NonNull<u8>, _: &bento_pages::Trace) -> usize {
@@ -84,7 +89,19 @@ impl Prof {
     pub(crate) fn forget(&self, _: core::ptr::NonNull<u8>) -> bool {
         match *self {}
     }
-    pub(crate) fn record(&self, _: core::ptr::NonNull<u8>, _: usize, _: bento_pages::Label, _: &bento_pages::Trace) {
+    pub(crate) fn record(
+        &self,
+        _: core::ptr::NonNull<u8>,
+        _: usize,
+        _: bento_pages::Label,
+        _: &bento_pages::Trace,
+    ) {
+        match *self {}
+    }
+    pub(crate) fn lock_for_fork(&self) {
+        match *self {}
+    }
+    pub(crate) unsafe fn unlock_after_fork(&self) {
         match *self {}
     }
 }

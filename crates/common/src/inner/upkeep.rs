@@ -83,6 +83,9 @@ impl<P: PageSource> Inner<P> {
         if let Some(pool) = self.guard {
             pool.lock_for_fork();
         }
+        if let Some(profiler) = self.profiler {
+            profiler.lock_for_fork();
+        }
     }
 
     /// Gives every region's lock back.
@@ -94,6 +97,9 @@ impl<P: PageSource> Inner<P> {
     pub(crate) unsafe fn unlock_regions(&self) {
         // SAFETY: the caller's contract.
         unsafe {
+            if let Some(profiler) = self.profiler {
+                profiler.unlock_after_fork();
+            }
             if let Some(pool) = self.guard {
                 pool.unlock_after_fork();
             }

@@ -7,9 +7,9 @@ mod front;
 #[cfg(all(unix, not(miri)))]
 mod guard;
 mod model;
+mod prepare;
 #[cfg(not(miri))]
 mod profile;
-mod prepare;
 mod retention;
 mod runs;
 mod stats;

@@ -48,7 +48,8 @@ fn the_estimate_follows_the_live_bytes_through_frees_and_resizes() {
         let mut size = size;
         if i % 7 == 0 {
             // SAFETY: live with `layout`; replaced by the result.
-            p = unsafe { common.realloc(p, Layout::from_size_align(size * 2, 8).unwrap()) }.unwrap();
+            p = unsafe { common.realloc(p, Layout::from_size_align(size * 2, 8).unwrap()) }
+                .unwrap();
             size *= 2;
         }
         truth += size;
@@ -61,7 +62,10 @@ fn the_estimate_follows_the_live_bytes_through_frees_and_resizes() {
         }
     }
     let estimate = common.profiler().unwrap().stats().estimated_live_bytes as f64;
-    assert!((estimate / truth as f64 - 1.0).abs() < 0.1, "{estimate} of {truth}");
+    assert!(
+        (estimate / truth as f64 - 1.0).abs() < 0.1,
+        "{estimate} of {truth}"
+    );
     for (p, _) in live {
         // SAFETY: live, freed once.
         unsafe { common.free(p) };

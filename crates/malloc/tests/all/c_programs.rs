@@ -738,3 +738,163 @@ fn a_bad_bento_guard_is_said_once_and_guard_pages_stay_off() {
     // Unguarded, the overrun lands in the block's own slack: no fault.
     assert_eq!(String::from_utf8_lossy(&o.stdout), "no fault\n");
 }
+
+/// The fields of a protobuf message: (number, varint or bytes).
+fn proto_fields(mut b: &[u8]) -> Vec<(u64, Result<u64, Vec<u8>>)> {
+    fn varint(b: &mut &[u8]) -> u64 {
+        let (mut v, mut shift) = (0, 0);
+        loop {
+            let byte = b[0];
+            *b = &b[1..];
+            v |= u64::from(byte & 0x7f) << shift;
+            shift += 7;
+            if byte & 0x80 == 0 {
+                return v;
+            }
+        }
+    }
+    let mut out = Vec::new();
+    while !b.is_empty() {
+        let key = varint(&mut b);
+        if key & 7 == 0 {
+            out.push((key >> 3, Ok(varint(&mut b))));
+        } else {
+            assert_eq!(key & 7, 2, "a varint or bytes field");
+            let len = varint(&mut b) as usize;
+            out.push((key >> 3, Err(b[..len].to_vec())));
+            b = &b[len..];
+        }
+    }
+    out
+}
+
+/// A pprof profile's samples: (inuse_space, the names of its stack's functions).
+fn pprof_samples(bytes: &[u8]) -> Vec<(u64, Vec<String>)> {
+    let top = proto_fields(bytes);
+    let strings: Vec<String> = top
+        .iter()
+        .filter(|(f, _)| *f == 6)
+        .map(|(_, v)| String::from_utf8_lossy(v.as_ref().unwrap_err()).into_owned())
+        .collect();
+    let field = |m: &[(u64, Result<u64, Vec<u8>>)], n: u64| -> u64 {
+        m.iter()
+            .find(|(f, _)| *f == n)
+            .and_then(|(_, v)| v.clone().ok())
+            .unwrap_or(0)
+    };
+    let mut names = std::collections::HashMap::new();
+    for (_, v) in top.iter().filter(|(f, _)| *f == 5) {
+        let f = proto_fields(v.as_ref().unwrap_err());
+        names.insert(field(&f, 1), strings[field(&f, 2) as usize].clone());
+    }
+    let mut functions = std::collections::HashMap::new();
+    for (_, v) in top.iter().filter(|(f, _)| *f == 4) {
+        let l = proto_fields(v.as_ref().unwrap_err());
+        let line = l
+            .iter()
+            .find(|(f, _)| *f == 4)
+            .unwrap()
+            .1
+            .clone()
+            .unwrap_err();
+        functions.insert(field(&l, 1), names[&field(&proto_fields(&line), 1)].clone());
+    }
+    let packed = |b: &[u8]| {
+        let mut b = b;
+        let mut out = Vec::new();
+        while !b.is_empty() {
+            let (mut v, mut shift) = (0u64, 0);
+            loop {
+                let byte = b[0];
+                b = &b[1..];
+                v |= u64::from(byte & 0x7f) << shift;
+                shift += 7;
+                if byte & 0x80 == 0 {
+                    break;
+                }
+            }
+            out.push(v);
+        }
+        out
+    };
+    top.iter()
+        .filter(|(f, _)| *f == 2)
+        .map(|(_, v)| {
+            let s = proto_fields(v.as_ref().unwrap_err());
+            let stack = packed(
+                s.iter()
+                    .find(|(f, _)| *f == 1)
+                    .unwrap()
+                    .1
+                    .as_ref()
+                    .unwrap_err(),
+            );
+            let values = packed(
+                s.iter()
+                    .find(|(f, _)| *f == 2)
+                    .unwrap()
+                    .1
+                    .as_ref()
+                    .unwrap_err(),
+            );
+            (
+                values[1],
+                stack.iter().map(|id| functions[id].clone()).collect(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn bento_prof_dumps_what_a_level_left_live_with_its_stack() {
+    let dir = scratch("prof");
+    let flags = [
+        "-O2",
+        "-fno-builtin",
+        "-fno-optimize-sibling-calls",
+        "-rdynamic",
+    ];
+    let program = compile_with("prof", &dir, &flags);
+    let level = dir.join("level.pb");
+    let at_exit = dir.join("exit-%p.pb");
+    let o = run_ok(
+        preloaded(&program)
+            .arg(&level)
+            .env("BENTO_PROF", &at_exit)
+            .env("BENTO_PROF_EVERY", "65536"),
+    );
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "ok\n");
+    let samples = pprof_samples(&std::fs::read(&level).unwrap());
+    // The 2 MiB the level left, found under `leak_level`; nothing else of the level
+    // lives (its other blocks were freed).
+    let leaked: u64 = samples
+        .iter()
+        .filter(|(_, stack)| stack.iter().any(|f| f.starts_with("leak_level+")))
+        .map(|(bytes, _)| bytes)
+        .sum();
+    assert!(
+        (1_800_000..=2_400_000).contains(&leaked),
+        "{leaked}: {samples:?}"
+    );
+    let other: u64 = samples.iter().map(|(b, _)| b).sum::<u64>() - leaked;
+    assert!(other < 200_000, "{other}: {samples:?}");
+    // At exit: the whole profile, in a file named after the process.
+    let exits: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("exit-"))
+        .collect();
+    assert_eq!(exits.len(), 1, "{exits:?}");
+    let whole = pprof_samples(&std::fs::read(exits[0].path()).unwrap());
+    assert!(
+        whole
+            .iter()
+            .any(|(_, s)| s.iter().any(|f| f.starts_with("leak_level+")))
+    );
+    assert!(
+        !exits[0]
+            .file_name()
+            .to_string_lossy()
+            .ends_with(".bento-tmp")
+    );
+}

@@ -100,4 +100,3 @@ pub struct ProfileStats {
     /// The marks set so far ([`Profiler::mark`]).
     pub marks: u32,
 }
-

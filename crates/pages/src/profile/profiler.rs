@@ -9,8 +9,8 @@ use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use bento_align::Alignment;
 
 use super::config::{ProfileConfig, ProfileStats};
-use super::table::{Entry, Table};
 use super::pprof;
+use super::table::{Entry, Table};
 use crate::guard::{Label, Trace};
 use crate::lock::RawSpinLock;
 use crate::{PageError, PageSource, SystemPages};
@@ -284,6 +284,24 @@ impl Profiler {
         self.hold().state().table.retain(|e| e.label.owner != owner);
     }
 
+    /// Takes the profiler's lock for a `fork` (a child forked while another thread
+    /// held it would wait forever); nothing is taken under it.
+    /// [`unlock_after_fork`](Self::unlock_after_fork) gives it back.
+    pub fn lock_for_fork(&self) {
+        self.lock.lock();
+    }
+
+    /// Gives back the lock [`lock_for_fork`](Self::lock_for_fork) took.
+    ///
+    /// # Safety
+    ///
+    /// This thread took it with `lock_for_fork`, or is a child's only thread forked
+    /// while it was held.
+    pub unsafe fn unlock_after_fork(&self) {
+        // SAFETY: the caller's contract.
+        unsafe { self.lock.unlock() }
+    }
+
     /// The figures.
     #[must_use]
     pub fn stats(&self) -> ProfileStats {
@@ -350,4 +368,3 @@ fn weight(size: usize, every: usize) -> f64 {
     let p = 1.0 - (-(size as f64) / every as f64).exp();
     if p > 0.0 { 1.0 / p } else { 1.0 }
 }
-
