@@ -5,6 +5,7 @@ mod arena;
 mod chart;
 mod child;
 mod demo;
+mod diff;
 mod inspect;
 mod latency;
 mod leaks;
@@ -178,6 +179,21 @@ enum Command {
         /// size.
         #[arg(long, value_name = "FILE")]
         pprof: Option<PathBuf>,
+    },
+    /// What grew between two heap profiles in pprof's format (bento's dumps:
+    /// `Profiler::write_pprof`, `BENTO_PROF`): live bytes and blocks by stack, the
+    /// largest growth first — what a level left behind.
+    Diff {
+        /// The profile before.
+        old: PathBuf,
+        /// The profile after.
+        new: PathBuf,
+        /// The rows of the table: 1 to 10000.
+        #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+        top: u32,
+        /// Print every change as JSON instead of a table.
+        #[arg(long)]
+        json: bool,
     },
     /// A picture of a memory space part-way through a replay: one row per segment,
     /// live, free and decommitted bytes in their own colours.
@@ -396,6 +412,12 @@ fn run_command(command: Command) -> Result<(), String> {
                 limit::LiveBound::new(max_live),
             )
         }
+        Command::Diff {
+            old,
+            new,
+            top,
+            json,
+        } => diff::run(&old, &new, top as usize, json),
         Command::Inspect {
             trace,
             json,
