@@ -448,6 +448,29 @@ pub const TARGETS: &[Target] = &[
         bound: Bound::AtMost(540.0),
     },
     Target {
+        section: "heap",
+        what: "a sampled profile at the default rate (`bento-prof` ÷ `bento`), the demo's time",
+        stat: |d| Some(demo(d, "bento-prof", "seconds")? / demo(d, "bento", "seconds")?),
+        bound: Bound::AtMost(1.02),
+    },
+    Target {
+        section: "heap",
+        what: "the profile's estimate of each heap's live bytes at the demo's busiest \
+               moment, the worst heap's error, %",
+        stat: |d| {
+            let lines = d.docs.get("demo")?["profile"].as_array()?;
+            lines
+                .iter()
+                .map(|l| {
+                    let l = l.as_str()?;
+                    let pct = l.rsplit_once('(')?.1.trim_end_matches(" %)");
+                    pct.parse::<f64>().ok().map(f64::abs)
+                })
+                .try_fold(0.0f64, |m, v| Some(m.max(v?)))
+        },
+        bound: Bound::AtMost(10.0),
+    },
+    Target {
         section: "malloc",
         what: "bento-malloc ÷ glibc, time, the worst program",
         stat: |d| worst_malloc(d, "median_time_ns"),

@@ -16,4 +16,5 @@ pub(crate) const ALLOCATORS: &[&str] = &[
     "bento-huge",
     #[cfg(unix)]
     "bento-guard",
+    "bento-prof",
 ];

@@ -67,6 +67,7 @@ pub(crate) fn child(
             let parts = match allocator {
                 "bento-huge" => Parts::huge()?,
                 "bento-guard" => Parts::guarded(),
+                "bento-prof" => Parts::profiled()?,
                 _ => Parts::new(),
             };
             let linear = Linear::new(&parts)?;

@@ -263,6 +263,17 @@ pub(crate) fn demo(levels: usize, seed: u64, out: &Path, json: bool) -> Result<(
         .iter()
         .find_map(|r| r.heaps.clone())
         .unwrap_or_default();
+    // `bento-prof`'s estimate of each heap's live bytes at its busiest moment.
+    let profile: Vec<String> = runs
+        .iter()
+        .filter(|r| r.allocator == "bento-prof")
+        .filter_map(|r| r.heaps.as_deref())
+        .flat_map(|h| {
+            h.lines()
+                .filter(|l| l.starts_with("profile: "))
+                .map(str::to_owned)
+        })
+        .collect();
     if json {
         let doc = serde_json::json!({
             "levels": levels,
@@ -272,6 +283,7 @@ pub(crate) fn demo(levels: usize, seed: u64, out: &Path, json: bool) -> Result<(
             "peak_live": counts.peak_live,
             "runs": runs.iter().map(Run::summary).collect::<Vec<_>>(),
             "heaps": heaps,
+            "profile": profile,
             "memory_svg": memory_svg,
             "heapmap_svg": map_svg,
         });
@@ -298,6 +310,13 @@ pub(crate) fn demo(levels: usize, seed: u64, out: &Path, json: bool) -> Result<(
         );
     }
     out!("The bento set-up's subsystem heaps at the session's busiest moment:\n{heaps}");
+    if !profile.is_empty() {
+        out!(
+            "bento-prof's sampled profile at its busiest moment, beside each heap's own \
+             count:\n{}\n",
+            profile.join("\n")
+        );
+    }
     out!(
         "The memory space at the peak: {}",
         crate::map::summary(&rows)

@@ -318,6 +318,8 @@ enum AllocatorName {
     /// The same set-up with sampled guard pages in its heaps (Unix).
     #[cfg(unix)]
     BentoGuard,
+    /// The same set-up with a sampled allocation profile of its heaps.
+    BentoProf,
 }
 
 impl AllocatorName {

@@ -22,8 +22,8 @@ pub(crate) use crate::allocators::ALLOCATORS;
 pub(crate) const REPLAY_DEFAULT: &[&str] = ALLOCATORS.split_at(ALLOCATORS.len() - SET_UPS).0;
 
 /// The bento set-ups, last in the list of allocators: `bento`, `bento-huge` on
-/// Linux and `bento-guard` on Unix.
-const SET_UPS: usize = 1 + cfg!(target_os = "linux") as usize + cfg!(unix) as usize;
+/// Linux, `bento-guard` on Unix and `bento-prof`.
+const SET_UPS: usize = 2 + cfg!(target_os = "linux") as usize + cfg!(unix) as usize;
 
 /// What each allocator is, for `--help` and the tables' notes.
 pub(crate) const ABOUT: &str = "\
@@ -39,7 +39,9 @@ bento     a game's set-up: subsystem heaps with budgets over the common allocato
 bento-huge  the same set-up with transparent huge pages (Linux): its reservations of
           2 MiB or more advised MADV_HUGEPAGE
 bento-guard  the same set-up with sampled guard pages in its heaps (Unix): one
-          allocation in 4096 on a page of its own beside inaccessible ones";
+          allocation in 4096 on a page of its own beside inaccessible ones
+bento-prof  the same set-up with a sampled allocation profile of its heaps: one
+          allocation every 64 KiB on average recorded with its stack";
 
 /// Checks that `name` is an allocator this build knows.
 pub(crate) fn check_name(name: &str) -> Result<(), String> {
@@ -265,6 +267,8 @@ pub(crate) struct Parts<P: PageSource = SystemPages> {
     headroom: usize,
     /// The heaps' sampled guard pages (`bento-guard`).
     guard: Option<bento_pages::GuardConfig>,
+    /// The heaps' sampled allocation profile (`bento-prof`).
+    profiler: Option<&'static bento_pages::Profiler>,
 }
 
 impl Parts {
@@ -288,6 +292,16 @@ impl Parts {
         }
     }
 
+    /// The parts whose heaps feed a profile at the default rate (`bento-prof`).
+    pub(crate) fn profiled() -> Result<Self, String> {
+        let profiler = bento_pages::Profiler::new(bento_pages::ProfileConfig::DEFAULT)
+            .map_err(|e| format!("cannot reserve the profile: {e}"))?;
+        Ok(Self {
+            profiler: Some(profiler),
+            ..Self::new()
+        })
+    }
+
     fn with_pages(pages: SystemPages) -> Self {
         Self {
             common: CommonAllocator::with_config(
@@ -296,6 +310,7 @@ impl Parts {
             pages: Metered::new(pages),
             headroom: 0,
             guard: None,
+            profiler: None,
         }
     }
 }
@@ -323,6 +338,7 @@ impl<P: PageSource + Clone> Parts<P> {
             pages: Metered::new(pages),
             headroom: HEADROOM,
             guard: None,
+            profiler: None,
         }
     }
 }
@@ -373,6 +389,26 @@ pub(crate) struct Bento<'a, P: PageSource = SystemPages> {
     /// levels (a menu, a trace without them) each frame end ticks.
     playing: bool,
     unticked: u32,
+}
+
+/// The profile's estimate of each heap's live bytes beside its own count:
+/// `profile: heap NAME: estimated E of L live bytes (D %)`, a line a heap with
+/// blocks live.
+fn profile_lines(profiler: &bento_pages::Profiler) -> String {
+    let mut lines = String::new();
+    for row in bento_heap::report().rows() {
+        let name = row.name;
+        let live = row.stats.live_bytes;
+        if live == 0 {
+            continue;
+        }
+        let estimated = profiler.estimate(|l, _| l.heap == Some(name));
+        let off = (estimated as f64 / live as f64 - 1.0) * 100.0;
+        lines.push_str(&format!(
+            "profile: heap {name}: estimated {estimated} of {live} live bytes ({off:+.1} %)\n"
+        ));
+    }
+    lines
 }
 
 /// The frame arena and particle pool of a [`Bento`], made from its [`Parts`].
@@ -475,9 +511,15 @@ enum Route {
 
 impl<'a, P: PageSource> Bento<'a, P> {
     pub(crate) fn new(parts: &'a Parts<P>, linear: &'a Linear<'a, P>) -> Result<Self, String> {
-        let builder = |name| match parts.guard {
-            Some(guard) => HeapBuilder::new(name).guard_pages(guard),
-            None => HeapBuilder::new(name),
+        let builder = |name| {
+            let b = match parts.guard {
+                Some(guard) => HeapBuilder::new(name).guard_pages(guard),
+                None => HeapBuilder::new(name),
+            };
+            match parts.profiler {
+                Some(profiler) => b.profile(profiler),
+                None => b,
+            }
         };
         let heap = |name, budget| builder(name).budget(budget).build(&parts.common);
         let current = linear
@@ -563,7 +605,11 @@ impl<A> Report for bento_trace::GlobalTarget<A> {}
 
 impl<P: PageSource> Report for Bento<'_, P> {
     fn heap_report(&self) -> Option<String> {
-        Some(bento_heap::report().to_string())
+        let mut report = bento_heap::report().to_string();
+        if let Some(profiler) = self.parts.profiler {
+            report.push_str(&profile_lines(profiler));
+        }
+        Some(report)
     }
 
     fn kept(&self) -> Option<Kept> {
@@ -761,7 +807,7 @@ mod tests {
 
     #[test]
     fn every_allocator_built_in_is_known_and_others_are_named() {
-        for set_up in ["bento", "bento-huge", "bento-guard"] {
+        for set_up in ["bento", "bento-huge", "bento-guard", "bento-prof"] {
             assert!(!REPLAY_DEFAULT.contains(&set_up));
         }
         let others: Vec<&str> = ALLOCATORS

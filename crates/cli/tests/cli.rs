@@ -68,7 +68,14 @@ fn svg(path: &Path) -> Svg {
 const DEMO_ROWS: &[&str] = allocators::ALLOCATORS;
 
 /// The allocators that count their OS calls.
-const COUNTING: &[&str] = &["space", "common", "bento", "bento-huge", "bento-guard"];
+const COUNTING: &[&str] = &[
+    "space",
+    "common",
+    "bento",
+    "bento-huge",
+    "bento-guard",
+    "bento-prof",
+];
 
 /// The names `replay --allocators` takes, in clap's order: every allocator, built in
 /// or not (a peer not built in is refused when it runs, with a reason).
@@ -80,6 +87,7 @@ fn replay_names() -> Vec<&'static str> {
     if cfg!(unix) {
         names.push("bento-guard");
     }
+    names.push("bento-prof");
     names
 }
 

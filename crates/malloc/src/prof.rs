@@ -15,8 +15,8 @@ use crate::trace::{PATH, expand};
 /// take (a decimal number of bytes from 4096 to 2^30).
 pub(crate) fn parse_every(value: Option<&[u8]>) -> Option<ProfileConfig> {
     match value {
-        None | Some(b"") => Some(ProfileConfig::DEFAULT),
-        Some(v) => ProfileConfig::parse(core::str::from_utf8(v).ok()?),
+        None | Some(b"") => Some(ProfileConfig::DEFAULT.backtrace(true)),
+        Some(v) => Some(ProfileConfig::parse(core::str::from_utf8(v).ok()?)?.backtrace(true)),
     }
 }
 
@@ -44,9 +44,9 @@ pub(crate) fn arm() {
         line.push(b"bento-malloc: BENTO_PROF_EVERY=");
         let v = every.unwrap_or_default();
         line.push_escaped(&v[..v.len().min(64)]);
-        line.push(b" is no number of bytes from 4096 to 1073741824; sampling every 262144\n");
+        line.push(b" is no number of bytes from 4096 to 1073741824; sampling every 65536\n");
         write_all(2, line.as_bytes());
-        ProfileConfig::DEFAULT
+        ProfileConfig::DEFAULT.backtrace(true)
     });
     let _ = COMMON.configure(|c| c.profile = Some(config));
     // SAFETY: a handler that lives as long as the process.
@@ -183,11 +183,9 @@ mod tests {
 
     #[test]
     fn bento_prof_every_takes_a_number_of_bytes() {
-        assert_eq!(parse_every(None), Some(ProfileConfig::DEFAULT));
-        assert_eq!(
-            parse_every(Some(b"65536")),
-            Some(ProfileConfig::DEFAULT.every(65536))
-        );
+        let on = ProfileConfig::DEFAULT.backtrace(true);
+        assert_eq!(parse_every(None), Some(on));
+        assert_eq!(parse_every(Some(b"65536")), Some(on.every(65536)));
         for bad in [&b"0"[..], b"4095", b"2000000000", b"1k", b"-5", b"\xff"] {
             assert_eq!(parse_every(Some(bad)), None, "{bad:?}");
         }

@@ -27,11 +27,14 @@ pub struct ProfileConfig {
 }
 
 impl ProfileConfig {
-    /// A sample every 256 KiB on average, up to 65,536 live, with stacks.
+    /// A sample every 64 KiB on average, up to 65,536 live (4 GiB of blocks at that
+    /// rate), without stacks: a sample keeps its caller's source location (a heap's
+    /// `#[track_caller]` site), heap and tag, for a few hundred instructions; turn
+    /// [`backtrace`](Self::backtrace) on for stacks (bento-malloc does).
     pub const DEFAULT: Self = Self {
-        every: 256 << 10,
+        every: 64 << 10,
         capacity: 1 << 16,
-        backtrace: true,
+        backtrace: false,
     };
 
     /// This config sampling every `every` bytes on average (clamped to 4 KiB to

@@ -4,7 +4,7 @@ use core::cell::UnsafeCell;
 use core::fmt;
 use core::mem::size_of;
 use core::ptr::NonNull;
-use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, Ordering};
 
 use bento_align::Alignment;
 
@@ -45,9 +45,9 @@ pub struct Profiler {
     lock: RawSpinLock,
     // Invariant: reached only under `lock`.
     state: UnsafeCell<State>,
-    /// A bit per hash bucket of addresses held: a free whose bit is clear needs no
-    /// lock.
-    filter: NonNull<AtomicU64>,
+    /// A counter per hash bucket of the samples' addresses (changed under the lock):
+    /// a free whose counter is 0 needs no lock.
+    filter: NonNull<AtomicU8>,
     mark: AtomicU32,
     rng: AtomicU64,
     sampled: AtomicU64,
@@ -78,8 +78,8 @@ impl fmt::Debug for Profiler {
     }
 }
 
-/// Filter words: 2^16 bits.
-const FILTER_WORDS: usize = 1 << 10;
+/// Filter counters: 2^16 bytes.
+const FILTER: usize = 1 << 16;
 
 /// Releases the profiler's lock when dropped.
 struct Held<'a>(&'a Profiler);
@@ -112,7 +112,7 @@ impl Profiler {
         let page = pages.page_size();
         let slots = (config.capacity as usize * 2).next_power_of_two();
         let filter_at = size_of::<Profiler>().next_multiple_of(64);
-        let index_at = filter_at + FILTER_WORDS * 8;
+        let index_at = filter_at + FILTER;
         let entries_at = (index_at + slots * 4).next_multiple_of(64);
         let bytes =
             (entries_at + config.capacity as usize * size_of::<Entry>()).next_multiple_of(page);
@@ -215,15 +215,30 @@ impl Profiler {
         self.mark.fetch_add(1, Ordering::Relaxed) + 1
     }
 
-    fn bit(&self, ptr: NonNull<u8>) -> (usize, u64) {
-        let h = (ptr.addr().get() >> 4).wrapping_mul(0x9E37_79B9_7F4A_7C15_u64 as usize) >> 20;
-        let bit = h & (FILTER_WORDS * 64 - 1);
-        (bit / 64, 1 << (bit % 64))
+    /// The filter's counter of the blocks whose address hashes as `addr`'s.
+    fn counter(&self, addr: usize) -> &AtomicU8 {
+        let h = (addr >> 4).wrapping_mul(0x9E37_79B9_7F4A_7C15_u64 as usize) >> 24;
+        // SAFETY: `h & (FILTER - 1) < FILTER`: inside the filter, initialised (zero
+        // pages).
+        unsafe { self.filter.add(h & (FILTER - 1)).as_ref() }
     }
 
-    fn filter_word(&self, word: usize) -> &AtomicU64 {
-        // SAFETY: `word < FILTER_WORDS`: inside the filter, initialised (zero pages).
-        unsafe { self.filter.add(word).as_ref() }
+    /// One more sample under `addr`'s counter (a full one stays full: "maybe").
+    fn count_in(&self, addr: usize) {
+        let c = self.counter(addr);
+        let n = c.load(Ordering::Relaxed);
+        if n < u8::MAX {
+            c.store(n + 1, Ordering::Relaxed);
+        }
+    }
+
+    /// One sample fewer under `addr`'s counter (a full one is never lowered).
+    fn count_out(&self, addr: usize) {
+        let c = self.counter(addr);
+        let n = c.load(Ordering::Relaxed);
+        if n > 0 && n < u8::MAX {
+            c.store(n - 1, Ordering::Relaxed);
+        }
     }
 
     /// Whether the block at `ptr` may be a sample (false: surely not): a hash and a
@@ -231,8 +246,7 @@ impl Profiler {
     #[inline]
     #[must_use]
     pub fn may_hold(&self, ptr: NonNull<u8>) -> bool {
-        let (word, bit) = self.bit(ptr);
-        self.filter_word(word).load(Ordering::Relaxed) & bit != 0
+        self.counter(ptr.addr().get()).load(Ordering::Relaxed) != 0
     }
 
     /// Records a sampled block of `size` bytes at `ptr` (the allocation a draw
@@ -240,7 +254,6 @@ impl Profiler {
     /// it. A full table drops the sample (counted).
     pub fn record(&self, ptr: NonNull<u8>, size: usize, label: Label, trace: &Trace) {
         self.sampled.fetch_add(1, Ordering::Relaxed);
-        let (word, bit) = self.bit(ptr);
         let mut held = self.hold();
         let state = held.state();
         let entry = Entry {
@@ -253,35 +266,32 @@ impl Profiler {
             label,
             trace: *trace,
         };
-        if state.table.insert(entry) {
-            self.filter_word(word).fetch_or(bit, Ordering::Relaxed);
-        } else {
-            self.dropped.fetch_add(1, Ordering::Relaxed);
+        match state.table.insert(entry) {
+            // Counted under the lock: the counters change only with it held.
+            Some(true) => self.count_in(ptr.addr().get()),
+            Some(false) => {}
+            None => {
+                self.dropped.fetch_add(1, Ordering::Relaxed);
+            }
         }
     }
 
     /// Forgets the sample of the block at `ptr` (its free); false when none was held.
     pub fn forget(&self, ptr: NonNull<u8>) -> bool {
-        let (word, bit) = self.bit(ptr);
         let mut held = self.hold();
-        let table = &mut held.state().table;
-        let found = table.remove(ptr.addr().get());
-        // The filter's bit stays set while another sample hashes to it.
-        if found && !table.any(|e| self.bit_of(e.addr) == (word, bit)) {
-            self.filter_word(word).fetch_and(!bit, Ordering::Relaxed);
+        let found = held.state().table.remove(ptr.addr().get());
+        if found {
+            self.count_out(ptr.addr().get());
         }
         found
     }
 
-    fn bit_of(&self, addr: usize) -> (usize, u64) {
-        let h = (addr >> 4).wrapping_mul(0x9E37_79B9_7F4A_7C15_u64 as usize) >> 20;
-        let bit = h & (FILTER_WORDS * 64 - 1);
-        (bit / 64, 1 << (bit % 64))
-    }
-
     /// Forgets every sample whose label names `owner` (a heap's discard).
     pub fn forget_owned(&self, owner: usize) {
-        self.hold().state().table.retain(|e| e.label.owner != owner);
+        let mut held = self.hold();
+        held.state()
+            .table
+            .retain(|e| e.label.owner != owner, |addr| self.count_out(addr));
     }
 
     /// Takes the profiler's lock for a `fork` (a child forked while another thread

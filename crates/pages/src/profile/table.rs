@@ -90,16 +90,17 @@ impl Table {
         }
     }
 
-    /// Adds `e` (or replaces the entry at its address); false when full.
-    pub(super) fn insert(&mut self, e: Entry) -> bool {
+    /// Adds `e`: `Some(true)`, or `Some(false)` when it replaced the entry at its
+    /// address; `None` when full.
+    pub(super) fn insert(&mut self, e: Entry) -> Option<bool> {
         if let Some(i) = self.find(e.addr) {
             let k = self.slot(i) - 1;
             // SAFETY: `k < len`: a written entry.
             unsafe { self.entries.add(k as usize).write(e) };
-            return true;
+            return Some(false);
         }
         if self.len == self.cap {
-            return false;
+            return None;
         }
         let mut i = hash(e.addr) & self.mask;
         while self.slot(i) != 0 {
@@ -109,7 +110,7 @@ impl Table {
         unsafe { self.entries.add(self.len as usize).write(e) };
         self.len += 1;
         self.set_slot(i, self.len);
-        true
+        Some(true)
     }
 
     /// Removes `addr`'s entry; false when there is none.
@@ -163,13 +164,12 @@ impl Table {
         }
     }
 
-    /// Whether an entry passes `f`.
-    pub(super) fn any(&self, mut f: impl FnMut(&Entry) -> bool) -> bool {
-        (0..self.len).any(|k| f(self.entry(k)))
-    }
-
-    /// Removes every entry `keep` refuses.
-    pub(super) fn retain(&mut self, mut keep: impl FnMut(&Entry) -> bool) {
+    /// Removes every entry `keep` refuses, telling `gone` its address.
+    pub(super) fn retain(
+        &mut self,
+        mut keep: impl FnMut(&Entry) -> bool,
+        mut gone: impl FnMut(usize),
+    ) {
         let mut k = 0;
         while k < self.len {
             let e = *self.entry(k);
@@ -177,6 +177,7 @@ impl Table {
                 k += 1;
             } else {
                 self.remove(e.addr);
+                gone(e.addr);
             }
         }
     }
