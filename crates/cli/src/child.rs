@@ -71,7 +71,13 @@ pub(crate) fn child(
                 _ => Parts::new(),
             };
             let linear = Linear::new(&parts)?;
-            go.run(&mut Bento::new(&parts, &linear)?)?
+            let run = go.run(&mut Bento::new(&parts, &linear)?)?;
+            // The profile at the busiest moment, beside the result (`bento-prof`).
+            let profile = parts.profile_snapshot.take();
+            if !profile.is_empty() {
+                crate::output::write_bytes(&result.with_extension("pprof"), &profile)?;
+            }
+            run
         }
     };
     let json = serde_json::to_vec(&run).map_err(|e| e.to_string())?;
@@ -206,6 +212,7 @@ fn measure<T: ReplayTarget + Report>(
         samples,
         phases,
         heaps,
+        profile: None,
         latency: None,
     })
 }
@@ -316,12 +323,17 @@ impl Child<'_> {
         let status = child.wait().map_err(|e| e.to_string())?;
         let run = std::fs::read(&result);
         let _ = std::fs::remove_file(&result);
+        let profile_at = result.with_extension("pprof");
+        let profile = std::fs::read(&profile_at).ok();
+        let _ = std::fs::remove_file(&profile_at);
         if !status.success() {
             self.bar.abandon();
             let why = last.trim_start_matches("bento: ");
             return Err(format!("the replay on {name} failed: {why}"));
         }
-        serde_json::from_slice(&run.map_err(|e| e.to_string())?)
-            .map_err(|e| format!("the replay on {name} reported nonsense: {e}"))
+        let mut run: Run = serde_json::from_slice(&run.map_err(|e| e.to_string())?)
+            .map_err(|e| format!("the replay on {name} reported nonsense: {e}"))?;
+        run.profile = profile;
+        Ok(run)
     }
 }

@@ -263,6 +263,11 @@ pub(crate) fn demo(levels: usize, seed: u64, out: &Path, json: bool) -> Result<(
         .iter()
         .find_map(|r| r.heaps.clone())
         .unwrap_or_default();
+    // `bento-prof`'s profile at its busiest moment, beside the trace.
+    let profile_pb = out.join("demo-profile.pb");
+    if let Some(bytes) = runs.iter().find_map(|r| r.profile.as_deref()) {
+        crate::output::write_bytes(&profile_pb, bytes)?;
+    }
     // `bento-prof`'s estimate of each heap's live bytes at its busiest moment.
     let profile: Vec<String> = runs
         .iter()
@@ -284,6 +289,7 @@ pub(crate) fn demo(levels: usize, seed: u64, out: &Path, json: bool) -> Result<(
             "runs": runs.iter().map(Run::summary).collect::<Vec<_>>(),
             "heaps": heaps,
             "profile": profile,
+            "profile_pb": profile_pb.exists().then_some(&profile_pb),
             "memory_svg": memory_svg,
             "heapmap_svg": map_svg,
         });
@@ -327,5 +333,12 @@ pub(crate) fn demo(levels: usize, seed: u64, out: &Path, json: bool) -> Result<(
         memory_svg.display(),
         map_svg.display()
     );
+    if profile_pb.exists() {
+        out!(
+            "and {}, bento-prof's heap profile at its busiest moment (`go tool pprof`, \
+             `bento diff`)",
+            profile_pb.display()
+        );
+    }
     Ok(())
 }

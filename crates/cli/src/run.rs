@@ -145,6 +145,9 @@ pub(crate) struct Run {
     /// Each operation's latency, from a timed replay of its own.
     #[serde(default)]
     pub(crate) latency: Option<Latency>,
+    /// The sampled profile at the busiest moment, in pprof's format (`bento-prof`).
+    #[serde(skip)]
+    pub(crate) profile: Option<Vec<u8>>,
 }
 
 impl Run {
@@ -511,6 +514,7 @@ mod tests {
             samples: Vec::new(),
             phases: Vec::new(),
             heaps: None,
+            profile: None,
             latency: None,
         }
     }

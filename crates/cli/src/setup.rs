@@ -269,6 +269,8 @@ pub(crate) struct Parts<P: PageSource = SystemPages> {
     guard: Option<bento_pages::GuardConfig>,
     /// The heaps' sampled allocation profile (`bento-prof`).
     profiler: Option<&'static bento_pages::Profiler>,
+    /// Its pprof dump at the busiest moment so far (`heap_report`).
+    pub(crate) profile_snapshot: std::cell::RefCell<Vec<u8>>,
 }
 
 impl Parts {
@@ -311,6 +313,7 @@ impl Parts {
             headroom: 0,
             guard: None,
             profiler: None,
+            profile_snapshot: std::cell::RefCell::default(),
         }
     }
 }
@@ -339,6 +342,7 @@ impl<P: PageSource + Clone> Parts<P> {
             headroom: HEADROOM,
             guard: None,
             profiler: None,
+            profile_snapshot: std::cell::RefCell::default(),
         }
     }
 }
@@ -608,6 +612,9 @@ impl<P: PageSource> Report for Bento<'_, P> {
         let mut report = bento_heap::report().to_string();
         if let Some(profiler) = self.parts.profiler {
             report.push_str(&profile_lines(profiler));
+            let mut snapshot = self.parts.profile_snapshot.borrow_mut();
+            snapshot.clear();
+            profiler.write_pprof(false, &mut |b| snapshot.extend_from_slice(b));
         }
         Some(report)
     }

@@ -124,6 +124,40 @@ fn demo_prints_a_table_per_allocator_and_writes_both_charts() {
         assert!(out.lines().any(|l| l.starts_with(heap)), "{out}");
     }
     assert!(out.contains("The memory space at the peak:"), "{out}");
+    // bento-prof's estimate per heap beside the heap's own count, and its profile,
+    // which `bento diff` reads: against an empty one, the heaps' live stacks.
+    let estimates: Vec<&str> = out
+        .lines()
+        .filter(|l| l.starts_with("profile: heap "))
+        .collect();
+    assert!(
+        estimates
+            .iter()
+            .any(|l| l.starts_with("profile: heap level: estimated ")),
+        "{out}"
+    );
+    let empty = dir.join("empty.pb");
+    let nothing = bento_pages::Profiler::new(bento_pages::ProfileConfig::DEFAULT).unwrap();
+    let mut bytes = Vec::new();
+    nothing.write_pprof(false, &mut |b| bytes.extend_from_slice(b));
+    std::fs::write(&empty, bytes).unwrap();
+    let profile = dir.join("demo-profile.pb");
+    let grown = ok(&bento(&[
+        "diff",
+        empty.to_str().unwrap(),
+        profile.to_str().unwrap(),
+    ]));
+    assert!(
+        grown
+            .lines()
+            .nth(1)
+            .is_some_and(|l| l.contains("heap level")),
+        "{grown}"
+    );
+    assert!(
+        out.contains("demo-profile.pb, bento-prof's heap profile"),
+        "{out}"
+    );
     // One way of writing bytes on the whole screen, the heaps' report included: three
     // significant stats, so never "7343 KiB" beside "22.7 MiB".
     for (i, word) in out.split_whitespace().enumerate().skip(1) {
