@@ -250,6 +250,7 @@ fn demo_writes_its_trace_into_a_fifo_and_replays_a_copy() {
         [
             "demo-heapmap.svg",
             "demo-memory.svg",
+            "demo-profile.pb",
             "demo.trace",
             "game.trace"
         ]

@@ -23,6 +23,9 @@ impl<P: PageSource> Inner<P> {
             return false;
         }
         cache.bind(ptr::from_ref(self).cast(), Self::detach_erased);
+        // The owner's countdowns: the first waits for its samples (or none).
+        cache.set_countdown(self.guard.map_or(u32::MAX, |pool| pool.draw()));
+        cache.set_prof_left(self.profiler.map_or(usize::MAX, |p| p.draw()));
         self.front.registry().add(cache);
         cache.go_live();
         true
