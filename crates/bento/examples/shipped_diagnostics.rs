@@ -24,8 +24,8 @@ fn main() {
     let mut dumps = std::vec::Vec::new();
     for n in 1..=12u64 {
         const NAMES: [&str; 12] = [
-            "level 1", "level 2", "level 3", "level 4", "level 5", "level 6", "level 7",
-            "level 8", "level 9", "level 10", "level 11", "level 12",
+            "level 1", "level 2", "level 3", "level 4", "level 5", "level 6", "level 7", "level 8",
+            "level 9", "level 10", "level 11", "level 12",
         ];
         profiler.set_frame(n * 1000, Some(NAMES[n as usize - 1]));
         profiler.mark();
@@ -53,14 +53,17 @@ fn main() {
         profiler.write_pprof(true, &mut |b| dump.extend_from_slice(b));
         dumps.push(dump.len());
     }
-    let estimate = profiler.estimate(|l, phase| l.heap == Some("level") && phase == Some("level 7"));
+    let estimate =
+        profiler.estimate(|l, phase| l.heap == Some("level") && phase == Some("level 7"));
     println!(
         "level 7 left about {} KiB live (in truth {} KiB); dumps of {:?} bytes",
         estimate >> 10,
         (32 * (64 << 10)) >> 10,
         dumps
     );
-    assert!((1800 << 10..=2300 << 10).contains(&estimate), "{estimate}");
+    // 32 blocks at the mean rate: some 20 samples, so the estimate is within about a
+    // sixth (one standard error) of the truth.
+    assert!((1 << 20..=3 << 20).contains(&estimate), "{estimate}");
     println!(
         "guard pages: {:?}",
         bento_alloc::heap::guard_stats().map(|s| (s.guarded, s.committed_bytes))
