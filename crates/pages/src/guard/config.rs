@@ -15,7 +15,7 @@ pub const MAX_SLOTS: u32 = 4096;
 pub(super) const POOL_BYTES: usize = 256;
 pub(super) const SLOT_BYTES: usize = 384;
 
-/// How a [`GuardPool`] samples: one allocation in `every` on average (a uniform draw
+/// How a [`GuardPool`](crate::GuardPool) samples: one allocation in `every` on average (a uniform draw
 /// between 1 and `2 * every - 1`, so that no allocation pattern falls in step with
 /// it), up to `slots` blocks guarded or in quarantine at once.
 ///

@@ -3,7 +3,7 @@
 /// The most live samples a profiler keeps.
 pub const MAX_SAMPLES: u32 = 1 << 20;
 
-/// How a [`Profiler`] samples.
+/// How a [`Profiler`](crate::Profiler) samples.
 ///
 /// ```
 /// use bento_pages::ProfileConfig;
@@ -100,6 +100,6 @@ pub struct ProfileStats {
     /// The live bytes the samples stand for (each weighted by its inverse
     /// probability): an estimate of the bytes live in the sampled allocators.
     pub estimated_live_bytes: u64,
-    /// The marks set so far ([`Profiler::mark`]).
+    /// The marks set so far ([`Profiler::mark`](crate::Profiler::mark)).
     pub marks: u32,
 }
