@@ -41,7 +41,7 @@ bento-huge  the same set-up with transparent huge pages (Linux): its reservation
 bento-guard  the same set-up with sampled guard pages in its heaps (Unix): one
           allocation in 4096 on a page of its own beside inaccessible ones
 bento-prof  the same set-up with a sampled allocation profile of its heaps: one
-          allocation every 64 KiB on average recorded with its stack";
+          allocation every 64 KiB on average recorded with its heap and site";
 
 /// Checks that `name` is an allocator this build knows.
 pub(crate) fn check_name(name: &str) -> Result<(), String> {
