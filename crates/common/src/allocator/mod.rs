@@ -359,6 +359,9 @@ impl<P: PageSource> CommonAllocator<P> {
             return Ok(bento_pages::dangling(layout));
         }
         let inner = self.block()?;
+        if !inner.sampling {
+            return again(inner, || inner.alloc(layout));
+        }
         let profiled = inner.profile_due(layout.size());
         let p = match inner.sampled(layout) {
             Some(p) => p,
@@ -395,7 +398,7 @@ impl<P: PageSource> CommonAllocator<P> {
             return Ok(bento_pages::dangling(layout));
         }
         let inner = self.block()?;
-        if inner.profile_due(layout.size()) {
+        if inner.sampling && inner.profile_due(layout.size()) {
             let p = self.alloc_zeroed_in(inner, layout)?;
             inner.profile_record(p, layout.size());
             return Ok(p);
@@ -406,7 +409,9 @@ impl<P: PageSource> CommonAllocator<P> {
     /// [`alloc_zeroed`](Self::alloc_zeroed) in the started allocator.
     fn alloc_zeroed_in(&self, inner: &Inner<P>, layout: Layout) -> Result<NonNull<u8>, AllocError> {
         // A guarded block's pages are fresh: they read as zero.
-        if let Some(p) = inner.sampled(layout) {
+        if inner.sampling
+            && let Some(p) = inner.sampled(layout)
+        {
             return Ok(p);
         }
         let (p, zero) = again(inner, || inner.alloc_zeroed(layout))?;

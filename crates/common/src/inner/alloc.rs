@@ -30,9 +30,15 @@ impl<P: PageSource> Inner<P> {
         let bin = self.front.bin_of_size(routed_size(layout))?;
         let me = ptr::from_ref(self).cast::<()>();
         with_cache(|cache| {
+            if !cache.owned_by(me) {
+                return None;
+            }
+            if !self.sampling {
+                return cache.pop(bin);
+            }
             let left = cache.countdown();
             let bytes = cache.prof_left();
-            if !cache.owned_by(me) || left == 0 || bytes <= layout.size() {
+            if left == 0 || bytes <= layout.size() {
                 return None;
             }
             let block = cache.pop(bin)?;

@@ -91,6 +91,7 @@ pub(crate) fn build<P: PageSource>(
         (&raw mut (*this).probe_frees).write(probe_frees);
         (&raw mut (*this).guard).write(guard);
         (&raw mut (*this).profiler).write(profiler);
+        (&raw mut (*this).sampling).write(guard.is_some() || profiler.is_some());
         let (lo, len) = guard.map_or((0, 0), |pool| pool.range());
         (&raw mut (*this).guard_lo).write(lo);
         (&raw mut (*this).guard_len).write(len);

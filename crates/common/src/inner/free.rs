@@ -28,7 +28,9 @@ impl<P: PageSource> Inner<P> {
     /// `layout`, not used afterwards when this returns true.
     #[inline(always)]
     pub(crate) unsafe fn fast_free(&self, ptr: NonNull<u8>, layout: Layout) -> bool {
-        if layout.align() > SMALL_ALIGN || self.guarded(ptr) || self.maybe_profiled(ptr) {
+        if layout.align() > SMALL_ALIGN
+            || (self.sampling && (self.guarded(ptr) || self.maybe_profiled(ptr)))
+        {
             return false;
         }
         let Some(bin) = self.front.bin_of_size(routed_size(layout)) else {
@@ -52,7 +54,7 @@ impl<P: PageSource> Inner<P> {
     /// returns true.
     #[inline(always)]
     pub(crate) unsafe fn fast_free_unsized(&self, ptr: NonNull<u8>) -> bool {
-        if self.maybe_profiled(ptr) {
+        if self.sampling && self.maybe_profiled(ptr) {
             return false;
         }
         let bin = self
@@ -132,10 +134,12 @@ impl<P: PageSource> Inner<P> {
     /// As for [`CommonAllocator::dealloc`], with a non-zero size.
     #[inline]
     pub(crate) unsafe fn dealloc(&self, ptr: NonNull<u8>, layout: Layout) {
-        self.profile_free(ptr);
-        if self.guarded(ptr) {
-            // SAFETY: the caller's contract; the pool owns `ptr`.
-            return unsafe { self.free_guarded(ptr) };
+        if self.sampling {
+            self.profile_free(ptr);
+            if self.guarded(ptr) {
+                // SAFETY: the caller's contract; the pool owns `ptr`.
+                return unsafe { self.free_guarded(ptr) };
+            }
         }
         let Routing::BySize = self.routing else {
             let Some(Owner::General(region)) = self.owner(ptr) else {
@@ -168,10 +172,12 @@ impl<P: PageSource> Inner<P> {
     ///
     /// As for [`CommonAllocator::free`].
     pub(crate) unsafe fn free(&self, ptr: NonNull<u8>) {
-        self.profile_free(ptr);
-        if self.guarded(ptr) {
-            // SAFETY: the caller's contract; the pool owns `ptr`.
-            return unsafe { self.free_guarded(ptr) };
+        if self.sampling {
+            self.profile_free(ptr);
+            if self.guarded(ptr) {
+                // SAFETY: the caller's contract; the pool owns `ptr`.
+                return unsafe { self.free_guarded(ptr) };
+            }
         }
         match self.owner(ptr) {
             None => report_foreign(self.misuse, ptr),

@@ -54,6 +54,8 @@ pub(crate) struct Inner<P: PageSource> {
     pub(crate) guard: Option<&'static guard_pool::Pool>,
     /// The sampled allocation profile, if on.
     pub(crate) profiler: Option<&'static guard_pool::Prof>,
+    /// Whether either is on: without, the hot paths count nothing and check no range.
+    pub(crate) sampling: bool,
     guard_lo: usize,
     guard_len: usize,
     /// The block's own size.
